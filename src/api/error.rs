@@ -1,0 +1,94 @@
+//! The one error type of the HTTP edge: every failure becomes a JSON body
+//! `{"error": {"code", "message", "field"?}}`; 5xx are logged and hidden.
+
+use axum::{
+    Json,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
+use serde_json::json;
+
+use crate::domain::FieldError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The request could not be read (malformed JSON, a query value of the wrong type).
+    #[error("{message}")]
+    BadRequest {
+        message: String,
+        field: Option<String>,
+    },
+    #[error("{0}")]
+    NotFound(String),
+    /// The request is fine but clashes with what is stored.
+    #[error("{message}")]
+    Conflict {
+        message: String,
+        field: Option<String>,
+    },
+    /// The request was read but breaks a rule of the domain.
+    #[error(transparent)]
+    Invalid(#[from] FieldError),
+    #[error("request body is larger than the limit of {0} bytes")]
+    PayloadTooLarge(usize),
+    #[error("unsupported content type: send application/json")]
+    UnsupportedMediaType,
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl ApiError {
+    pub fn not_found(what: &str, id: i64) -> Self {
+        ApiError::NotFound(format!("{what} {id} does not exist"))
+    }
+
+    fn parts(&self) -> (StatusCode, &'static str, Option<&str>) {
+        match self {
+            ApiError::BadRequest { field, .. } => {
+                (StatusCode::BAD_REQUEST, "bad_request", field.as_deref())
+            }
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found", None),
+            ApiError::Conflict { field, .. } => {
+                (StatusCode::CONFLICT, "conflict", field.as_deref())
+            }
+            ApiError::Invalid(e) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_field",
+                Some(e.field.as_str()),
+            ),
+            ApiError::PayloadTooLarge(_) => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", None)
+            }
+            ApiError::UnsupportedMediaType => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                None,
+            ),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal", None),
+        }
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(e: sqlx::Error) -> Self {
+        ApiError::Internal(anyhow::Error::new(e).context("database"))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code, field) = self.parts();
+        let message = match &self {
+            ApiError::Internal(e) => {
+                tracing::error!(error = ?e, "request failed");
+                "internal error".to_owned()
+            }
+            other => other.to_string(),
+        };
+        let mut error = json!({ "code": code, "message": message });
+        if let Some(field) = field {
+            error["field"] = json!(field);
+        }
+        (status, Json(json!({ "error": error }))).into_response()
+    }
+}

@@ -1,0 +1,101 @@
+//! Extractors whose rejections are [`ApiError`]s naming the field at fault.
+
+use axum::{
+    body::Bytes,
+    extract::{FromRequest, FromRequestParts, Request},
+    http::{header, request::Parts},
+};
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+
+/// Largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// A JSON body; type errors name the offending field (`fields.title.selector`).
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let is_json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        if !is_json {
+            return Err(ApiError::UnsupportedMediaType);
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::PayloadTooLarge(MAX_BODY_BYTES)
+            } else {
+                ApiError::BadRequest {
+                    message: rejection.body_text(),
+                    field: None,
+                }
+            }
+        })?;
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let field = e.path().to_string();
+            let inner = e.into_inner();
+            if inner.is_syntax() || inner.is_eof() {
+                ApiError::BadRequest {
+                    message: format!("malformed JSON: {inner}"),
+                    field: None,
+                }
+            } else {
+                ApiError::Invalid(crate::domain::FieldError::new(
+                    if field == "." {
+                        "body".to_owned()
+                    } else {
+                        field
+                    },
+                    inner.to_string(),
+                ))
+            }
+        })?;
+        Ok(ApiJson(value))
+    }
+}
+
+/// Query parameters; a value of the wrong type names its parameter.
+pub struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or_default();
+        let de = serde_urlencoded::Deserializer::new(url::form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(de)
+            .map(ApiQuery)
+            .map_err(|e| ApiError::BadRequest {
+                field: Some(e.path().to_string()),
+                message: format!("invalid query parameter {}: {}", e.path(), e.inner()),
+            })
+    }
+}
+
+/// The numeric `{id}` of a resource path.
+pub struct Id(pub i64);
+
+impl<S: Send + Sync> FromRequestParts<S> for Id {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let axum::extract::Path(raw) =
+            axum::extract::Path::<String>::from_request_parts(parts, state)
+                .await
+                .map_err(|e| ApiError::BadRequest {
+                    message: e.body_text(),
+                    field: Some("id".into()),
+                })?;
+        raw.parse().map(Id).map_err(|_| ApiError::BadRequest {
+            message: format!("id must be a positive integer, got {raw:?}"),
+            field: Some("id".into()),
+        })
+    }
+}

@@ -1,0 +1,42 @@
+use axum::{Json, Router, extract::State, routing::get};
+use serde::Deserialize;
+
+use super::{ApiError, AppState, Page, extract::ApiQuery, page_limit, parse_cursor};
+use crate::store::{
+    self,
+    results::{CrawlResult, ResultFilter},
+};
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/results", get(list))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResultQuery {
+    keyword_id: Option<i64>,
+    site_id: Option<i64>,
+    run_id: Option<i64>,
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+/// Results in the order they were stored; pass `next_cursor` back as `cursor`
+/// for the next page.
+async fn list(
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<ResultQuery>,
+) -> Result<Json<Page<CrawlResult>>, ApiError> {
+    let filter = ResultFilter {
+        keyword_id: query.keyword_id,
+        site_id: query.site_id,
+        run_id: query.run_id,
+        after: parse_cursor(query.cursor.as_deref())?,
+        limit: page_limit(query.limit)?,
+    };
+    let items = store::results::list(&state.pool, &filter).await?;
+    let next_cursor = (items.len() as i64 == filter.limit)
+        .then(|| items.last().map(|r| r.id.to_string()))
+        .flatten();
+    Ok(Json(Page { items, next_cursor }))
+}

@@ -1,0 +1,88 @@
+//! Builds the shared dependencies once and runs the roles this process plays.
+
+use anyhow::Context;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    api::{AppState, Application},
+    config::Config,
+    demo, queue, scheduler, store, worker,
+};
+
+/// Runs the configured roles until `shutdown`; if one fails, the others are
+/// stopped and the error is returned (so the process exits non-zero).
+pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let pool = store::connect(&config.database_url, config.database_max_connections).await?;
+    if config.process.runs_api() || config.process.runs_scheduler() {
+        store::migrate(&pool).await?;
+    }
+    let redis = queue::connect(&config.redis_url).await?;
+
+    let mut roles = JoinSet::new();
+    let mut demo_site = None;
+    if config.demo {
+        demo_site = Some(
+            demo::start(&config, &pool)
+                .await
+                .context("starting the demo")?,
+        );
+    }
+    if config.process.runs_api() {
+        let state = AppState {
+            pool: pool.clone(),
+            redis: redis.clone(),
+            default_max_attempts: config.max_attempts as i32,
+        };
+        let app = Application::build(&config.api_host, config.api_port, state).await?;
+        let token = shutdown.clone();
+        roles.spawn(async move { app.run_until_stopped(token).await.context("api") });
+    }
+    if config.process.runs_scheduler() {
+        let (config, pool, redis, token) = (
+            config.clone(),
+            pool.clone(),
+            redis.clone(),
+            shutdown.clone(),
+        );
+        roles.spawn(async move {
+            scheduler::run(config, pool, redis, token)
+                .await
+                .context("scheduler")
+        });
+    }
+    if config.process.runs_worker() {
+        let (config, pool, redis, token) = (
+            config.clone(),
+            pool.clone(),
+            redis.clone(),
+            shutdown.clone(),
+        );
+        roles.spawn(async move {
+            worker::run(config, pool, redis, token)
+                .await
+                .context("worker")
+        });
+    }
+
+    let mut outcome = Ok(());
+    while let Some(ended) = roles.join_next().await {
+        let result = ended.context("a role panicked").and_then(|r| r);
+        if let Err(e) = result {
+            tracing::error!(error = ?e, "role failed; stopping the process");
+            shutdown.cancel();
+            if outcome.is_ok() {
+                outcome = Err(e);
+            }
+        } else if !shutdown.is_cancelled() {
+            // A role that ends by itself while not asked to is a failure.
+            shutdown.cancel();
+            outcome = Err(anyhow::anyhow!("a role stopped unexpectedly"));
+        }
+    }
+    if let Some(site) = demo_site {
+        site.stop().await;
+    }
+    pool.close().await;
+    outcome
+}

@@ -1,0 +1,8 @@
+//! Types and rules of the crawl domain: no I/O here.
+
+mod field_error;
+pub mod keyword;
+pub mod run;
+pub mod site;
+
+pub use field_error::FieldError;

@@ -1,0 +1,19 @@
+//! crawlfleet: keyword crawls of many sites on a schedule, in headless Chrome,
+//! on a fleet of workers. One binary; the roles are chosen at start.
+//!
+//! Rooms (`api`, `scheduler`, `worker`) never import one another; what they
+//! share lives in `domain` (rules, no I/O), `store` (Postgres) and `queue`
+//! (the job contract over Redis).
+
+pub mod api;
+pub mod app;
+pub mod config;
+pub mod demo;
+pub mod demo_site;
+pub mod domain;
+pub mod queue;
+pub mod scheduler;
+pub mod shutdown;
+pub mod store;
+pub mod telemetry;
+pub mod worker;

@@ -1,0 +1,136 @@
+//! Moves queued runs from Postgres into Redis, never more than the window.
+
+use std::time::{Duration, Instant};
+
+use apalis::prelude::TaskSink;
+use apalis_redis::ConnectionManager;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    config::Config,
+    queue::{self, Job, JobQueue},
+    store,
+};
+
+/// Hard cap of the window: apalis-redis 1.0 breaks near 8,000 due jobs.
+pub const MAX_WINDOW: i64 = 1000;
+/// Window while no worker is seen (scale from zero): enough to wake the first one.
+const MIN_WINDOW: i64 = 10;
+/// Window per unit of fleet concurrency when `DISPATCH_WINDOW` is not set.
+const WINDOW_PER_SLOT: i64 = 4;
+/// How often the fleet's size and lost messages are looked at.
+const SLOW_CHECKS_EVERY: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone)]
+pub struct DispatchSettings {
+    pub queue_name: String,
+    /// Fixed window; `None` follows the fleet's concurrency.
+    pub window: Option<u32>,
+    pub interval: Duration,
+    pub claim_timeout: Duration,
+}
+
+impl DispatchSettings {
+    pub fn from_config(config: &Config) -> Self {
+        Self {
+            queue_name: config.queue_name.clone(),
+            window: config.dispatch_window,
+            interval: config.dispatch_interval(),
+            claim_timeout: config.dispatch_claim_timeout(),
+        }
+    }
+}
+
+/// The window for a fleet of `fleet_concurrency` slots.
+pub fn window_for(settings: &DispatchSettings, fleet_concurrency: i64) -> i64 {
+    let window = match settings.window {
+        Some(fixed) => fixed as i64,
+        None => (fleet_concurrency * WINDOW_PER_SLOT).max(MIN_WINDOW),
+    };
+    window.clamp(1, MAX_WINDOW)
+}
+
+pub struct Dispatcher {
+    pool: PgPool,
+    queue: JobQueue,
+    settings: DispatchSettings,
+}
+
+impl Dispatcher {
+    pub fn new(pool: PgPool, redis: ConnectionManager, settings: DispatchSettings) -> Self {
+        let queue = queue::storage(redis, &settings.queue_name, 1);
+        Self {
+            pool,
+            queue,
+            settings,
+        }
+    }
+
+    pub async fn run(mut self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let mut window = window_for(&self.settings, 0);
+        let mut last_slow_check: Option<Instant> = None;
+        while !shutdown.is_cancelled() {
+            if last_slow_check.is_none_or(|t| t.elapsed() >= SLOW_CHECKS_EVERY) {
+                last_slow_check = Some(Instant::now());
+                match self.slow_checks().await {
+                    Ok(w) => window = w,
+                    Err(e) => tracing::warn!(error = ?e, "dispatcher checks failed"),
+                }
+            }
+            match self.dispatch_once(window).await {
+                Ok(n) if n > 0 => tracing::debug!(dispatched = n, window, "dispatched"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = ?e, "dispatch failed; retrying"),
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = tokio::time::sleep(self.settings.interval) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Re-dispatches lost messages and sizes the window to the fleet.
+    async fn slow_checks(&self) -> anyhow::Result<i64> {
+        let lost =
+            store::runs::redispatch_unclaimed(&self.pool, self.settings.claim_timeout).await?;
+        if lost > 0 {
+            tracing::warn!(
+                runs = lost,
+                "dispatched runs never claimed; dispatching them again"
+            );
+        }
+        let fleet = store::workers::fleet_concurrency(&self.pool).await?;
+        Ok(window_for(&self.settings, fleet))
+    }
+
+    /// Fills the window once; returns how many jobs were pushed.
+    pub async fn dispatch_once(&mut self, window: i64) -> anyhow::Result<usize> {
+        let in_redis = store::runs::count_in_redis(&self.pool).await?;
+        let room = window - in_redis;
+        if room <= 0 {
+            return Ok(0);
+        }
+        let runs = store::runs::take_for_dispatch(&self.pool, room).await?;
+        if runs.is_empty() {
+            return Ok(0);
+        }
+        let jobs = runs
+            .iter()
+            .map(|r| Job::CrawlV1 {
+                run_id: r.run_id,
+                attempt: r.attempt,
+            })
+            .collect();
+        if let Err(e) = self.queue.push_bulk(jobs).await {
+            let ids: Vec<i64> = runs.iter().map(|r| r.run_id).collect();
+            store::runs::undispatch(&self.pool, &ids).await?;
+            return Err(anyhow::anyhow!(
+                "pushing {} jobs to Redis: {e:?}",
+                ids.len()
+            ));
+        }
+        Ok(runs.len())
+    }
+}

@@ -1,0 +1,103 @@
+//! The scheduler room: one leader at a time queues keywords on their cron and
+//! dispatches the backlog from Postgres into Redis a bounded window at a time.
+
+mod cron;
+mod dispatcher;
+mod watchdog;
+
+use std::time::Duration;
+
+use apalis_redis::ConnectionManager;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use crate::{config::Config, store::leader::Leadership};
+
+pub use cron::fire_keyword;
+pub use dispatcher::{DispatchSettings, Dispatcher};
+pub use watchdog::{WatchdogSettings, sweep as watchdog_sweep};
+
+/// How often a standby scheduler tries to take over.
+const TAKEOVER_POLL: Duration = Duration::from_secs(1);
+
+/// Runs until `shutdown`: waits for leadership, then acts until it is lost.
+pub async fn run(
+    config: Config,
+    pool: PgPool,
+    redis: ConnectionManager,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let mut announced_standby = false;
+    while !shutdown.is_cancelled() {
+        let leadership = match Leadership::try_acquire(&config.database_url).await {
+            Ok(Some(leadership)) => leadership,
+            Ok(None) => {
+                if !announced_standby {
+                    tracing::info!("another scheduler leads; standing by");
+                    announced_standby = true;
+                }
+                sleep_or_stop(TAKEOVER_POLL, &shutdown).await;
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(error = ?e, "could not contend for leadership");
+                sleep_or_stop(TAKEOVER_POLL, &shutdown).await;
+                continue;
+            }
+        };
+        announced_standby = false;
+        tracing::info!("scheduler is the leader");
+        lead(&config, &pool, &redis, leadership, &shutdown).await?;
+    }
+    Ok(())
+}
+
+/// The leader's duties, until shutdown or loss of the lock.
+async fn lead(
+    config: &Config,
+    pool: &PgPool,
+    redis: &ConnectionManager,
+    mut leadership: Leadership,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let duties = shutdown.child_token();
+    let cron = tokio::spawn(cron::run(
+        pool.clone(),
+        config.schedule_sync_interval(),
+        config.max_attempts as i32,
+        duties.clone(),
+    ));
+    let dispatcher = Dispatcher::new(
+        pool.clone(),
+        redis.clone(),
+        DispatchSettings::from_config(config),
+    );
+    let dispatch = tokio::spawn(dispatcher.run(duties.clone()));
+    let watchdog = tokio::spawn(watchdog::run(
+        pool.clone(),
+        WatchdogSettings {
+            interval: Duration::from_secs(config.watchdog_interval_secs.max(1)),
+            heartbeat_timeout: Duration::from_secs(config.heartbeat_timeout_secs),
+            default_stuck_timeout: Duration::from_secs(config.stuck_timeout_secs as u64),
+        },
+        duties.clone(),
+    ));
+    tokio::select! {
+        _ = shutdown.cancelled() => {}
+        _ = leadership.lost() => tracing::warn!("lost the scheduler lock; standing down"),
+    }
+    duties.cancel();
+    let (cron, dispatch, watchdog) = tokio::join!(cron, dispatch, watchdog);
+    leadership.release().await;
+    cron??;
+    dispatch??;
+    watchdog??;
+    Ok(())
+}
+
+async fn sleep_or_stop(period: Duration, shutdown: &CancellationToken) {
+    tokio::select! {
+        _ = tokio::time::sleep(period) => {}
+        _ = shutdown.cancelled() => {}
+    }
+}

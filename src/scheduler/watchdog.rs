@@ -1,0 +1,59 @@
+//! Takes back runs whose worker died or whose page request hangs past its
+//! stuck timeout, by the same rule as a failed attempt (retry with backoff, or
+//! fail after the last attempt). The conditional update fences out the worker
+//! if it was merely slow and comes back.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use crate::store::{self, runs::FenceError};
+
+/// Beyond the stuck timeout, the time the worker gets to notice by itself.
+const STUCK_GRACE: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone)]
+pub struct WatchdogSettings {
+    pub interval: Duration,
+    pub heartbeat_timeout: Duration,
+    pub default_stuck_timeout: Duration,
+}
+
+pub(super) async fn run(pool: PgPool, settings: WatchdogSettings, shutdown: CancellationToken) -> anyhow::Result<()> {
+    loop {
+        match sweep(&pool, &settings).await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(runs = n, "watchdog took back abandoned runs"),
+            Err(e) => tracing::warn!(error = ?e, "watchdog sweep failed; retrying"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            _ = tokio::time::sleep(settings.interval) => {}
+        }
+    }
+}
+
+/// One pass; returns how many runs were taken back.
+pub async fn sweep(pool: &PgPool, settings: &WatchdogSettings) -> anyhow::Result<usize> {
+    let abandoned = store::runs::find_abandoned(
+        pool,
+        settings.heartbeat_timeout,
+        settings.default_stuck_timeout,
+        STUCK_GRACE,
+    )
+    .await?;
+    let mut taken = 0;
+    for run in abandoned {
+        match store::runs::fail_attempt(pool, &run.fence, &run.reason, false).await {
+            Ok(after) => {
+                taken += 1;
+                tracing::warn!(run_id = run.fence.run_id, attempt = run.fence.attempt, state = %after.state, reason = %run.reason, "run taken back");
+            }
+            // It moved on between the scan and the update: nothing to do.
+            Err(FenceError::Superseded { .. }) => {}
+            Err(FenceError::Database(e)) => return Err(e.into()),
+        }
+    }
+    Ok(taken)
+}

@@ -1,0 +1,54 @@
+//! Postgres: the truth and the backlog. All SQL of crawlfleet lives here.
+
+pub mod keywords;
+pub mod leader;
+pub mod results;
+pub mod runs;
+pub mod sites;
+pub mod workers;
+
+use std::time::Duration;
+
+use anyhow::Context;
+use sqlx::{PgPool, postgres::PgPoolOptions};
+
+/// Opens the pool, retrying with backoff while Postgres is not reachable yet
+/// (containers start together; a database restart must not kill the process).
+pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<PgPool> {
+    let mut delay = Duration::from_millis(200);
+    let mut tries = 0;
+    loop {
+        let result = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect(url)
+            .await;
+        match result {
+            Ok(pool) => return Ok(pool),
+            Err(e) if tries < 30 => {
+                tries += 1;
+                tracing::warn!(error = %e, "Postgres not reachable yet, retrying in {delay:?}");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => return Err(e).context("connecting to Postgres"),
+        }
+    }
+}
+
+/// Applies pending migrations. sqlx takes a Postgres advisory lock around them,
+/// so several processes starting together apply each migration once.
+pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
+    sqlx::migrate!("./migrations")
+        .run(pool)
+        .await
+        .context("running database migrations")
+}
+
+/// Whether an error is a violation of the named constraint.
+pub fn violates(error: &sqlx::Error, constraint: &str) -> bool {
+    error
+        .as_database_error()
+        .and_then(|e| e.constraint())
+        .is_some_and(|c| c == constraint)
+}

@@ -1,0 +1,208 @@
+//! Headless Chrome sessions over WebDriver, reused across jobs and never more
+//! than the worker's concurrency. Each session has its own profile folder: the
+//! handle to kill its processes when it hangs, removed when it closes.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use anyhow::Context;
+use fantoccini::{Client, ClientBuilder, wd::TimeoutConfiguration};
+use hyper_util::client::legacy::connect::HttpConnector;
+use serde_json::json;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::processes::kill_chrome_under;
+
+/// Flags measured necessary or useful on these machines (BROWSER-NOTES.md).
+const CHROME_FLAGS: &[&str] = &[
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--disable-extensions",
+    "--mute-audio",
+    "--window-size=1280,1024",
+];
+
+/// A session is closed and replaced after this many pages, so a leaking page
+/// cannot grow one browser without bound.
+const PAGES_PER_SESSION: u32 = 200;
+
+/// One Chrome under WebDriver.
+pub struct BrowserSession {
+    pub client: Client,
+    profile_dir: PathBuf,
+    pages: u32,
+}
+
+impl BrowserSession {
+    /// Counts a page against the session's recycling budget.
+    pub fn count_page(&mut self) {
+        self.pages += 1;
+    }
+
+    /// Sets the page-load timeout: a page that never finishes loading fails
+    /// with a WebDriver timeout instead of blocking the session for 300 s.
+    pub async fn set_page_load_timeout(&self, timeout: Duration) -> anyhow::Result<()> {
+        self.client
+            .update_timeouts(TimeoutConfiguration::new(
+                Some(timeout),
+                Some(timeout),
+                None,
+            ))
+            .await
+            .context("setting session timeouts")
+    }
+
+    /// Ends the session: politely first, then by killing its processes, and
+    /// removes its profile folder.
+    async fn close(self) {
+        let polite = tokio::time::timeout(Duration::from_secs(5), self.client.close()).await;
+        if !matches!(polite, Ok(Ok(()))) {
+            kill_chrome_under(&self.profile_dir);
+        }
+        remove_profile(&self.profile_dir).await;
+    }
+
+    /// Kills the session's processes at once (a hung renderer or script loop).
+    async fn kill(self) {
+        kill_chrome_under(&self.profile_dir);
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.client.close()).await;
+        remove_profile(&self.profile_dir).await;
+    }
+}
+
+async fn remove_profile(dir: &Path) {
+    // Chrome may still be writing for a moment after it exits.
+    for _ in 0..5 {
+        match tokio::fs::remove_dir_all(dir).await {
+            Ok(()) => return,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    tracing::warn!(dir = %dir.display(), "could not remove a browser profile folder");
+}
+
+/// The worker's browsers.
+pub struct BrowserPool {
+    webdriver_url: String,
+    chrome_path: Option<String>,
+    profile_root: PathBuf,
+    slots: Arc<Semaphore>,
+    idle: Mutex<Vec<BrowserSession>>,
+    next_profile: AtomicU64,
+}
+
+/// A session lent to one crawl; hand it back with [`BrowserPool::give_back`].
+pub struct BrowserLease {
+    pub session: BrowserSession,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl BrowserPool {
+    pub fn new(
+        webdriver_url: String,
+        chrome_path: Option<String>,
+        profile_root: PathBuf,
+        size: usize,
+    ) -> Self {
+        Self {
+            webdriver_url,
+            chrome_path,
+            profile_root,
+            slots: Arc::new(Semaphore::new(size)),
+            idle: Mutex::new(Vec::new()),
+            next_profile: AtomicU64::new(1),
+        }
+    }
+
+    /// Waits for a free slot and lends an idle session, or opens a new one.
+    pub async fn lease(&self) -> anyhow::Result<BrowserLease> {
+        let slot = self
+            .slots
+            .clone()
+            .acquire_owned()
+            .await
+            .context("browser pool closed")?;
+        let idle = self.idle.lock().expect("pool lock").pop();
+        let session = match idle {
+            Some(session) => session,
+            None => self.open().await?,
+        };
+        Ok(BrowserLease {
+            session,
+            _slot: slot,
+        })
+    }
+
+    /// Returns a session: kept for the next job when healthy, killed otherwise.
+    pub async fn give_back(&self, lease: BrowserLease, healthy: bool) {
+        let BrowserLease { session, _slot } = lease;
+        if !healthy {
+            session.kill().await;
+        } else if session.pages >= PAGES_PER_SESSION {
+            session.close().await;
+        } else {
+            self.idle.lock().expect("pool lock").push(session);
+        }
+    }
+
+    async fn open(&self) -> anyhow::Result<BrowserSession> {
+        let n = self.next_profile.fetch_add(1, Ordering::Relaxed);
+        let profile_dir = self.profile_root.join(format!("session-{n}"));
+        tokio::fs::create_dir_all(&profile_dir)
+            .await
+            .with_context(|| format!("creating {}", profile_dir.display()))?;
+        let mut args: Vec<String> = CHROME_FLAGS.iter().map(|f| f.to_string()).collect();
+        args.push(format!("--user-data-dir={}", profile_dir.display()));
+        let mut chrome_options = json!({ "args": args });
+        if let Some(path) = &self.chrome_path {
+            chrome_options["binary"] = json!(path);
+        }
+        let capabilities = json!({
+            "browserName": "chrome",
+            "goog:chromeOptions": chrome_options,
+            "timeouts": {"pageLoad": 120_000, "script": 30_000},
+        });
+        let serde_json::Value::Object(capabilities) = capabilities else {
+            unreachable!("built as an object")
+        };
+        let connect = ClientBuilder::new(HttpConnector::new())
+            .capabilities(capabilities)
+            .connect(&self.webdriver_url)
+            .await;
+        match connect {
+            Ok(client) => Ok(BrowserSession {
+                client,
+                profile_dir,
+                pages: 0,
+            }),
+            Err(e) => {
+                kill_chrome_under(&profile_dir);
+                remove_profile(&profile_dir).await;
+                Err(anyhow::anyhow!("opening a Chrome session: {e}"))
+            }
+        }
+    }
+
+    /// Closes every idle session (shutdown; leased ones are given back first).
+    pub async fn close_all(&self) {
+        let sessions: Vec<_> = std::mem::take(&mut *self.idle.lock().expect("pool lock"));
+        futures::future::join_all(sessions.into_iter().map(BrowserSession::close)).await;
+        // Anything a crash left behind under our profiles.
+        kill_chrome_under(&self.profile_root);
+        remove_profile(&self.profile_root).await;
+    }
+}

@@ -1,0 +1,122 @@
+//! The worker's own chromedriver, restarted if it dies. Chrome outlives a dead
+//! chromedriver (re-parented), so a restart first kills the browsers it left.
+
+use std::{path::PathBuf, process::Stdio, sync::Arc, time::Duration};
+
+use anyhow::Context;
+use tokio::{net::TcpStream, process::Command, sync::watch};
+use tokio_util::sync::CancellationToken;
+
+use super::processes::kill_chrome_under;
+
+/// A running, supervised chromedriver.
+pub struct ChromeDriver {
+    url: String,
+    /// The pid of the current chromedriver (0 between restarts).
+    pid: watch::Receiver<u32>,
+    supervisor: tokio::task::JoinHandle<()>,
+}
+
+impl ChromeDriver {
+    /// Starts chromedriver on a free loopback port and supervises it until
+    /// `shutdown`. Orphaned browsers are found under `profile_root`.
+    pub async fn start(
+        binary: &str,
+        profile_root: PathBuf,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<Self> {
+        let port = free_port().await?;
+        let mut child = spawn(binary, port).await?;
+        let (pid_tx, pid) = watch::channel(child.id().unwrap_or(0));
+        let binary = binary.to_owned();
+        let profile_root = Arc::new(profile_root);
+        let supervisor = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    status = child.wait() => {
+                        tracing::warn!(?status, "chromedriver exited; restarting it");
+                        let killed = kill_chrome_under(&profile_root);
+                        if killed > 0 {
+                            tracing::warn!(killed, "killed browsers orphaned by chromedriver");
+                        }
+                        let _ = pid_tx.send(0);
+                        child = loop {
+                            if shutdown.is_cancelled() {
+                                return;
+                            }
+                            match spawn(&binary, port).await {
+                                Ok(child) => break child,
+                                Err(e) => {
+                                    tracing::error!(error = ?e, "chromedriver restart failed; retrying");
+                                    tokio::time::sleep(Duration::from_secs(1)).await;
+                                }
+                            }
+                        };
+                        let _ = pid_tx.send(child.id().unwrap_or(0));
+                    }
+                    _ = shutdown.cancelled() => {
+                        let _ = child.start_kill();
+                        let _ = child.wait().await;
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Self {
+            url: format!("http://127.0.0.1:{port}"),
+            pid,
+            supervisor,
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Pid of the chromedriver running now (0 while restarting).
+    pub fn pid(&self) -> u32 {
+        *self.pid.borrow()
+    }
+
+    /// Waits for the supervisor after shutdown was signalled.
+    pub async fn stopped(self) {
+        let _ = self.supervisor.await;
+    }
+}
+
+async fn free_port() -> anyhow::Result<u16> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("finding a free port for chromedriver")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// Starts chromedriver and waits until it accepts connections.
+async fn spawn(binary: &str, port: u16) -> anyhow::Result<tokio::process::Child> {
+    let mut child = Command::new(binary)
+        .arg(format!("--port={port}"))
+        .arg("--allowed-ips=127.0.0.1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        // Its own process group: a Ctrl-C in the terminal must reach only the
+        // worker, which then drains, not kill every browser at once.
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| {
+            format!("starting {binary} (set CHROMEDRIVER_PATH or install chromium-driver)")
+        })?;
+    for _ in 0..200 {
+        if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            return Ok(child);
+        }
+        if let Some(status) = child.try_wait()? {
+            anyhow::bail!("chromedriver exited at start: {status}");
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+    anyhow::bail!("chromedriver did not listen on port {port} within 5 s")
+}

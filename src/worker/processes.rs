@@ -1,0 +1,85 @@
+//! Finding and killing Chrome processes by their profile folder: the one handle
+//! that survives chromedriver dying (BROWSER-NOTES.md).
+
+use std::{fs, path::Path};
+
+/// Kills (SIGKILL) every process whose `--user-data-dir=` is `profile` or a
+/// folder under it; returns how many were signalled.
+pub fn kill_chrome_under(profile: &Path) -> usize {
+    let exact = format!("--user-data-dir={}", profile.display());
+    let under = format!("{exact}/");
+    let mut killed = 0;
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return 0;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let matches = cmdline
+            .split(|b| *b == 0)
+            .any(|arg| arg == exact.as_bytes() || arg.starts_with(under.as_bytes()));
+        // SAFETY: kill(2) with a pid read from /proc; at worst the process is already gone.
+        if matches && unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+            killed += 1;
+        }
+    }
+    killed
+}
+
+/// Reaps zombie children that are not ours to wait for (Chrome helpers
+/// re-parented to this subreaper). `keep` lists children whose owners wait for
+/// them (chromedriver, under tokio's `Child`).
+pub fn reap_orphans(keep: &[u32]) -> usize {
+    let me = std::process::id();
+    let mut reaped = 0;
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return 0;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if keep.contains(&pid) {
+            continue;
+        }
+        let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the parenthesised command name: state, ppid, ...
+        let Some(rest) = stat.rsplit_once(") ").map(|(_, rest)| rest) else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let (Some(state), Some(ppid)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        if state == "Z" && ppid.parse::<u32>() == Ok(me) {
+            let mut status = 0;
+            // SAFETY: waitpid on a zombie child of ours, non-blocking.
+            if unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) } > 0 {
+                reaped += 1;
+            }
+        }
+    }
+    reaped
+}
+
+/// Makes this process the reaper of its orphaned descendants, so Chrome's
+/// helpers whose parent died are re-parented here (and reaped) instead of
+/// piling up as zombies under PID 1 of a container without an init.
+pub fn become_subreaper() -> bool {
+    // SAFETY: prctl with a constant option and argument.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 }
+}

@@ -1,0 +1,106 @@
+//! The backlog waits in Postgres; Redis only ever holds a bounded window.
+
+use std::time::{Duration, Instant};
+
+use crawlfleet::{queue, store};
+
+use crate::helpers::{Roles, TestApp, count_states};
+
+const BACKLOG_SITES: i64 = 20;
+const BACKLOG_KEYWORDS: i64 = 1000;
+const WINDOW: u32 = 16;
+
+#[tokio::test]
+async fn a_backlog_of_20000_runs_drains_through_a_bounded_window() {
+    let mut app = TestApp::spawn_with(Roles { scheduler: true, worker: true }, |c| {
+        c.dispatch_window = Some(WINDOW);
+        c.dispatch_interval_ms = 50;
+    })
+    .await;
+    let pool = &app.pool().clone();
+    let template = format!("{}/static?q={{keyword}}", app.site.base_url());
+    // 20 sites x 1,000 keywords = 20,000 queued runs, written in bulk.
+    sqlx::query(
+        "INSERT INTO sites (name, search_url, item_selector, fields)
+         SELECT 'site-' || n, $1, 'li.product', '{\"title\": {\"selector\": \"a.title\"}}'
+         FROM generate_series(1, $2) AS n",
+    )
+    .bind(&template)
+    .bind(BACKLOG_SITES)
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query("INSERT INTO keywords (keyword, schedule) SELECT 'kw ' || n, '0 0 0 1 1 *' FROM generate_series(1, $1) AS n")
+        .bind(BACKLOG_KEYWORDS)
+        .execute(pool)
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO keyword_sites SELECT k.id, s.id FROM keywords k CROSS JOIN sites s")
+        .execute(pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO crawl_runs (keyword_id, site_id, state, trigger, max_attempts)
+         SELECT keyword_id, site_id, 'queued', 'manual', 3 FROM keyword_sites",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+
+    let mut redis = queue::connect(&app.config.redis_url).await.unwrap();
+    let target = 5 * WINDOW as i64;
+    let start = Instant::now();
+    let (mut max_in_redis, mut max_dispatched, mut samples) = (0u64, 0i64, 0u32);
+    loop {
+        let in_redis = queue::pending_in_redis(&mut redis, &app.config.queue_name).await.unwrap();
+        let dispatched = store::runs::count_in_redis(pool).await.unwrap();
+        max_in_redis = max_in_redis.max(in_redis);
+        max_dispatched = max_dispatched.max(dispatched);
+        samples += 1;
+        let completed = count_states(pool).await.get("completed").copied().unwrap_or(0);
+        if completed >= target {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(240), "only {completed} runs completed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!(
+        "backlog: {target} runs drained in {:?}; max jobs in Redis {max_in_redis}, max dispatched {max_dispatched}, {samples} samples",
+        start.elapsed()
+    );
+    assert!(max_in_redis <= WINDOW as u64, "Redis held {max_in_redis} jobs, window is {WINDOW}");
+    assert!(max_dispatched <= WINDOW as i64);
+
+    // Round-robin across sites: the first runs claimed span every site.
+    let first_sites: i64 = sqlx::query_scalar(
+        "SELECT count(DISTINCT site_id) FROM (SELECT site_id FROM crawl_runs WHERE started_at IS NOT NULL
+         ORDER BY started_at LIMIT $1) AS first",
+    )
+    .bind(BACKLOG_SITES)
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert!(first_sites >= BACKLOG_SITES - 2, "first claims covered only {first_sites} sites");
+
+    // Cancel the rest; nothing ran twice and every run is accounted for.
+    sqlx::query("UPDATE crawl_runs SET state = 'cancelled', finished_at = now() WHERE state = 'queued'")
+        .execute(pool)
+        .await
+        .unwrap();
+    app.stop_roles().await;
+    let states = count_states(pool).await;
+    assert_eq!(states.values().sum::<i64>(), BACKLOG_SITES * BACKLOG_KEYWORDS, "{states:?}");
+    let over: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT run_id FROM crawl_results GROUP BY run_id HAVING count(*) <> 5) AS odd",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(over, 0, "a run stored other than its 5 items");
+    let retried: i64 = sqlx::query_scalar("SELECT count(*) FROM crawl_runs WHERE attempt > 1")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(retried, 0);
+    app.finish().await;
+}

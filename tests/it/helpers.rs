@@ -1,0 +1,480 @@
+//! One fresh database, one Redis queue namespace and one fixture site per test,
+//! and the crawlfleet roles started in-process (or as real processes).
+
+use std::{
+    path::PathBuf,
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use crawlfleet::{
+    api::{AppState, Application},
+    config::{Config, LogFormat, Process},
+    demo_site::DemoSite,
+    queue, scheduler, store, worker,
+};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sqlx::{Connection, PgConnection, PgPool};
+use tokio::{
+    sync::{Semaphore, SemaphorePermit},
+    task::JoinSet,
+};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// Browser tests running at once (2 cores: more only adds latency and flakes).
+static BROWSER_SLOTS: Semaphore = Semaphore::const_new(2);
+
+pub fn database_server() -> url::Url {
+    let mut url: url::Url = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+        .parse()
+        .expect("DATABASE_URL is a URL");
+    url.set_path("/postgres");
+    url
+}
+
+pub fn redis_url() -> String {
+    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// A database of its own, migrated, dropped by [`TestDb::drop`].
+pub struct TestDb {
+    pub name: String,
+    pub url: String,
+    pub pool: PgPool,
+}
+
+impl TestDb {
+    pub async fn new() -> TestDb {
+        let server = database_server();
+        let name = format!("cf_test_{}", Uuid::new_v4().simple());
+        let mut admin = PgConnection::connect(server.as_str()).await.expect("Postgres reachable");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut admin)
+            .await
+            .expect("create test database");
+        admin.close().await.ok();
+        let mut url = server.clone();
+        url.set_path(&format!("/{name}"));
+        let pool = store::connect(url.as_str(), 10).await.expect("connect test database");
+        store::migrate(&pool).await.expect("migrate test database");
+        TestDb {
+            name,
+            url: url.to_string(),
+            pool,
+        }
+    }
+
+    pub async fn drop(self) {
+        self.pool.close().await;
+        let mut admin = PgConnection::connect(database_server().as_str()).await.expect("Postgres reachable");
+        sqlx::query(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name))
+            .execute(&mut admin)
+            .await
+            .expect("drop test database");
+    }
+}
+
+/// Config for roles under test: short intervals, loopback only.
+pub fn test_config(database_url: &str, queue_name: &str) -> Config {
+    Config {
+        process: Process::All,
+        database_url: database_url.to_owned(),
+        database_max_connections: 10,
+        redis_url: redis_url(),
+        queue_name: queue_name.to_owned(),
+        api_host: "127.0.0.1".into(),
+        api_port: 0,
+        log_format: LogFormat::Pretty,
+        worker_concurrency: 2,
+        chromedriver_path: std::env::var("CHROMEDRIVER_PATH").unwrap_or_else(|_| "chromedriver".into()),
+        webdriver_url: None,
+        chrome_path: None,
+        drain_timeout_secs: 10,
+        dispatch_window: None,
+        dispatch_interval_ms: 100,
+        dispatch_claim_timeout_secs: 60,
+        stuck_timeout_secs: 30,
+        heartbeat_interval_secs: 15,
+        heartbeat_timeout_secs: 90,
+        watchdog_interval_secs: 30,
+        max_attempts: 3,
+        schedule_sync_interval_ms: 300,
+        demo: false,
+        demo_port: 0,
+    }
+}
+
+/// Which roles a test runs in-process besides the api.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Roles {
+    pub scheduler: bool,
+    pub worker: bool,
+}
+
+pub struct TestApp {
+    pub base: String,
+    pub http: reqwest::Client,
+    pub db: TestDb,
+    pub config: Config,
+    pub site: DemoSite,
+    shutdown: CancellationToken,
+    roles: Option<JoinSet<anyhow::Result<()>>>,
+    _browsers: Option<SemaphorePermit<'static>>,
+}
+
+impl TestApp {
+    /// The api alone.
+    pub async fn spawn() -> TestApp {
+        Self::spawn_with(Roles::default(), |_| {}).await
+    }
+
+    /// The api and the chosen roles, with `tune` applied to their config.
+    pub async fn spawn_with(roles: Roles, tune: impl FnOnce(&mut Config)) -> TestApp {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(std::env::var("TEST_LOG").unwrap_or_else(|_| "warn".into()))
+            .with_test_writer()
+            .try_init();
+        let browsers = if roles.worker {
+            Some(BROWSER_SLOTS.acquire().await.expect("slots never close"))
+        } else {
+            None
+        };
+        let db = TestDb::new().await;
+        let mut config = test_config(&db.url, &format!("test-{}", Uuid::new_v4().simple()));
+        tune(&mut config);
+        let site = DemoSite::start(0).await.expect("fixture site starts");
+        let redis = queue::connect(&config.redis_url).await.expect("Redis reachable");
+        let shutdown = CancellationToken::new();
+        let mut set = JoinSet::new();
+        let state = AppState {
+            pool: db.pool.clone(),
+            redis: redis.clone(),
+            default_max_attempts: config.max_attempts as i32,
+        };
+        let app = Application::build("127.0.0.1", 0, state).await.expect("api binds");
+        let base = format!("http://{}", app.local_addr());
+        set.spawn(app.run_until_stopped(shutdown.clone()));
+        if roles.scheduler {
+            set.spawn(scheduler::run(config.clone(), db.pool.clone(), redis.clone(), shutdown.clone()));
+        }
+        if roles.worker {
+            set.spawn(worker::run(config.clone(), db.pool.clone(), redis.clone(), shutdown.clone()));
+        }
+        TestApp {
+            base,
+            http: reqwest::Client::new(),
+            db,
+            config,
+            site,
+            shutdown,
+            roles: Some(set),
+            _browsers: browsers,
+        }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.db.pool
+    }
+
+    pub async fn request(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let resp = req.send().await.expect("api answers");
+        let status = resp.status();
+        let text = resp.text().await.expect("body");
+        let value = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+        (status, value)
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.request(reqwest::Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.request(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    pub async fn put(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.request(reqwest::Method::PUT, path, Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        self.request(reqwest::Method::DELETE, path, None).await
+    }
+
+    /// A site searching the fixture shop at `path` (e.g. "/search").
+    pub fn site_body(&self, name: &str, path: &str) -> Value {
+        json!({
+            "name": name,
+            "search_url": format!("{}{path}?q={{keyword}}&page={{page}}", self.site.base_url()),
+            "item_selector": "li.product",
+            "fields": {
+                "title": {"selector": "a.title"},
+                "link": {"selector": "a.title", "attr": "href"},
+                "price": {"selector": ".price"},
+            },
+            "max_pages": 5,
+            "render": "browser",
+        })
+    }
+
+    pub async fn create_site(&self, body: Value) -> i64 {
+        let (status, site) = self.post("/api/sites", body).await;
+        assert_eq!(status, StatusCode::CREATED, "{site}");
+        site["id"].as_i64().unwrap()
+    }
+
+    pub async fn create_keyword(&self, keyword: &str, site_ids: &[i64], schedule: &str) -> i64 {
+        let (status, kw) = self
+            .post(
+                "/api/keywords",
+                json!({"keyword": keyword, "site_ids": site_ids, "schedule": schedule, "enabled": true}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{kw}");
+        kw["id"].as_i64().unwrap()
+    }
+
+    /// Asks for a crawl of a keyword; returns the ids of the runs queued.
+    pub async fn crawl(&self, keyword_id: i64) -> Vec<i64> {
+        let (status, body) = self.post(&format!("/api/keywords/{keyword_id}/crawl"), json!({})).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        body["queued"].as_array().unwrap().iter().map(|r| r["id"].as_i64().unwrap()).collect()
+    }
+
+    /// Waits until the run reaches one of `states`; panics after `limit`.
+    pub async fn wait_for_run(&self, run_id: i64, states: &[&str], limit: Duration) -> Value {
+        let start = Instant::now();
+        loop {
+            let (status, run) = self.get(&format!("/api/runs/{run_id}")).await;
+            assert_eq!(status, StatusCode::OK, "{run}");
+            if states.contains(&run["state"].as_str().unwrap()) {
+                return run;
+            }
+            assert!(start.elapsed() < limit, "run {run_id} did not reach {states:?} within {limit:?}: {run}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Every result of a run, following the cursor.
+    pub async fn results_of_run(&self, run_id: i64) -> Vec<Value> {
+        let mut all = Vec::new();
+        let mut cursor = String::new();
+        loop {
+            let (status, page) = self.get(&format!("/api/results?run_id={run_id}&limit=7{cursor}")).await;
+            assert_eq!(status, StatusCode::OK, "{page}");
+            all.extend(page["items"].as_array().unwrap().iter().cloned());
+            match page["next_cursor"].as_str() {
+                Some(next) => cursor = format!("&cursor={next}"),
+                None => return all,
+            }
+        }
+    }
+
+    pub async fn stop(mut self) {
+        self.stop_roles().await;
+        self.finish().await;
+    }
+
+    /// Stops the api and the in-process roles (the database stays for checks).
+    pub async fn stop_roles(&mut self) {
+        self.shutdown.cancel();
+        if let Some(mut roles) = self.roles.take() {
+            while let Some(ended) = roles.join_next().await {
+                ended.expect("role did not panic").expect("role stopped cleanly");
+            }
+        }
+    }
+
+    /// Drops what the test made: fixture site, queue keys, database.
+    pub async fn finish(mut self) {
+        self.stop_roles().await;
+        self.site.stop().await;
+        clear_queue(&self.config.queue_name).await;
+        self.db.drop().await;
+    }
+}
+
+/// Removes every Redis key of a test's queue.
+pub async fn clear_queue(queue_name: &str) {
+    let mut redis = queue::connect(&redis_url()).await.expect("Redis reachable");
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{queue_name}:*"))
+        .query_async(&mut redis)
+        .await
+        .expect("KEYS");
+    if !keys.is_empty() {
+        let _: () = redis::cmd("DEL").arg(keys).query_async(&mut redis).await.expect("DEL");
+    }
+}
+
+/// A crawlfleet process (the real binary), killed on drop if still running.
+pub struct RoleProcess {
+    pub child: tokio::process::Child,
+    pub log: PathBuf,
+}
+
+impl RoleProcess {
+    pub fn spawn(process: &str, config: &Config, extra_env: &[(&str, String)]) -> RoleProcess {
+        let dir = std::env::temp_dir().join("cf-test-logs");
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join(format!("{process}-{}.log", Uuid::new_v4().simple()));
+        let out = std::fs::File::create(&log).unwrap();
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_crawlfleet"));
+        cmd.arg(format!("--process={process}"))
+            .env("DATABASE_URL", &config.database_url)
+            .env("REDIS_URL", &config.redis_url)
+            .env("QUEUE_NAME", &config.queue_name)
+            .env("API_HOST", "127.0.0.1")
+            .env("API_PORT", "0")
+            .env("WORKER_CONCURRENCY", config.worker_concurrency.to_string())
+            .env("DISPATCH_INTERVAL_MS", config.dispatch_interval_ms.to_string())
+            .env("SCHEDULE_SYNC_INTERVAL_MS", config.schedule_sync_interval_ms.to_string())
+            .env("HEARTBEAT_INTERVAL_SECS", config.heartbeat_interval_secs.to_string())
+            .env("HEARTBEAT_TIMEOUT_SECS", config.heartbeat_timeout_secs.to_string())
+            .env("WATCHDOG_INTERVAL_SECS", config.watchdog_interval_secs.to_string())
+            .env("DRAIN_TIMEOUT_SECS", config.drain_timeout_secs.to_string())
+            .env("LOG_FORMAT", "pretty")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .kill_on_drop(true);
+        for (key, value) in extra_env {
+            cmd.env(key, value);
+        }
+        RoleProcess {
+            child: cmd.spawn().expect("crawlfleet binary starts"),
+            log,
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id().expect("running") as i32
+    }
+
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(self.pid(), signal) }, 0);
+    }
+
+    /// Sends SIGTERM and waits for the exit code.
+    pub async fn terminate(mut self, limit: Duration) -> i32 {
+        self.signal(libc::SIGTERM);
+        let status = tokio::time::timeout(limit, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("process did not stop within {limit:?}; log {}", self.log.display()))
+            .unwrap();
+        status.code().unwrap_or(-1)
+    }
+
+    /// SIGKILL and reap.
+    pub async fn kill(mut self) {
+        self.child.start_kill().unwrap();
+        self.child.wait().await.unwrap();
+    }
+}
+
+/// Browser slots for tests that start worker processes.
+pub async fn browser_slots(n: u32) -> SemaphorePermit<'static> {
+    BROWSER_SLOTS.acquire_many(n.min(2)).await.expect("slots never close")
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, or panics after `limit`.
+pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Runs of a database by state.
+pub async fn count_states(pool: &PgPool) -> std::collections::HashMap<String, i64> {
+    store::runs::count_by_state(pool).await.unwrap().into_iter().collect()
+}
+
+/// A Redis server of a test's own, for tests that stop it.
+pub struct OwnRedis {
+    child: tokio::process::Child,
+    port: u16,
+}
+
+impl OwnRedis {
+    pub async fn start() -> OwnRedis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = tokio::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("redis-server installed");
+        let redis = OwnRedis { child, port };
+        eventually(Duration::from_secs(10), "own redis listens", || async {
+            tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok().map(|_| ())
+        })
+        .await;
+        redis
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub async fn stop(mut self) {
+        self.child.start_kill().unwrap();
+        self.child.wait().await.unwrap();
+    }
+}
+
+/// Pids of every descendant of `pid` (from /proc), for cleaning up after a
+/// process killed with SIGKILL: its chromedriver and browsers outlive it.
+pub fn descendants(pid: i32) -> Vec<i32> {
+    let mut parents = std::collections::HashMap::<i32, Vec<i32>>::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(child) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let Some((_, rest)) = stat.rsplit_once(") ") else { continue };
+        if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|p| p.parse::<i32>().ok()) {
+            parents.entry(ppid).or_default().push(child);
+        }
+    }
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        for &c in parents.get(&p).into_iter().flatten() {
+            out.push(c);
+            todo.push(c);
+        }
+    }
+    out
+}
+
+/// Kills what a SIGKILLed worker left: its chromedriver, its browsers and
+/// their profile folders.
+pub fn clean_up_after_killed_worker(left: &[i32], worker_pid: i32) {
+    for &pid in left {
+        // SAFETY: kill(2); the process may already be gone.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    let marker = format!("-{worker_pid}-");
+    for entry in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("crawlfleet-") && name.contains(&marker) {
+            crawlfleet::worker::processes::kill_chrome_under(&entry.path());
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}

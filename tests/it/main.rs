@@ -1,0 +1,10 @@
+//! Integration tests: real Postgres, Redis, headless Chromium and a fixture
+//! site on loopback. One binary (faster to link); modules by subject.
+
+mod helpers;
+
+mod api_contract;
+mod crawl;
+mod dispatch;
+mod fleet;
+mod scheduling;

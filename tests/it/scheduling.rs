@@ -1,0 +1,140 @@
+//! Cron queueing, the skip rule, and one leader among schedulers.
+
+use std::time::Duration;
+
+use chrono::{TimeDelta, Utc};
+use crawlfleet::{domain::run::Trigger, scheduler::fire_keyword, store};
+use serde_json::json;
+
+use crate::helpers::{Roles, RoleProcess, TestApp, eventually};
+
+async fn scheduled_runs(app: &TestApp, keyword: i64) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM crawl_runs WHERE keyword_id = $1 AND trigger = 'schedule'")
+        .bind(keyword)
+        .fetch_one(app.pool())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_keyword_is_queued_on_its_cron_until_disabled_and_changes_apply_live() {
+    let app = TestApp::spawn_with(Roles { scheduler: true, worker: true }, |_| {}).await;
+    let mut site = app.site_body("static", "/static");
+    site["search_url"] = json!(format!("{}/static?q={{keyword}}", app.site.base_url()));
+    let site = app.create_site(site).await;
+    let keyword = app.create_keyword("chair", &[site], "*/2 * * * * *").await;
+
+    let completed = |app: &TestApp| {
+        let pool = app.pool().clone();
+        async move {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM crawl_runs WHERE keyword_id = $1 AND trigger = 'schedule' AND state = 'completed'",
+            )
+            .bind(keyword)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            n
+        }
+    };
+    eventually(Duration::from_secs(40), "three scheduled runs completed", || async {
+        (completed(&app).await >= 3).then_some(())
+    })
+    .await;
+
+    let body = json!({"keyword": "chair", "site_ids": [site], "schedule": "*/2 * * * * *", "enabled": false});
+    let (status, _) = app.put(&format!("/api/keywords/{keyword}"), body).await;
+    assert_eq!(status, 200);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let after_disable = scheduled_runs(&app, keyword).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(scheduled_runs(&app, keyword).await, after_disable, "a disabled keyword was queued");
+
+    // Re-enabled with another schedule, without a restart.
+    let body = json!({"keyword": "chair", "site_ids": [site], "schedule": "*/3 * * * * *", "enabled": true});
+    app.put(&format!("/api/keywords/{keyword}"), body).await;
+    eventually(Duration::from_secs(20), "queued again after re-enabling", || async {
+        (scheduled_runs(&app, keyword).await > after_disable).then_some(())
+    })
+    .await;
+
+    let (status, _) = app.delete(&format!("/api/keywords/{keyword}")).await;
+    assert_eq!(status, 204);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(scheduled_runs(&app, keyword).await, 0, "runs of a deleted keyword went with it");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_scheduled_run_is_skipped_when_the_period_already_has_a_result() {
+    let app = TestApp::spawn().await;
+    let pool = app.pool();
+    let a = app.create_site(app.site_body("a", "/search")).await;
+    let b = app.create_site(app.site_body("b", "/search")).await;
+    let keyword = app.create_keyword("sofa", &[a, b], "0 0 0 * * *").await;
+
+    // Site a completes a run today; site b has none.
+    let queued = store::runs::queue_for_keyword(pool, keyword, Trigger::Manual, None, 3).await.unwrap().unwrap();
+    let on_a = queued.queued.iter().find(|r| r.site_id == a).unwrap().id;
+    let on_b = queued.queued.iter().find(|r| r.site_id == b).unwrap().id;
+    let fence = store::runs::claim(pool, on_a, 1, "w").await.unwrap().unwrap().fence;
+    store::runs::complete(pool, &fence, 0).await.unwrap();
+    store::runs::cancel(pool, on_b).await.unwrap();
+
+    let now = Utc::now();
+    let today = fire_keyword(pool, keyword, now, 3).await.unwrap().unwrap();
+    assert_eq!(today.skipped.len(), 1, "{today:?}");
+    assert_eq!(today.skipped[0].site_id, a);
+    assert_eq!(today.skipped[0].state, "skipped");
+    assert_eq!(today.queued.len(), 1);
+    assert_eq!(today.queued[0].site_id, b);
+
+    // Tomorrow's period has no result yet: site a is queued again.
+    store::runs::cancel(pool, today.queued[0].id).await.unwrap();
+    let tomorrow = now + TimeDelta::days(1);
+    let next = fire_keyword(pool, keyword, tomorrow, 3).await.unwrap().unwrap();
+    assert_eq!(next.skipped.len(), 0, "{next:?}");
+    assert_eq!(next.queued.len(), 2);
+
+    // A disabled keyword is not fired.
+    let body = json!({"keyword": "sofa", "site_ids": [a, b], "schedule": "0 0 0 * * *", "enabled": false});
+    app.put(&format!("/api/keywords/{keyword}"), body).await;
+    assert!(fire_keyword(pool, keyword, now, 3).await.unwrap().is_none());
+    app.stop().await;
+}
+
+/// The application name of the session holding the scheduler lock, if any.
+async fn leader(app: &TestApp) -> Option<String> {
+    sqlx::query_scalar(
+        "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+         WHERE l.locktype = 'advisory' AND l.granted AND a.datname = current_database()",
+    )
+    .fetch_optional(app.pool())
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn one_scheduler_leads_and_a_standby_takes_over_when_it_dies() {
+    let app = TestApp::spawn().await;
+    let first = RoleProcess::spawn("scheduler", &app.config, &[]);
+    let first_name = format!("crawlfleet-scheduler-{}", first.pid());
+    eventually(Duration::from_secs(20), "first scheduler leads", || async {
+        (leader(&app).await.as_deref() == Some(first_name.as_str())).then_some(())
+    })
+    .await;
+    let second = RoleProcess::spawn("scheduler", &app.config, &[]);
+    let second_name = format!("crawlfleet-scheduler-{}", second.pid());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(leader(&app).await.as_deref(), Some(first_name.as_str()), "the lock is exclusive");
+
+    first.kill().await;
+    let started = std::time::Instant::now();
+    eventually(Duration::from_secs(15), "standby takes over", || async {
+        (leader(&app).await.as_deref() == Some(second_name.as_str())).then_some(())
+    })
+    .await;
+    eprintln!("takeover after kill -9: {:?}", started.elapsed());
+    assert_eq!(second.terminate(Duration::from_secs(15)).await, 0);
+    app.stop().await;
+}
