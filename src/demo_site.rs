@@ -282,9 +282,66 @@ async fn slow(State(s): State<AppState>, Query(p): Query<Params>) -> Html<String
     search_html(p.q.as_deref().unwrap_or("slow"), p.page.unwrap_or(1).max(1))
 }
 
+/// Never answers (until the site stops): a hung server.
+async fn hang(State(s): State<AppState>) -> Html<String> {
+    s.shutdown.cancelled().await;
+    page_html("hung", "")
+}
+
+/// A page whose script never ends: the renderer is busy forever.
+const SPIN: &str = "<!doctype html><html><head><title>spin</title>\
+<script>for (;;) {}</script></head><body><ul id=\"results\"></ul></body></html>";
+
+/// Answers with the status code asked for, e.g. `/status/404`.
+async fn status(Path(code): Path<u16>) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST);
+    let title = format!(
+        "{} {}",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    );
+    (
+        status,
+        page_html(&title, &format!("<h1>{}</h1>", esc(&title))),
+    )
+        .into_response()
+}
+
+/// Fails with 500 the first `fail` times it is asked for `key`, then serves
+/// the search like `/search`: a site that recovers.
+async fn flaky(State(s): State<AppState>, Query(p): Query<FlakyParams>) -> Response {
+    let seen = {
+        let mut counts = s.flaky.lock().expect("flaky lock");
+        let n = counts.entry(p.key.clone()).or_insert(0);
+        *n += 1;
+        *n
+    };
+    if seen <= p.fail {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            page_html("500", "<h1>try again</h1>"),
+        )
+            .into_response();
+    }
+    search_html(
+        p.q.as_deref().unwrap_or("flaky"),
+        p.page.unwrap_or(1).max(1),
+    )
+    .into_response()
+}
+
+#[derive(Deserialize)]
+struct FlakyParams {
+    key: String,
+    fail: u32,
+    q: Option<String>,
+    page: Option<u32>,
+}
+
 #[derive(Clone)]
 struct AppState {
     shutdown: CancellationToken,
+    flaky: Arc<std::sync::Mutex<std::collections::HashMap<String, u32>>>,
 }
 
 fn router(counters: Arc<Counters>, shutdown: CancellationToken) -> Router {
@@ -303,7 +360,14 @@ fn router(counters: Arc<Counters>, shutdown: CancellationToken) -> Router {
         )
         .route("/static", get(|| async { search_html("static", 1) }))
         .route("/slow", get(slow))
-        .with_state(AppState { shutdown })
+        .route("/hang", get(hang))
+        .route("/spin", get(|| async { Html(SPIN) }))
+        .route("/status/{code}", get(status))
+        .route("/flaky", get(flaky))
+        .with_state(AppState {
+            shutdown,
+            flaky: Default::default(),
+        })
         .layer(middleware::from_fn_with_state(counters, count))
 }
 

@@ -1,9 +1,10 @@
+use axum::http::StatusCode;
 use axum::{
     Json, Router,
     extract::State,
     routing::{get, post},
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::{
     ApiError, AppState, Page,
@@ -14,7 +15,7 @@ use crate::{
     domain::run::RunState,
     store::{
         self,
-        runs::{CrawlRun, RunFilter},
+        runs::{Attempt, CrawlRun, RunFilter},
     },
 };
 
@@ -23,6 +24,7 @@ pub fn router() -> Router<AppState> {
         .route("/runs", get(list))
         .route("/runs/{id}", get(show))
         .route("/runs/{id}/cancel", post(cancel))
+        .route("/runs/{id}/retry", post(retry))
 }
 
 #[derive(Debug, Deserialize)]
@@ -54,11 +56,35 @@ async fn list(
     Ok(Json(Page { items, next_cursor }))
 }
 
-async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<CrawlRun>, ApiError> {
-    store::runs::get(&state.pool, id)
+/// A run with the history of its attempts.
+#[derive(Debug, Serialize)]
+struct RunDetail {
+    #[serde(flatten)]
+    run: CrawlRun,
+    attempts: Vec<Attempt>,
+}
+
+async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<RunDetail>, ApiError> {
+    let run = store::runs::get(&state.pool, id)
         .await?
-        .map(Json)
-        .ok_or_else(|| ApiError::not_found("run", id))
+        .ok_or_else(|| ApiError::not_found("run", id))?;
+    let attempts = store::runs::attempts(&state.pool, id).await?;
+    Ok(Json(RunDetail { run, attempts }))
+}
+
+/// Queues a failed or cancelled run again, with a fresh attempt budget.
+async fn retry(
+    State(state): State<AppState>,
+    Id(id): Id,
+) -> Result<(StatusCode, Json<CrawlRun>), ApiError> {
+    match store::runs::retry(&state.pool, id, state.default_max_attempts).await? {
+        None => Err(ApiError::not_found("run", id)),
+        Some(Ok(run)) => Ok((StatusCode::ACCEPTED, Json(run))),
+        Some(Err(refused)) => Err(ApiError::Conflict {
+            message: refused.to_string(),
+            field: None,
+        }),
+    }
 }
 
 /// Cancels a queued or active run; a run that already ended is returned as it is.

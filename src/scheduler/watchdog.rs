@@ -20,7 +20,11 @@ pub struct WatchdogSettings {
     pub default_stuck_timeout: Duration,
 }
 
-pub(super) async fn run(pool: PgPool, settings: WatchdogSettings, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub(super) async fn run(
+    pool: PgPool,
+    settings: WatchdogSettings,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     loop {
         match sweep(&pool, &settings).await {
             Ok(0) => {}

@@ -176,6 +176,7 @@ pub async fn count_by_state(pool: &PgPool) -> sqlx::Result<Vec<(String, i64)>> {
 /// the run after the attempt (unchanged when it had already ended). A worker
 /// crawling it notices at its next fenced write.
 pub async fn cancel(pool: &PgPool, id: i64) -> sqlx::Result<Option<CrawlRun>> {
+    let mut tx = pool.begin().await?;
     let cancelled = sqlx::query_as!(
         CrawlRun,
         r#"UPDATE crawl_runs
@@ -184,12 +185,72 @@ pub async fn cancel(pool: &PgPool, id: i64) -> sqlx::Result<Option<CrawlRun>> {
            RETURNING *"#,
         id
     )
-    .fetch_optional(pool)
+    .fetch_optional(&mut *tx)
     .await?;
-    match cancelled {
-        Some(run) => Ok(Some(run)),
-        None => get(pool, id).await,
+    let Some(run) = cancelled else {
+        tx.rollback().await?;
+        return get(pool, id).await;
+    };
+    sqlx::query!(
+        r#"UPDATE crawl_attempts SET ended_at = now(), outcome = 'cancelled', reason = 'cancelled by a user'
+           WHERE run_id = $1 AND ended_at IS NULL"#,
+        id
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Some(run))
+}
+
+/// Queues a failed or cancelled run again with a fresh attempt budget. `Ok(None)`
+/// when there is no such run; [`RetryRefused`] when it has not ended that way
+/// or its keyword/site already has another active run.
+pub async fn retry(
+    pool: &PgPool,
+    id: i64,
+    default_max_attempts: i32,
+) -> sqlx::Result<Option<Result<CrawlRun, RetryRefused>>> {
+    let Some(run) = get(pool, id).await? else {
+        return Ok(None);
+    };
+    if !matches!(run.state.as_str(), "failed" | "cancelled") {
+        return Ok(Some(Err(RetryRefused::NotEnded(run.state))));
     }
+    // Attempt numbers keep counting (the history stays readable); the budget
+    // is the site's attempts again, counted from the next one.
+    let retried = sqlx::query_as!(
+        CrawlRun,
+        r#"UPDATE crawl_runs
+           SET state = 'queued', attempt = attempt + 1,
+               max_attempts = attempt + COALESCE((SELECT max_attempts FROM sites WHERE sites.id = site_id), $2),
+               worker_id = NULL, not_before = NULL, dispatched_at = NULL, finished_at = NULL,
+               error = NULL, queued_at = now(), state_changed_at = now()
+           WHERE id = $1 AND state IN ('failed', 'cancelled')
+           RETURNING *"#,
+        id,
+        default_max_attempts
+    )
+    .fetch_optional(pool)
+    .await;
+    match retried {
+        Ok(Some(run)) => Ok(Some(Ok(run))),
+        Ok(None) => Ok(Some(Err(RetryRefused::NotEnded(
+            "changed meanwhile".into(),
+        )))),
+        Err(e) if super::violates(&e, "crawl_runs_one_active") => {
+            Ok(Some(Err(RetryRefused::PairActive)))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Why a retry was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RetryRefused {
+    #[error("only a failed or cancelled run can be retried; this one is {0}")]
+    NotEnded(String),
+    #[error("another run of this keyword on this site is active")]
+    PairActive,
 }
 
 // ---- dispatch -------------------------------------------------------------
@@ -317,6 +378,7 @@ pub async fn claim(
     attempt: i32,
     worker_id: &str,
 ) -> sqlx::Result<Option<ClaimedRun>> {
+    let mut tx = pool.begin().await?;
     let row = sqlx::query!(
         r#"UPDATE crawl_runs
            SET state = 'running', worker_id = $3, started_at = now(), heartbeat_at = now(),
@@ -327,18 +389,95 @@ pub async fn claim(
         attempt,
         worker_id
     )
-    .fetch_optional(pool)
+    .fetch_optional(&mut *tx)
     .await?;
-    Ok(row.map(|r| ClaimedRun {
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    sqlx::query!(
+        "INSERT INTO crawl_attempts (run_id, attempt, worker_id) VALUES ($1, $2, $3)",
+        run_id,
+        attempt,
+        worker_id
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Some(ClaimedRun {
         fence: Fence {
             run_id,
             attempt,
             worker_id: worker_id.to_owned(),
         },
-        keyword_id: r.keyword_id,
-        site_id: r.site_id,
-        max_attempts: r.max_attempts,
+        keyword_id: row.keyword_id,
+        site_id: row.site_id,
+        max_attempts: row.max_attempts,
     }))
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AttemptOutcome {
+    Completed,
+    Failed,
+    Released,
+}
+
+impl AttemptOutcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            AttemptOutcome::Completed => "completed",
+            AttemptOutcome::Failed => "failed",
+            AttemptOutcome::Released => "released",
+        }
+    }
+}
+
+/// Closes the open attempt record of a fence.
+async fn close_attempt(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    fence: &Fence,
+    outcome: AttemptOutcome,
+    reason: Option<&str>,
+    last_url: Option<&str>,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"UPDATE crawl_attempts SET ended_at = now(), outcome = $4, reason = $5, last_url = $6
+           WHERE run_id = $1 AND attempt = $2 AND worker_id = $3 AND ended_at IS NULL"#,
+        fence.run_id,
+        fence.attempt,
+        fence.worker_id,
+        outcome.as_str(),
+        reason,
+        last_url
+    )
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// One attempt of a run, as the API shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Attempt {
+    pub attempt: i32,
+    pub worker_id: String,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub outcome: Option<String>,
+    pub reason: Option<String>,
+    pub last_url: Option<String>,
+}
+
+/// Every attempt of a run, oldest first.
+pub async fn attempts(pool: &PgPool, run_id: i64) -> sqlx::Result<Vec<Attempt>> {
+    sqlx::query_as!(
+        Attempt,
+        r#"SELECT attempt, worker_id, started_at, ended_at, outcome, reason, last_url
+           FROM crawl_attempts WHERE run_id = $1 ORDER BY id"#,
+        run_id
+    )
+    .fetch_all(pool)
+    .await
 }
 
 /// Records that a page request is in flight.
@@ -358,6 +497,20 @@ pub async fn enter_url_call(pool: &PgPool, fence: &Fence, url: &str) -> Result<(
         return Err(fence.superseded());
     }
     Ok(())
+}
+
+/// Whether the worker still holds the run (not cancelled, not taken over).
+pub async fn is_held(pool: &PgPool, fence: &Fence) -> sqlx::Result<bool> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM crawl_runs
+           WHERE id = $1 AND attempt = $2 AND worker_id = $3
+             AND state IN ('running', 'url_call', 'call_done')) AS "held!""#,
+        fence.run_id,
+        fence.attempt,
+        fence.worker_id
+    )
+    .fetch_one(pool)
+    .await
 }
 
 /// Proves the worker still holds the run; its heartbeat for the watchdog.
@@ -482,6 +635,12 @@ pub async fn complete(
     )
     .execute(&mut *tx)
     .await?;
+    let last_url = sqlx::query_scalar!(
+        "SELECT current_url FROM crawl_runs WHERE id = $1",
+        fence.run_id
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     let run = sqlx::query_as!(
         CrawlRun,
         r#"UPDATE crawl_runs
@@ -492,6 +651,14 @@ pub async fn complete(
         fence.run_id
     )
     .fetch_one(&mut *tx)
+    .await?;
+    close_attempt(
+        &mut tx,
+        fence,
+        AttemptOutcome::Completed,
+        None,
+        last_url.as_deref(),
+    )
     .await?;
     tx.commit().await?;
     Ok(run)
@@ -506,7 +673,8 @@ pub async fn fail_attempt(
     permanent: bool,
 ) -> Result<CrawlRun, FenceError> {
     let backoff = retry_backoff(fence.attempt + 1);
-    sqlx::query_as!(
+    let mut tx = pool.begin().await?;
+    let run = sqlx::query_as!(
         CrawlRun,
         r#"UPDATE crawl_runs
            SET state = CASE WHEN $5 OR attempt >= max_attempts THEN 'failed' ELSE 'queued' END,
@@ -526,9 +694,19 @@ pub async fn fail_attempt(
         permanent,
         backoff.as_secs_f64()
     )
-    .fetch_optional(pool)
+    .fetch_optional(&mut *tx)
     .await?
-    .ok_or_else(|| fence.superseded())
+    .ok_or_else(|| fence.superseded())?;
+    close_attempt(
+        &mut tx,
+        fence,
+        AttemptOutcome::Failed,
+        Some(reason),
+        run.current_url.as_deref(),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(run)
 }
 
 /// A held run the watchdog takes back, and why.
@@ -571,7 +749,10 @@ pub async fn find_abandoned(
                     heartbeat_timeout.as_secs()
                 )
             } else {
-                format!("stuck: page request did not return (at {})", r.current_url.as_deref().unwrap_or("?"))
+                format!(
+                    "stuck: page request did not return (at {})",
+                    r.current_url.as_deref().unwrap_or("?")
+                )
             };
             AbandonedRun {
                 fence: Fence {
@@ -588,19 +769,38 @@ pub async fn find_abandoned(
 /// Hands a held run back to the queue without counting the attempt against it
 /// (the worker is draining: the crawl did not fail).
 pub async fn release(pool: &PgPool, fence: &Fence) -> Result<CrawlRun, FenceError> {
-    sqlx::query_as!(
-        CrawlRun,
-        r#"UPDATE crawl_runs
-           SET state = 'queued', worker_id = NULL, dispatched_at = NULL, not_before = NULL,
-               current_url = NULL, state_changed_at = now()
+    let mut tx = pool.begin().await?;
+    let last_url = sqlx::query_scalar!(
+        r#"SELECT current_url FROM crawl_runs
            WHERE id = $1 AND attempt = $2 AND worker_id = $3
              AND state IN ('running', 'url_call', 'call_done')
-           RETURNING *"#,
+           FOR UPDATE"#,
         fence.run_id,
         fence.attempt,
         fence.worker_id
     )
-    .fetch_optional(pool)
+    .fetch_optional(&mut *tx)
     .await?
-    .ok_or_else(|| fence.superseded())
+    .ok_or_else(|| fence.superseded())?;
+    let run = sqlx::query_as!(
+        CrawlRun,
+        r#"UPDATE crawl_runs
+           SET state = 'queued', worker_id = NULL, dispatched_at = NULL, not_before = NULL,
+               current_url = NULL, state_changed_at = now()
+           WHERE id = $1
+           RETURNING *"#,
+        fence.run_id
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    close_attempt(
+        &mut tx,
+        fence,
+        AttemptOutcome::Released,
+        Some("worker drained"),
+        last_url.as_deref(),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(run)
 }

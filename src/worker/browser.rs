@@ -15,7 +15,7 @@ use anyhow::Context;
 use fantoccini::{Client, ClientBuilder, wd::TimeoutConfiguration};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::processes::kill_chrome_under;
 
@@ -44,6 +44,8 @@ pub struct BrowserSession {
     pub client: Client,
     profile_dir: PathBuf,
     pages: u32,
+    /// The chromedriver generation the session was opened under.
+    generation: u64,
 }
 
 impl BrowserSession {
@@ -103,6 +105,9 @@ pub struct BrowserPool {
     slots: Arc<Semaphore>,
     idle: Mutex<Vec<BrowserSession>>,
     next_profile: AtomicU64,
+    /// Bumped by the chromedriver supervisor on each restart: sessions of an
+    /// older generation died with their chromedriver.
+    generation: watch::Receiver<u64>,
 }
 
 /// A session lent to one crawl; hand it back with [`BrowserPool::give_back`].
@@ -117,8 +122,10 @@ impl BrowserPool {
         chrome_path: Option<String>,
         profile_root: PathBuf,
         size: usize,
+        generation: watch::Receiver<u64>,
     ) -> Self {
         Self {
+            generation,
             webdriver_url,
             chrome_path,
             profile_root,
@@ -138,7 +145,11 @@ impl BrowserPool {
             .context("browser pool closed")?;
         let idle = self.idle.lock().expect("pool lock").pop();
         let session = match idle {
-            Some(session) => session,
+            Some(session) if session.generation == self.current_generation() => session,
+            Some(stale) => {
+                stale.kill().await;
+                self.open().await?
+            }
             None => self.open().await?,
         };
         Ok(BrowserLease {
@@ -150,7 +161,7 @@ impl BrowserPool {
     /// Returns a session: kept for the next job when healthy, killed otherwise.
     pub async fn give_back(&self, lease: BrowserLease, healthy: bool) {
         let BrowserLease { session, _slot } = lease;
-        if !healthy {
+        if !healthy || session.generation != self.current_generation() {
             session.kill().await;
         } else if session.pages >= PAGES_PER_SESSION {
             session.close().await;
@@ -159,7 +170,12 @@ impl BrowserPool {
         }
     }
 
+    fn current_generation(&self) -> u64 {
+        *self.generation.borrow()
+    }
+
     async fn open(&self) -> anyhow::Result<BrowserSession> {
+        let generation = self.current_generation();
         let n = self.next_profile.fetch_add(1, Ordering::Relaxed);
         let profile_dir = self.profile_root.join(format!("session-{n}"));
         tokio::fs::create_dir_all(&profile_dir)
@@ -188,6 +204,7 @@ impl BrowserPool {
                 client,
                 profile_dir,
                 pages: 0,
+                generation,
             }),
             Err(e) => {
                 kill_chrome_under(&profile_dir);

@@ -14,6 +14,8 @@ pub struct ChromeDriver {
     url: String,
     /// The pid of the current chromedriver (0 between restarts).
     pid: watch::Receiver<u32>,
+    /// Bumped on every restart: sessions opened before it are gone.
+    generation: watch::Receiver<u64>,
     supervisor: tokio::task::JoinHandle<()>,
 }
 
@@ -28,6 +30,7 @@ impl ChromeDriver {
         let port = free_port().await?;
         let mut child = spawn(binary, port).await?;
         let (pid_tx, pid) = watch::channel(child.id().unwrap_or(0));
+        let (generation_tx, generation) = watch::channel(0u64);
         let binary = binary.to_owned();
         let profile_root = Arc::new(profile_root);
         let supervisor = tokio::spawn(async move {
@@ -53,6 +56,7 @@ impl ChromeDriver {
                             }
                         };
                         let _ = pid_tx.send(child.id().unwrap_or(0));
+                        generation_tx.send_modify(|g| *g += 1);
                     }
                     _ = shutdown.cancelled() => {
                         let _ = child.start_kill();
@@ -65,6 +69,7 @@ impl ChromeDriver {
         Ok(Self {
             url: format!("http://127.0.0.1:{port}"),
             pid,
+            generation,
             supervisor,
         })
     }
@@ -76,6 +81,11 @@ impl ChromeDriver {
     /// Pid of the chromedriver running now (0 while restarting).
     pub fn pid(&self) -> u32 {
         *self.pid.borrow()
+    }
+
+    /// Changes on every restart of chromedriver.
+    pub fn generation(&self) -> watch::Receiver<u64> {
+        self.generation.clone()
     }
 
     /// Waits for the supervisor after shutdown was signalled.

@@ -33,6 +33,19 @@ return Array.from(document.querySelectorAll(itemSelector)).map((item) => {
 });
 "#;
 
+/// The HTTP status the page's document was served with, when the browser
+/// knows it (Navigation Timing `responseStatus`).
+pub async fn response_status(client: &Client) -> anyhow::Result<Option<u16>> {
+    let status = client
+        .execute(
+            "const nav = performance.getEntriesByType('navigation')[0]; return nav ? nav.responseStatus : null;",
+            vec![],
+        )
+        .await
+        .context("reading the response status")?;
+    Ok(status.as_u64().filter(|s| *s > 0).map(|s| s as u16))
+}
+
 /// Extracts the items of the page the session shows.
 pub async fn extract_items(
     client: &Client,

@@ -82,6 +82,11 @@ pub async fn run(
             config.chrome_path.clone(),
             profile_root,
             concurrency,
+            chromedriver
+                .as_ref()
+                .map(ChromeDriver::generation)
+                // A remote WebDriver is not ours to restart: one generation.
+                .unwrap_or_else(|| tokio::sync::watch::channel(0).1),
         ),
         default_stuck_timeout: Duration::from_secs(config.stuck_timeout_secs as u64),
         heartbeat_every: Duration::from_secs(config.heartbeat_interval_secs.max(1)),

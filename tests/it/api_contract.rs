@@ -6,7 +6,12 @@ use serde_json::json;
 
 use crate::helpers::TestApp;
 
-fn assert_error(status: StatusCode, body: &serde_json::Value, want: StatusCode, field: Option<&str>) {
+fn assert_error(
+    status: StatusCode,
+    body: &serde_json::Value,
+    want: StatusCode,
+    field: Option<&str>,
+) {
     assert_eq!(status, want, "{body}");
     let error = &body["error"];
     assert!(error["code"].is_string(), "{body}");
@@ -64,23 +69,44 @@ async fn bad_sites_are_refused_naming_the_field() {
         let mut body = good.clone();
         body[field] = value.clone();
         let (status, error) = app.post("/api/sites", body).await;
-        assert_error(status, &error, StatusCode::UNPROCESSABLE_ENTITY, Some(field));
+        assert_error(
+            status,
+            &error,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some(field),
+        );
     }
     let mut body = good.clone();
     body["fields"]["title"]["selector"] = json!("a..title");
     let (status, error) = app.post("/api/sites", body).await;
-    assert_error(status, &error, StatusCode::UNPROCESSABLE_ENTITY, Some("fields.title.selector"));
+    assert_error(
+        status,
+        &error,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        Some("fields.title.selector"),
+    );
 
     let mut body = good.clone();
     body.as_object_mut().unwrap().remove("item_selector");
     let (status, error) = app.post("/api/sites", body).await;
     assert_error(status, &error, StatusCode::UNPROCESSABLE_ENTITY, None);
-    assert!(error["error"]["message"].as_str().unwrap().contains("item_selector"), "{error}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("item_selector"),
+        "{error}"
+    );
 
     let mut body = good.clone();
     body["max_pages"] = json!("three");
     let (status, error) = app.post("/api/sites", body).await;
-    assert_error(status, &error, StatusCode::UNPROCESSABLE_ENTITY, Some("max_pages"));
+    assert_error(
+        status,
+        &error,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        Some("max_pages"),
+    );
 
     // Nothing was written by any of them.
     let (_, list) = app.get("/api/sites").await;
@@ -144,26 +170,56 @@ async fn keywords_are_validated_and_never_half_written() {
     let mut bad_cron = good.clone();
     bad_cron["schedule"] = json!("every day at noon");
     let (status, error) = app.post("/api/keywords", bad_cron).await;
-    assert_error(status, &error, StatusCode::UNPROCESSABLE_ENTITY, Some("schedule"));
+    assert_error(
+        status,
+        &error,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        Some("schedule"),
+    );
 
     let mut five_fields = good.clone();
     five_fields["schedule"] = json!("0 * * * *");
     let (status, error) = app.post("/api/keywords", five_fields).await;
-    assert_error(status, &error, StatusCode::UNPROCESSABLE_ENTITY, Some("schedule"));
+    assert_error(
+        status,
+        &error,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        Some("schedule"),
+    );
 
     let mut unknown = good.clone();
     unknown["site_ids"] = json!([site, 999_999]);
     let (status, error) = app.post("/api/keywords", unknown).await;
-    assert_error(status, &error, StatusCode::UNPROCESSABLE_ENTITY, Some("site_ids"));
-    assert!(error["error"]["message"].as_str().unwrap().contains("999999"), "{error}");
+    assert_error(
+        status,
+        &error,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        Some("site_ids"),
+    );
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("999999"),
+        "{error}"
+    );
 
     let mut empty = good.clone();
     empty["keyword"] = json!("  ");
     let (status, error) = app.post("/api/keywords", empty).await;
-    assert_error(status, &error, StatusCode::UNPROCESSABLE_ENTITY, Some("keyword"));
+    assert_error(
+        status,
+        &error,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        Some("keyword"),
+    );
 
     let (_, list) = app.get("/api/keywords").await;
-    assert_eq!(list["items"], json!([]), "a refused keyword left rows behind");
+    assert_eq!(
+        list["items"],
+        json!([]),
+        "a refused keyword left rows behind"
+    );
     let links: i64 = sqlx::query_scalar("SELECT count(*) FROM keyword_sites")
         .fetch_one(app.pool())
         .await
@@ -196,7 +252,9 @@ async fn keywords_are_validated_and_never_half_written() {
     assert_eq!(status, StatusCode::NO_CONTENT);
     let (status, error) = app.get(&format!("/api/keywords/{id}")).await;
     assert_error(status, &error, StatusCode::NOT_FOUND, None);
-    let (status, error) = app.post(&format!("/api/keywords/{id}/crawl"), json!({})).await;
+    let (status, error) = app
+        .post(&format!("/api/keywords/{id}/crawl"), json!({}))
+        .await;
     assert_error(status, &error, StatusCode::NOT_FOUND, None);
     app.stop().await;
 }
@@ -208,29 +266,49 @@ async fn a_keyword_site_with_an_active_run_is_not_queued_twice() {
     let b = app.create_site(app.site_body("b", "/static")).await;
     let kw = app.create_keyword("lamp", &[a, b], "0 0 0 * * *").await;
 
-    let (status, first) = app.post(&format!("/api/keywords/{kw}/crawl"), json!({})).await;
+    let (status, first) = app
+        .post(&format!("/api/keywords/{kw}/crawl"), json!({}))
+        .await;
     assert_eq!(status, StatusCode::ACCEPTED);
     assert_eq!(first["queued"].as_array().unwrap().len(), 2, "{first}");
     assert_eq!(first["already_active"], json!([]));
     assert_eq!(first["queued"][0]["state"], "queued");
     assert_eq!(first["queued"][0]["attempt"], 1);
 
-    let (status, second) = app.post(&format!("/api/keywords/{kw}/crawl"), json!({})).await;
+    let (status, second) = app
+        .post(&format!("/api/keywords/{kw}/crawl"), json!({}))
+        .await;
     assert_eq!(status, StatusCode::ACCEPTED);
     assert_eq!(second["queued"], json!([]), "{second}");
-    let active: Vec<i64> = second["already_active"].as_array().unwrap().iter().map(|r| r["id"].as_i64().unwrap()).collect();
-    let queued: Vec<i64> = first["queued"].as_array().unwrap().iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    let active: Vec<i64> = second["already_active"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    let queued: Vec<i64> = first["queued"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
     assert_eq!(active, queued);
 
     // Cancelling one frees its pair: the next request queues that site only.
-    let (status, cancelled) = app.post(&format!("/api/runs/{}/cancel", queued[0]), json!({})).await;
+    let (status, cancelled) = app
+        .post(&format!("/api/runs/{}/cancel", queued[0]), json!({}))
+        .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(cancelled["state"], "cancelled");
-    let (_, third) = app.post(&format!("/api/keywords/{kw}/crawl"), json!({})).await;
+    let (_, third) = app
+        .post(&format!("/api/keywords/{kw}/crawl"), json!({}))
+        .await;
     assert_eq!(third["queued"].as_array().unwrap().len(), 1, "{third}");
     assert_eq!(third["queued"][0]["site_id"], a);
 
-    let (_, runs) = app.get(&format!("/api/runs?keyword_id={kw}&state=queued")).await;
+    let (_, runs) = app
+        .get(&format!("/api/runs?keyword_id={kw}&state=queued"))
+        .await;
     assert_eq!(runs["items"].as_array().unwrap().len(), 2);
     let (_, runs) = app.get(&format!("/api/runs?site_id={a}")).await;
     assert_eq!(runs["items"].as_array().unwrap().len(), 2);

@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use crawlfleet::{
     demo_site::expected_products,
+    domain::run::Trigger,
     store::{
         self,
         runs::{FenceError, PageItem},
     },
-    domain::run::Trigger,
 };
 use serde_json::json;
 
@@ -18,7 +18,10 @@ use crate::helpers::{Roles, TestApp};
 const CRAWL_LIMIT: Duration = Duration::from_secs(90);
 
 fn with_worker() -> Roles {
-    Roles { scheduler: true, worker: true }
+    Roles {
+        scheduler: true,
+        worker: true,
+    }
 }
 
 #[tokio::test]
@@ -28,11 +31,15 @@ async fn a_keyword_is_crawled_in_chrome_with_items_in_order_across_pages() {
     site["wait_for"] = json!("#ready");
     site["fields"]["image"] = json!({"selector": "img.thumb", "attr": "src"});
     let site_id = app.create_site(site).await;
-    let keyword = app.create_keyword("red shoes", &[site_id], "0 0 0 1 1 *").await;
+    let keyword = app
+        .create_keyword("red shoes", &[site_id], "0 0 0 1 1 *")
+        .await;
     let runs = app.crawl(keyword).await;
     assert_eq!(runs.len(), 1);
 
-    let run = app.wait_for_run(runs[0], &["completed", "failed"], CRAWL_LIMIT).await;
+    let run = app
+        .wait_for_run(runs[0], &["completed", "failed"], CRAWL_LIMIT)
+        .await;
     assert_eq!(run["state"], "completed", "{run}");
     // Pages 1-3 hold 5 items each; page 4 is empty and ends the crawl.
     assert_eq!(run["pages_crawled"], 4);
@@ -45,7 +52,11 @@ async fn a_keyword_is_crawled_in_chrome_with_items_in_order_across_pages() {
     assert_eq!(results.len(), expected.len());
     for (got, want) in results.iter().zip(&expected) {
         assert_eq!(got["fields"]["title"], want.title.as_str());
-        assert_eq!(got["fields"]["link"], want.url.as_str(), "relative links are made absolute");
+        assert_eq!(
+            got["fields"]["link"],
+            want.url.as_str(),
+            "relative links are made absolute"
+        );
         assert_eq!(got["fields"]["image"], want.image.as_str());
         assert_eq!(got["fields"]["price"], want.price.as_str());
         assert_eq!(got["item_url"], want.url.as_str());
@@ -53,9 +64,13 @@ async fn a_keyword_is_crawled_in_chrome_with_items_in_order_across_pages() {
         assert_eq!(got["keyword_id"], keyword);
     }
     // The results API filters by keyword and site too.
-    let (_, by_keyword) = app.get(&format!("/api/results?keyword_id={keyword}&limit=1000")).await;
+    let (_, by_keyword) = app
+        .get(&format!("/api/results?keyword_id={keyword}&limit=1000"))
+        .await;
     assert_eq!(by_keyword["items"].as_array().unwrap().len(), 15);
-    let (_, other) = app.get(&format!("/api/results?site_id={}", site_id + 1)).await;
+    let (_, other) = app
+        .get(&format!("/api/results?site_id={}", site_id + 1))
+        .await;
     assert_eq!(other["items"], json!([]));
     app.stop().await;
 }
@@ -68,17 +83,27 @@ async fn a_single_static_page_and_a_slow_paged_search_are_crawled() {
     let single = app.create_site(single).await;
     let slow = app.site_body("slow", "/slow");
     let mut slow = slow;
-    slow["search_url"] = json!(format!("{}/slow?ms=700&q={{keyword}}&page={{page}}", app.site.base_url()));
+    slow["search_url"] = json!(format!(
+        "{}/slow?ms=700&q={{keyword}}&page={{page}}",
+        app.site.base_url()
+    ));
     slow["max_pages"] = json!(2);
     let slow = app.create_site(slow).await;
-    let keyword = app.create_keyword("desk", &[single, slow], "0 0 0 1 1 *").await;
+    let keyword = app
+        .create_keyword("desk", &[single, slow], "0 0 0 1 1 *")
+        .await;
     let runs = app.crawl(keyword).await;
     assert_eq!(runs.len(), 2);
     for run_id in &runs {
-        let run = app.wait_for_run(*run_id, &["completed", "failed"], CRAWL_LIMIT).await;
+        let run = app
+            .wait_for_run(*run_id, &["completed", "failed"], CRAWL_LIMIT)
+            .await;
         assert_eq!(run["state"], "completed", "{run}");
         if run["site_id"] == single {
-            assert_eq!(run["pages_crawled"], 1, "a template without {{page}} is one page");
+            assert_eq!(
+                run["pages_crawled"], 1,
+                "a template without {{page}} is one page"
+            );
             assert_eq!(run["items_found"], 5);
         } else {
             assert_eq!(run["pages_crawled"], 2, "max_pages bounds the crawl");
@@ -99,7 +124,10 @@ async fn claimed(app: &TestApp, worker: &str) -> (i64, store::runs::Fence) {
         .unwrap()
         .unwrap();
     let run_id = queued.queued[0].id;
-    let claim = store::runs::claim(app.pool(), run_id, 1, worker).await.unwrap().unwrap();
+    let claim = store::runs::claim(app.pool(), run_id, 1, worker)
+        .await
+        .unwrap()
+        .unwrap();
     (run_id, claim.fence)
 }
 
@@ -122,38 +150,66 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
     let pool = app.pool();
     let (run_id, first) = claimed(&app, "worker-a").await;
     // A duplicate delivery of the same message finds nothing to claim.
-    assert!(store::runs::claim(pool, run_id, 1, "worker-b").await.unwrap().is_none());
+    assert!(
+        store::runs::claim(pool, run_id, 1, "worker-b")
+            .await
+            .unwrap()
+            .is_none()
+    );
 
-    store::runs::enter_url_call(pool, &first, "http://x/1").await.unwrap();
-    store::runs::store_page(pool, &first, 1, "http://x/1", &items(5, "old")).await.unwrap();
-    let run = store::runs::fail_attempt(pool, &first, "stuck: test", false).await.unwrap();
+    store::runs::enter_url_call(pool, &first, "http://x/1")
+        .await
+        .unwrap();
+    store::runs::store_page(pool, &first, 1, "http://x/1", &items(5, "old"))
+        .await
+        .unwrap();
+    let run = store::runs::fail_attempt(pool, &first, "stuck: test", false)
+        .await
+        .unwrap();
     assert_eq!(run.state, "queued");
     assert_eq!(run.attempt, 2);
     assert!(run.not_before.is_some(), "a retry waits for its backoff");
 
-    let second = store::runs::claim(pool, run_id, 2, "worker-b").await.unwrap().unwrap().fence;
-    store::runs::enter_url_call(pool, &second, "http://x/1").await.unwrap();
-    let found = store::runs::store_page(pool, &second, 1, "http://x/1", &items(4, "new")).await.unwrap();
+    let second = store::runs::claim(pool, run_id, 2, "worker-b")
+        .await
+        .unwrap()
+        .unwrap()
+        .fence;
+    store::runs::enter_url_call(pool, &second, "http://x/1")
+        .await
+        .unwrap();
+    let found = store::runs::store_page(pool, &second, 1, "http://x/1", &items(4, "new"))
+        .await
+        .unwrap();
     assert_eq!(found, 4, "the retried page replaced its rows");
 
     // The first worker comes back: none of its writes land.
     for result in [
         store::runs::enter_url_call(pool, &first, "http://x/2").await,
         store::runs::heartbeat(pool, &first).await,
-        store::runs::store_page(pool, &first, 2, "http://x/2", &items(5, "late")).await.map(|_| ()),
+        store::runs::store_page(pool, &first, 2, "http://x/2", &items(5, "late"))
+            .await
+            .map(|_| ()),
         store::runs::complete(pool, &first, 2).await.map(|_| ()),
-        store::runs::fail_attempt(pool, &first, "late", false).await.map(|_| ()),
+        store::runs::fail_attempt(pool, &first, "late", false)
+            .await
+            .map(|_| ()),
     ] {
-        assert!(matches!(result, Err(FenceError::Superseded { .. })), "{result:?}");
+        assert!(
+            matches!(result, Err(FenceError::Superseded { .. })),
+            "{result:?}"
+        );
     }
     let done = store::runs::complete(pool, &second, 1).await.unwrap();
     assert_eq!(done.state, "completed");
     assert_eq!(done.items_found, 4);
-    let titles: Vec<String> = sqlx::query_scalar("SELECT fields->>'title' FROM crawl_results WHERE run_id = $1 ORDER BY position")
-        .bind(run_id)
-        .fetch_all(pool)
-        .await
-        .unwrap();
+    let titles: Vec<String> = sqlx::query_scalar(
+        "SELECT fields->>'title' FROM crawl_results WHERE run_id = $1 ORDER BY position",
+    )
+    .bind(run_id)
+    .fetch_all(pool)
+    .await
+    .unwrap();
     assert_eq!(titles, ["new 1", "new 2", "new 3", "new 4"]);
     app.stop().await;
 }
@@ -164,10 +220,16 @@ async fn the_last_attempt_fails_the_run_and_keeps_its_reason() {
     let pool = app.pool();
     let (run_id, mut fence) = claimed(&app, "w").await;
     for attempt in 1..=3 {
-        let run = store::runs::fail_attempt(pool, &fence, &format!("boom {attempt}"), false).await.unwrap();
+        let run = store::runs::fail_attempt(pool, &fence, &format!("boom {attempt}"), false)
+            .await
+            .unwrap();
         if attempt < 3 {
             assert_eq!(run.state, "queued");
-            fence = store::runs::claim(pool, run_id, attempt + 1, "w").await.unwrap().unwrap().fence;
+            fence = store::runs::claim(pool, run_id, attempt + 1, "w")
+                .await
+                .unwrap()
+                .unwrap()
+                .fence;
         } else {
             assert_eq!(run.state, "failed");
             assert_eq!(run.error.as_deref(), Some("boom 3"));

@@ -12,10 +12,16 @@ const WINDOW: u32 = 16;
 
 #[tokio::test]
 async fn a_backlog_of_20000_runs_drains_through_a_bounded_window() {
-    let mut app = TestApp::spawn_with(Roles { scheduler: true, worker: true }, |c| {
-        c.dispatch_window = Some(WINDOW);
-        c.dispatch_interval_ms = 50;
-    })
+    let mut app = TestApp::spawn_with(
+        Roles {
+            scheduler: true,
+            worker: true,
+        },
+        |c| {
+            c.dispatch_window = Some(WINDOW);
+            c.dispatch_interval_ms = 50;
+        },
+    )
     .await;
     let pool = &app.pool().clone();
     let template = format!("{}/static?q={{keyword}}", app.site.base_url());
@@ -52,23 +58,35 @@ async fn a_backlog_of_20000_runs_drains_through_a_bounded_window() {
     let start = Instant::now();
     let (mut max_in_redis, mut max_dispatched, mut samples) = (0u64, 0i64, 0u32);
     loop {
-        let in_redis = queue::pending_in_redis(&mut redis, &app.config.queue_name).await.unwrap();
+        let in_redis = queue::pending_in_redis(&mut redis, &app.config.queue_name)
+            .await
+            .unwrap();
         let dispatched = store::runs::count_in_redis(pool).await.unwrap();
         max_in_redis = max_in_redis.max(in_redis);
         max_dispatched = max_dispatched.max(dispatched);
         samples += 1;
-        let completed = count_states(pool).await.get("completed").copied().unwrap_or(0);
+        let completed = count_states(pool)
+            .await
+            .get("completed")
+            .copied()
+            .unwrap_or(0);
         if completed >= target {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(240), "only {completed} runs completed");
+        assert!(
+            start.elapsed() < Duration::from_secs(240),
+            "only {completed} runs completed"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     eprintln!(
         "backlog: {target} runs drained in {:?}; max jobs in Redis {max_in_redis}, max dispatched {max_dispatched}, {samples} samples",
         start.elapsed()
     );
-    assert!(max_in_redis <= WINDOW as u64, "Redis held {max_in_redis} jobs, window is {WINDOW}");
+    assert!(
+        max_in_redis <= WINDOW as u64,
+        "Redis held {max_in_redis} jobs, window is {WINDOW}"
+    );
     assert!(max_dispatched <= WINDOW as i64);
 
     // Round-robin across sites: the first runs claimed span every site.
@@ -80,16 +98,25 @@ async fn a_backlog_of_20000_runs_drains_through_a_bounded_window() {
     .fetch_one(pool)
     .await
     .unwrap();
-    assert!(first_sites >= BACKLOG_SITES - 2, "first claims covered only {first_sites} sites");
+    assert!(
+        first_sites >= BACKLOG_SITES - 2,
+        "first claims covered only {first_sites} sites"
+    );
 
     // Cancel the rest; nothing ran twice and every run is accounted for.
-    sqlx::query("UPDATE crawl_runs SET state = 'cancelled', finished_at = now() WHERE state = 'queued'")
-        .execute(pool)
-        .await
-        .unwrap();
+    sqlx::query(
+        "UPDATE crawl_runs SET state = 'cancelled', finished_at = now() WHERE state = 'queued'",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
     app.stop_roles().await;
     let states = count_states(pool).await;
-    assert_eq!(states.values().sum::<i64>(), BACKLOG_SITES * BACKLOG_KEYWORDS, "{states:?}");
+    assert_eq!(
+        states.values().sum::<i64>(),
+        BACKLOG_SITES * BACKLOG_KEYWORDS,
+        "{states:?}"
+    );
     let over: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM (SELECT run_id FROM crawl_results GROUP BY run_id HAVING count(*) <> 5) AS odd",
     )

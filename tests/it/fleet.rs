@@ -5,13 +5,18 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::helpers::{Roles, RoleProcess, TestApp, browser_slots, clean_up_after_killed_worker, count_states, descendants, eventually};
+use crate::helpers::{
+    RoleProcess, Roles, TestApp, browser_slots, clean_up_after_killed_worker, count_states,
+    descendants, eventually,
+};
 
 /// Creates `n` keywords on one site and asks for a crawl of each; returns the run ids.
 async fn queue_crawls(app: &TestApp, site: i64, n: usize) -> Vec<i64> {
     let mut runs = Vec::new();
     for i in 0..n {
-        let keyword = app.create_keyword(&format!("item {i}"), &[site], "0 0 0 1 1 *").await;
+        let keyword = app
+            .create_keyword(&format!("item {i}"), &[site], "0 0 0 1 1 *")
+            .await;
         runs.extend(app.crawl(keyword).await);
     }
     runs
@@ -30,7 +35,14 @@ async fn duplicate_results(app: &TestApp) -> i64 {
 #[tokio::test]
 async fn two_worker_processes_share_a_queue_and_complete_each_run_once() {
     let _slots = browser_slots(2).await;
-    let app = TestApp::spawn_with(Roles { scheduler: true, worker: false }, |_| {}).await;
+    let app = TestApp::spawn_with(
+        Roles {
+            scheduler: true,
+            worker: false,
+        },
+        |_| {},
+    )
+    .await;
     let mut site = app.site_body("static", "/static");
     site["search_url"] = json!(format!("{}/static?q={{keyword}}", app.site.base_url()));
     let site = app.create_site(site).await;
@@ -40,7 +52,9 @@ async fn two_worker_processes_share_a_queue_and_complete_each_run_once() {
     ];
     let runs = queue_crawls(&app, site, 24).await;
     for run in &runs {
-        let run = app.wait_for_run(*run, &["completed", "failed"], Duration::from_secs(120)).await;
+        let run = app
+            .wait_for_run(*run, &["completed", "failed"], Duration::from_secs(120))
+            .await;
         assert_eq!(run["state"], "completed", "{run}");
         assert_eq!(run["attempt"], 1);
         assert_eq!(run["items_found"], 5);
@@ -51,9 +65,17 @@ async fn two_worker_processes_share_a_queue_and_complete_each_run_once() {
         .unwrap();
     assert_eq!(by_worker, 2, "both workers took runs");
     assert_eq!(duplicate_results(&app).await, 0);
-    assert_eq!(app.site.hits("/static"), 24, "each run fetched its page once");
+    assert_eq!(
+        app.site.hits("/static"),
+        24,
+        "each run fetched its page once"
+    );
     for worker in workers {
-        assert_eq!(worker.terminate(Duration::from_secs(30)).await, 0, "a drained worker exits 0");
+        assert_eq!(
+            worker.terminate(Duration::from_secs(30)).await,
+            0,
+            "a drained worker exits 0"
+        );
     }
     app.stop().await;
 }
@@ -61,12 +83,18 @@ async fn two_worker_processes_share_a_queue_and_complete_each_run_once() {
 #[tokio::test]
 async fn a_worker_killed_mid_queue_loses_nothing() {
     let _slots = browser_slots(2).await;
-    let app = TestApp::spawn_with(Roles { scheduler: true, worker: false }, |c| {
-        c.heartbeat_interval_secs = 1;
-        c.heartbeat_timeout_secs = 5;
-        c.watchdog_interval_secs = 1;
-        c.dispatch_claim_timeout_secs = 8;
-    })
+    let app = TestApp::spawn_with(
+        Roles {
+            scheduler: true,
+            worker: false,
+        },
+        |c| {
+            c.heartbeat_interval_secs = 1;
+            c.heartbeat_timeout_secs = 5;
+            c.watchdog_interval_secs = 1;
+            c.dispatch_claim_timeout_secs = 8;
+        },
+    )
     .await;
     let mut site = app.site_body("slow", "/slow");
     site["search_url"] = json!(format!("{}/slow?ms=600&q={{keyword}}", app.site.base_url()));
@@ -93,7 +121,9 @@ async fn a_worker_killed_mid_queue_loses_nothing() {
     clean_up_after_killed_worker(&left, pid);
 
     for run in &runs {
-        let run = app.wait_for_run(*run, &["completed", "failed"], Duration::from_secs(150)).await;
+        let run = app
+            .wait_for_run(*run, &["completed", "failed"], Duration::from_secs(150))
+            .await;
         assert_eq!(run["state"], "completed", "{run}");
         assert_eq!(run["items_found"], 5);
     }
@@ -101,7 +131,10 @@ async fn a_worker_killed_mid_queue_loses_nothing() {
         .fetch_one(app.pool())
         .await
         .unwrap();
-    assert!(taken_back >= 1, "the run held by the killed worker was retried");
+    assert!(
+        taken_back >= 1,
+        "the run held by the killed worker was retried"
+    );
     assert_eq!(duplicate_results(&app).await, 0);
     assert_eq!(survivor.terminate(Duration::from_secs(30)).await, 0);
     app.stop().await;

@@ -50,7 +50,9 @@ impl TestDb {
     pub async fn new() -> TestDb {
         let server = database_server();
         let name = format!("cf_test_{}", Uuid::new_v4().simple());
-        let mut admin = PgConnection::connect(server.as_str()).await.expect("Postgres reachable");
+        let mut admin = PgConnection::connect(server.as_str())
+            .await
+            .expect("Postgres reachable");
         sqlx::query(&format!("CREATE DATABASE {name}"))
             .execute(&mut admin)
             .await
@@ -58,7 +60,9 @@ impl TestDb {
         admin.close().await.ok();
         let mut url = server.clone();
         url.set_path(&format!("/{name}"));
-        let pool = store::connect(url.as_str(), 10).await.expect("connect test database");
+        let pool = store::connect(url.as_str(), 10)
+            .await
+            .expect("connect test database");
         store::migrate(&pool).await.expect("migrate test database");
         TestDb {
             name,
@@ -69,11 +73,16 @@ impl TestDb {
 
     pub async fn drop(self) {
         self.pool.close().await;
-        let mut admin = PgConnection::connect(database_server().as_str()).await.expect("Postgres reachable");
-        sqlx::query(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name))
-            .execute(&mut admin)
+        let mut admin = PgConnection::connect(database_server().as_str())
             .await
-            .expect("drop test database");
+            .expect("Postgres reachable");
+        sqlx::query(&format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        ))
+        .execute(&mut admin)
+        .await
+        .expect("drop test database");
     }
 }
 
@@ -89,7 +98,8 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
         api_port: 0,
         log_format: LogFormat::Pretty,
         worker_concurrency: 2,
-        chromedriver_path: std::env::var("CHROMEDRIVER_PATH").unwrap_or_else(|_| "chromedriver".into()),
+        chromedriver_path: std::env::var("CHROMEDRIVER_PATH")
+            .unwrap_or_else(|_| "chromedriver".into()),
         webdriver_url: None,
         chrome_path: None,
         drain_timeout_secs: 10,
@@ -146,7 +156,9 @@ impl TestApp {
         let mut config = test_config(&db.url, &format!("test-{}", Uuid::new_v4().simple()));
         tune(&mut config);
         let site = DemoSite::start(0).await.expect("fixture site starts");
-        let redis = queue::connect(&config.redis_url).await.expect("Redis reachable");
+        let redis = queue::connect(&config.redis_url)
+            .await
+            .expect("Redis reachable");
         let shutdown = CancellationToken::new();
         let mut set = JoinSet::new();
         let state = AppState {
@@ -154,14 +166,26 @@ impl TestApp {
             redis: redis.clone(),
             default_max_attempts: config.max_attempts as i32,
         };
-        let app = Application::build("127.0.0.1", 0, state).await.expect("api binds");
+        let app = Application::build("127.0.0.1", 0, state)
+            .await
+            .expect("api binds");
         let base = format!("http://{}", app.local_addr());
         set.spawn(app.run_until_stopped(shutdown.clone()));
         if roles.scheduler {
-            set.spawn(scheduler::run(config.clone(), db.pool.clone(), redis.clone(), shutdown.clone()));
+            set.spawn(scheduler::run(
+                config.clone(),
+                db.pool.clone(),
+                redis.clone(),
+                shutdown.clone(),
+            ));
         }
         if roles.worker {
-            set.spawn(worker::run(config.clone(), db.pool.clone(), redis.clone(), shutdown.clone()));
+            set.spawn(worker::run(
+                config.clone(),
+                db.pool.clone(),
+                redis.clone(),
+                shutdown.clone(),
+            ));
         }
         TestApp {
             base,
@@ -179,7 +203,12 @@ impl TestApp {
         &self.db.pool
     }
 
-    pub async fn request(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+    pub async fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
         let mut req = self.http.request(method, format!("{}{path}", self.base));
         if let Some(body) = body {
             req = req.json(&body);
@@ -187,7 +216,11 @@ impl TestApp {
         let resp = req.send().await.expect("api answers");
         let status = resp.status();
         let text = resp.text().await.expect("body");
-        let value = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+        let value = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
         (status, value)
     }
 
@@ -242,9 +275,16 @@ impl TestApp {
 
     /// Asks for a crawl of a keyword; returns the ids of the runs queued.
     pub async fn crawl(&self, keyword_id: i64) -> Vec<i64> {
-        let (status, body) = self.post(&format!("/api/keywords/{keyword_id}/crawl"), json!({})).await;
+        let (status, body) = self
+            .post(&format!("/api/keywords/{keyword_id}/crawl"), json!({}))
+            .await;
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-        body["queued"].as_array().unwrap().iter().map(|r| r["id"].as_i64().unwrap()).collect()
+        body["queued"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect()
     }
 
     /// Waits until the run reaches one of `states`; panics after `limit`.
@@ -256,7 +296,10 @@ impl TestApp {
             if states.contains(&run["state"].as_str().unwrap()) {
                 return run;
             }
-            assert!(start.elapsed() < limit, "run {run_id} did not reach {states:?} within {limit:?}: {run}");
+            assert!(
+                start.elapsed() < limit,
+                "run {run_id} did not reach {states:?} within {limit:?}: {run}"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -266,7 +309,9 @@ impl TestApp {
         let mut all = Vec::new();
         let mut cursor = String::new();
         loop {
-            let (status, page) = self.get(&format!("/api/results?run_id={run_id}&limit=7{cursor}")).await;
+            let (status, page) = self
+                .get(&format!("/api/results?run_id={run_id}&limit=7{cursor}"))
+                .await;
             assert_eq!(status, StatusCode::OK, "{page}");
             all.extend(page["items"].as_array().unwrap().iter().cloned());
             match page["next_cursor"].as_str() {
@@ -286,7 +331,9 @@ impl TestApp {
         self.shutdown.cancel();
         if let Some(mut roles) = self.roles.take() {
             while let Some(ended) = roles.join_next().await {
-                ended.expect("role did not panic").expect("role stopped cleanly");
+                ended
+                    .expect("role did not panic")
+                    .expect("role stopped cleanly");
             }
         }
     }
@@ -309,7 +356,11 @@ pub async fn clear_queue(queue_name: &str) {
         .await
         .expect("KEYS");
     if !keys.is_empty() {
-        let _: () = redis::cmd("DEL").arg(keys).query_async(&mut redis).await.expect("DEL");
+        let _: () = redis::cmd("DEL")
+            .arg(keys)
+            .query_async(&mut redis)
+            .await
+            .expect("DEL");
     }
 }
 
@@ -333,11 +384,26 @@ impl RoleProcess {
             .env("API_HOST", "127.0.0.1")
             .env("API_PORT", "0")
             .env("WORKER_CONCURRENCY", config.worker_concurrency.to_string())
-            .env("DISPATCH_INTERVAL_MS", config.dispatch_interval_ms.to_string())
-            .env("SCHEDULE_SYNC_INTERVAL_MS", config.schedule_sync_interval_ms.to_string())
-            .env("HEARTBEAT_INTERVAL_SECS", config.heartbeat_interval_secs.to_string())
-            .env("HEARTBEAT_TIMEOUT_SECS", config.heartbeat_timeout_secs.to_string())
-            .env("WATCHDOG_INTERVAL_SECS", config.watchdog_interval_secs.to_string())
+            .env(
+                "DISPATCH_INTERVAL_MS",
+                config.dispatch_interval_ms.to_string(),
+            )
+            .env(
+                "SCHEDULE_SYNC_INTERVAL_MS",
+                config.schedule_sync_interval_ms.to_string(),
+            )
+            .env(
+                "HEARTBEAT_INTERVAL_SECS",
+                config.heartbeat_interval_secs.to_string(),
+            )
+            .env(
+                "HEARTBEAT_TIMEOUT_SECS",
+                config.heartbeat_timeout_secs.to_string(),
+            )
+            .env(
+                "WATCHDOG_INTERVAL_SECS",
+                config.watchdog_interval_secs.to_string(),
+            )
             .env("DRAIN_TIMEOUT_SECS", config.drain_timeout_secs.to_string())
             .env("LOG_FORMAT", "pretty")
             .env("RUST_LOG", "info")
@@ -368,7 +434,12 @@ impl RoleProcess {
         self.signal(libc::SIGTERM);
         let status = tokio::time::timeout(limit, self.child.wait())
             .await
-            .unwrap_or_else(|_| panic!("process did not stop within {limit:?}; log {}", self.log.display()))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "process did not stop within {limit:?}; log {}",
+                    self.log.display()
+                )
+            })
             .unwrap();
         status.code().unwrap_or(-1)
     }
@@ -382,7 +453,10 @@ impl RoleProcess {
 
 /// Browser slots for tests that start worker processes.
 pub async fn browser_slots(n: u32) -> SemaphorePermit<'static> {
-    BROWSER_SLOTS.acquire_many(n.min(2)).await.expect("slots never close")
+    BROWSER_SLOTS
+        .acquire_many(n.min(2))
+        .await
+        .expect("slots never close")
 }
 
 /// Polls `check` every 100 ms until it returns `Some`, or panics after `limit`.
@@ -403,7 +477,11 @@ where
 
 /// Runs of a database by state.
 pub async fn count_states(pool: &PgPool) -> std::collections::HashMap<String, i64> {
-    store::runs::count_by_state(pool).await.unwrap().into_iter().collect()
+    store::runs::count_by_state(pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect()
 }
 
 /// A Redis server of a test's own, for tests that stop it.
@@ -414,16 +492,32 @@ pub struct OwnRedis {
 
 impl OwnRedis {
     pub async fn start() -> OwnRedis {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let child = tokio::process::Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .stdout(Stdio::null())
             .kill_on_drop(true)
             .spawn()
             .expect("redis-server installed");
         let redis = OwnRedis { child, port };
         eventually(Duration::from_secs(10), "own redis listens", || async {
-            tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok().map(|_| ())
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .ok()
+                .map(|_| ())
         })
         .await;
         redis
@@ -444,10 +538,24 @@ impl OwnRedis {
 pub fn descendants(pid: i32) -> Vec<i32> {
     let mut parents = std::collections::HashMap::<i32, Vec<i32>>::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(child) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        let Some((_, rest)) = stat.rsplit_once(") ") else { continue };
-        if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|p| p.parse::<i32>().ok()) {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        if let Some(ppid) = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<i32>().ok())
+        {
             parents.entry(ppid).or_default().push(child);
         }
     }

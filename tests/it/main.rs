@@ -6,5 +6,6 @@ mod helpers;
 mod api_contract;
 mod crawl;
 mod dispatch;
+mod faults;
 mod fleet;
 mod scheduling;

@@ -6,19 +6,28 @@ use chrono::{TimeDelta, Utc};
 use crawlfleet::{domain::run::Trigger, scheduler::fire_keyword, store};
 use serde_json::json;
 
-use crate::helpers::{Roles, RoleProcess, TestApp, eventually};
+use crate::helpers::{RoleProcess, Roles, TestApp, eventually};
 
 async fn scheduled_runs(app: &TestApp, keyword: i64) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM crawl_runs WHERE keyword_id = $1 AND trigger = 'schedule'")
-        .bind(keyword)
-        .fetch_one(app.pool())
-        .await
-        .unwrap()
+    sqlx::query_scalar(
+        "SELECT count(*) FROM crawl_runs WHERE keyword_id = $1 AND trigger = 'schedule'",
+    )
+    .bind(keyword)
+    .fetch_one(app.pool())
+    .await
+    .unwrap()
 }
 
 #[tokio::test]
 async fn a_keyword_is_queued_on_its_cron_until_disabled_and_changes_apply_live() {
-    let app = TestApp::spawn_with(Roles { scheduler: true, worker: true }, |_| {}).await;
+    let app = TestApp::spawn_with(
+        Roles {
+            scheduler: true,
+            worker: true,
+        },
+        |_| {},
+    )
+    .await;
     let mut site = app.site_body("static", "/static");
     site["search_url"] = json!(format!("{}/static?q={{keyword}}", app.site.base_url()));
     let site = app.create_site(site).await;
@@ -37,9 +46,11 @@ async fn a_keyword_is_queued_on_its_cron_until_disabled_and_changes_apply_live()
             n
         }
     };
-    eventually(Duration::from_secs(40), "three scheduled runs completed", || async {
-        (completed(&app).await >= 3).then_some(())
-    })
+    eventually(
+        Duration::from_secs(40),
+        "three scheduled runs completed",
+        || async { (completed(&app).await >= 3).then_some(()) },
+    )
     .await;
 
     let body = json!({"keyword": "chair", "site_ids": [site], "schedule": "*/2 * * * * *", "enabled": false});
@@ -48,20 +59,30 @@ async fn a_keyword_is_queued_on_its_cron_until_disabled_and_changes_apply_live()
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let after_disable = scheduled_runs(&app, keyword).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(scheduled_runs(&app, keyword).await, after_disable, "a disabled keyword was queued");
+    assert_eq!(
+        scheduled_runs(&app, keyword).await,
+        after_disable,
+        "a disabled keyword was queued"
+    );
 
     // Re-enabled with another schedule, without a restart.
     let body = json!({"keyword": "chair", "site_ids": [site], "schedule": "*/3 * * * * *", "enabled": true});
     app.put(&format!("/api/keywords/{keyword}"), body).await;
-    eventually(Duration::from_secs(20), "queued again after re-enabling", || async {
-        (scheduled_runs(&app, keyword).await > after_disable).then_some(())
-    })
+    eventually(
+        Duration::from_secs(20),
+        "queued again after re-enabling",
+        || async { (scheduled_runs(&app, keyword).await > after_disable).then_some(()) },
+    )
     .await;
 
     let (status, _) = app.delete(&format!("/api/keywords/{keyword}")).await;
     assert_eq!(status, 204);
     tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(scheduled_runs(&app, keyword).await, 0, "runs of a deleted keyword went with it");
+    assert_eq!(
+        scheduled_runs(&app, keyword).await,
+        0,
+        "runs of a deleted keyword went with it"
+    );
     app.stop().await;
 }
 
@@ -74,10 +95,17 @@ async fn a_scheduled_run_is_skipped_when_the_period_already_has_a_result() {
     let keyword = app.create_keyword("sofa", &[a, b], "0 0 0 * * *").await;
 
     // Site a completes a run today; site b has none.
-    let queued = store::runs::queue_for_keyword(pool, keyword, Trigger::Manual, None, 3).await.unwrap().unwrap();
+    let queued = store::runs::queue_for_keyword(pool, keyword, Trigger::Manual, None, 3)
+        .await
+        .unwrap()
+        .unwrap();
     let on_a = queued.queued.iter().find(|r| r.site_id == a).unwrap().id;
     let on_b = queued.queued.iter().find(|r| r.site_id == b).unwrap().id;
-    let fence = store::runs::claim(pool, on_a, 1, "w").await.unwrap().unwrap().fence;
+    let fence = store::runs::claim(pool, on_a, 1, "w")
+        .await
+        .unwrap()
+        .unwrap()
+        .fence;
     store::runs::complete(pool, &fence, 0).await.unwrap();
     store::runs::cancel(pool, on_b).await.unwrap();
 
@@ -92,12 +120,16 @@ async fn a_scheduled_run_is_skipped_when_the_period_already_has_a_result() {
     // Tomorrow's period has no result yet: site a is queued again.
     store::runs::cancel(pool, today.queued[0].id).await.unwrap();
     let tomorrow = now + TimeDelta::days(1);
-    let next = fire_keyword(pool, keyword, tomorrow, 3).await.unwrap().unwrap();
+    let next = fire_keyword(pool, keyword, tomorrow, 3)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(next.skipped.len(), 0, "{next:?}");
     assert_eq!(next.queued.len(), 2);
 
     // A disabled keyword is not fired.
-    let body = json!({"keyword": "sofa", "site_ids": [a, b], "schedule": "0 0 0 * * *", "enabled": false});
+    let body =
+        json!({"keyword": "sofa", "site_ids": [a, b], "schedule": "0 0 0 * * *", "enabled": false});
     app.put(&format!("/api/keywords/{keyword}"), body).await;
     assert!(fire_keyword(pool, keyword, now, 3).await.unwrap().is_none());
     app.stop().await;
@@ -126,7 +158,11 @@ async fn one_scheduler_leads_and_a_standby_takes_over_when_it_dies() {
     let second = RoleProcess::spawn("scheduler", &app.config, &[]);
     let second_name = format!("crawlfleet-scheduler-{}", second.pid());
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(leader(&app).await.as_deref(), Some(first_name.as_str()), "the lock is exclusive");
+    assert_eq!(
+        leader(&app).await.as_deref(),
+        Some(first_name.as_str()),
+        "the lock is exclusive"
+    );
 
     first.kill().await;
     let started = std::time::Instant::now();

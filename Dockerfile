@@ -1,0 +1,72 @@
+# syntax=docker/dockerfile:1
+# crawlfleet image: one binary, the role is the command.
+#
+#   docker build -t crawlfleet .
+#   docker run --env-file .env crawlfleet --process=worker
+#
+# The build needs no database: sqlx's compile-time query checks read the committed
+# .sqlx/ data (SQLX_OFFLINE=true).
+
+ARG RUST_VERSION=1.95
+
+# --- build -------------------------------------------------------------------------
+FROM rust:${RUST_VERSION}-slim-bookworm AS builder
+WORKDIR /src
+ENV SQLX_OFFLINE=true \
+    CARGO_TERM_COLOR=never
+COPY Cargo.toml Cargo.lock ./
+COPY .sqlx ./.sqlx
+COPY migrations ./migrations
+COPY src ./src
+# The cache mounts keep the registry and compiled dependencies between builds; the
+# binary is copied out of the (mounted, so not layered) target dir in the same step.
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked --bin crawlfleet \
+    && install -D -m 0755 target/release/crawlfleet /out/crawlfleet
+
+# --- run ---------------------------------------------------------------------------
+FROM debian:bookworm-slim AS runtime
+
+# Versions are not pinned on purpose: Debian's security archive replaces chromium
+# within days of each release and drops the old version, so a pin breaks the build
+# instead of making it reproducible. The image digest in ECR is what gets deployed.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends \
+        ca-certificates \
+        chromium \
+        chromium-driver \
+        fonts-liberation \
+        fonts-noto-cjk \
+        tini \
+    && rm -rf /var/lib/apt/lists/*
+
+# Chrome runs as this user, so it cannot use its setuid sandbox: the worker passes
+# --no-sandbox; the container is the sandbox.
+RUN groupadd --system --gid 10001 crawlfleet \
+    && useradd --system --uid 10001 --gid crawlfleet --create-home \
+        --home-dir /home/crawlfleet --shell /usr/sbin/nologin crawlfleet
+
+COPY --from=builder /out/crawlfleet /usr/local/bin/crawlfleet
+
+ENV LOG_FORMAT=json \
+    CHROMEDRIVER_PATH=/usr/bin/chromedriver \
+    CHROME_PATH=/usr/bin/chromium \
+    API_HOST=0.0.0.0 \
+    HEALTHCHECK_URL=http://127.0.0.1:3000/health
+
+USER 10001:10001
+WORKDIR /home/crawlfleet
+# api, scheduler health/metrics
+EXPOSE 3000 3002
+
+# Defaults to the api's port; a scheduler or worker container sets HEALTHCHECK_URL
+# (docker-compose.ec2.yaml and the ECS task definition define their own checks).
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["/bin/sh", "-c", "exec crawlfleet healthcheck --url \"$HEALTHCHECK_URL\""]
+
+# tini is PID 1 so Chrome's helper processes get reaped. No `-g`: SIGTERM must reach
+# crawlfleet alone, which drains its crawls and then stops chromedriver itself.
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/crawlfleet"]
+CMD ["--process=all"]

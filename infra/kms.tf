@@ -1,0 +1,57 @@
+# One customer-managed key for what crawlfleet keeps at rest in AWS: the secrets in
+# Parameter Store, the log groups and the alarm topic. A customer-managed key (not
+# the AWS-managed ones) because CloudWatch alarms cannot publish to a topic
+# encrypted with alias/aws/sns.
+
+locals {
+  account_root = "arn:aws:iam::${var.aws_account_id}:root"
+}
+
+data "aws_iam_policy_document" "kms" {
+  statement {
+    sid       = "AccountAdministersTheKeyThroughIAM"
+    actions   = ["kms:*"]
+    resources = ["*"]
+    principals {
+      type        = "AWS"
+      identifiers = [local.account_root]
+    }
+  }
+
+  statement {
+    sid       = "CloudWatchLogsEncryptsOurLogGroups"
+    actions   = ["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"]
+    resources = ["*"]
+    principals {
+      type        = "Service"
+      identifiers = ["logs.${var.region}.amazonaws.com"]
+    }
+    condition {
+      test     = "ArnLike"
+      variable = "kms:EncryptionContext:aws:logs:arn"
+      values   = ["arn:aws:logs:${var.region}:${var.aws_account_id}:log-group:*"]
+    }
+  }
+
+  statement {
+    sid       = "CloudWatchAlarmsPublishToOurTopic"
+    actions   = ["kms:Decrypt", "kms:GenerateDataKey*"]
+    resources = ["*"]
+    principals {
+      type        = "Service"
+      identifiers = ["cloudwatch.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_kms_key" "crawlfleet" {
+  description             = "${var.name}: secrets, logs, alarm topic"
+  enable_key_rotation     = true
+  deletion_window_in_days = 30
+  policy                  = data.aws_iam_policy_document.kms.json
+}
+
+resource "aws_kms_alias" "crawlfleet" {
+  name          = "alias/${var.name}"
+  target_key_id = aws_kms_key.crawlfleet.key_id
+}

@@ -1,0 +1,217 @@
+//! Faults inside one crawl: hung pages, endless scripts, HTTP errors, cancel
+//! and retry, each recorded in the run's attempt history.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::helpers::{Roles, TestApp};
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+async fn app_with_worker(concurrency: usize) -> TestApp {
+    TestApp::spawn_with(
+        Roles {
+            scheduler: true,
+            worker: true,
+        },
+        |c| {
+            c.worker_concurrency = concurrency;
+        },
+    )
+    .await
+}
+
+/// A one-page site at `path` on the fixture shop, with `extra` settings.
+async fn site_at(app: &TestApp, name: &str, path_and_query: &str, extra: Value) -> i64 {
+    let mut body = app.site_body(name, "/");
+    body["search_url"] = json!(format!("{}{path_and_query}", app.site.base_url()));
+    for (key, value) in extra.as_object().unwrap() {
+        body[key] = value.clone();
+    }
+    app.create_site(body).await
+}
+
+async fn crawl_once(app: &TestApp, keyword: &str, site: i64) -> i64 {
+    let kw = app.create_keyword(keyword, &[site], "0 0 0 1 1 *").await;
+    app.crawl(kw).await[0]
+}
+
+fn attempts(run: &Value) -> &Vec<Value> {
+    run["attempts"].as_array().expect("attempt history")
+}
+
+#[tokio::test]
+async fn a_hung_page_is_stopped_as_stuck_retried_and_failed_with_every_reason_kept() {
+    let app = app_with_worker(1).await;
+    let hang = site_at(
+        &app,
+        "hang",
+        "/hang?q={keyword}",
+        json!({"stuck_timeout_secs": 2, "max_attempts": 2}),
+    )
+    .await;
+    let run = crawl_once(&app, "lamp", hang).await;
+    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
+    assert_eq!(run["state"], "failed", "{run}");
+    assert_eq!(run["attempt"], 2);
+    let history = attempts(&run);
+    assert_eq!(history.len(), 2, "{run}");
+    for (n, attempt) in history.iter().enumerate() {
+        assert_eq!(attempt["attempt"], n as i64 + 1);
+        assert_eq!(attempt["outcome"], "failed");
+        let reason = attempt["reason"].as_str().unwrap();
+        assert!(reason.starts_with("stuck"), "{reason}");
+        assert!(
+            reason.contains("/hang?q=lamp"),
+            "the reason names the URL: {reason}"
+        );
+        assert!(
+            attempt["last_url"]
+                .as_str()
+                .unwrap()
+                .contains("/hang?q=lamp")
+        );
+        assert!(attempt["ended_at"].is_string() && attempt["worker_id"].is_string());
+    }
+    // The same browser serves the next crawl.
+    let fine = site_at(&app, "fine", "/static?q={keyword}", json!({})).await;
+    let run = crawl_once(&app, "desk", fine).await;
+    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
+    assert_eq!(run["state"], "completed", "{run}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_endless_script_gets_its_browser_killed_and_a_new_session_takes_the_next_crawl() {
+    let app = app_with_worker(1).await;
+    let spin = site_at(
+        &app,
+        "spin",
+        "/spin?q={keyword}",
+        json!({"stuck_timeout_secs": 2, "max_attempts": 1}),
+    )
+    .await;
+    let run = crawl_once(&app, "loop", spin).await;
+    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
+    assert_eq!(run["state"], "failed", "{run}");
+    assert!(run["error"].as_str().unwrap().starts_with("stuck"), "{run}");
+
+    let fine = site_at(&app, "fine", "/static?q={keyword}", json!({})).await;
+    let run = crawl_once(&app, "desk", fine).await;
+    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
+    assert_eq!(run["state"], "completed", "{run}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn http_errors_fail_permanently_or_retry_and_an_empty_page_completes() {
+    let app = app_with_worker(2).await;
+    let gone = site_at(
+        &app,
+        "404",
+        "/status/404?q={keyword}",
+        json!({"max_attempts": 3}),
+    )
+    .await;
+    let broken = site_at(
+        &app,
+        "500",
+        "/status/503?q={keyword}",
+        json!({"max_attempts": 2}),
+    )
+    .await;
+    let flaky = site_at(
+        &app,
+        "flaky",
+        "/flaky?key={keyword}&fail=1&q={keyword}",
+        json!({"max_attempts": 3}),
+    )
+    .await;
+    let empty = site_at(
+        &app,
+        "empty",
+        "/static?q={keyword}",
+        json!({"item_selector": "li.no-such-item"}),
+    )
+    .await;
+
+    let run = crawl_once(&app, "a", gone).await;
+    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
+    assert_eq!(run["state"], "failed", "{run}");
+    assert_eq!(run["attempt"], 1, "a 4xx is not retried");
+    assert!(run["error"].as_str().unwrap().contains("HTTP 404"), "{run}");
+
+    let run = crawl_once(&app, "b", broken).await;
+    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
+    assert_eq!(run["state"], "failed", "{run}");
+    assert_eq!(
+        attempts(&run).len(),
+        2,
+        "a 5xx is retried up to max_attempts"
+    );
+
+    let run = crawl_once(&app, "c", flaky).await;
+    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
+    assert_eq!(run["state"], "completed", "{run}");
+    assert_eq!(run["attempt"], 2);
+    assert_eq!(run["items_found"], 5);
+    assert_eq!(attempts(&run)[0]["outcome"], "failed");
+    assert_eq!(attempts(&run)[1]["outcome"], "completed");
+
+    let run = crawl_once(&app, "d", empty).await;
+    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
+    assert_eq!(run["state"], "completed", "{run}");
+    assert_eq!(run["items_found"], 0);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_running_crawl_is_cancelled_within_seconds_and_a_failed_run_can_be_retried() {
+    let app = app_with_worker(1).await;
+    let slow = site_at(
+        &app,
+        "slow",
+        "/slow?ms=30000&q={keyword}",
+        json!({"stuck_timeout_secs": 60}),
+    )
+    .await;
+    let run = crawl_once(&app, "slow", slow).await;
+    app.wait_for_run(run, &["url_call"], LIMIT).await;
+    let (status, cancelled) = app
+        .post(&format!("/api/runs/{run}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(cancelled["state"], "cancelled");
+    let started = Instant::now();
+
+    // With one browser slot, the next crawl can only run once the cancelled one let go.
+    let fine = site_at(&app, "fine", "/static?q={keyword}", json!({})).await;
+    let next = crawl_once(&app, "desk", fine).await;
+    let next = app
+        .wait_for_run(next, &["failed", "completed"], LIMIT)
+        .await;
+    assert_eq!(next["state"], "completed", "{next}");
+    let freed_after = started.elapsed();
+    eprintln!("cancelled crawl let go of its browser after {freed_after:?}");
+    assert!(freed_after < Duration::from_secs(15), "{freed_after:?}");
+    let (_, run_now) = app.get(&format!("/api/runs/{run}")).await;
+    assert_eq!(run_now["state"], "cancelled");
+    assert_eq!(attempts(&run_now)[0]["outcome"], "cancelled");
+
+    // Retry: a cancelled run comes back with a fresh budget; a completed one cannot.
+    let (status, retried) = app.post(&format!("/api/runs/{run}/retry"), json!({})).await;
+    assert_eq!(status, 202, "{retried}");
+    assert_eq!(retried["state"], "queued");
+    assert_eq!(retried["attempt"], 2);
+    assert_eq!(retried["max_attempts"], 4, "one used, three more");
+    let (status, refused) = app
+        .post(&format!("/api/runs/{}/retry", next["id"]), json!({}))
+        .await;
+    assert_eq!(status, 409, "{refused}");
+    let (status, _) = app.post("/api/runs/999999/retry", json!({})).await;
+    assert_eq!(status, 404);
+    app.post(&format!("/api/runs/{run}/cancel"), json!({}))
+        .await;
+    app.stop().await;
+}
