@@ -17,7 +17,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
-use super::processes::kill_chrome_under;
+use super::processes::{kill_chrome_under, kill_chrome_under_and_wait};
 
 /// Flags measured necessary or useful on these machines (BROWSER-NOTES.md).
 const CHROME_FLAGS: &[&str] = &[
@@ -218,8 +218,11 @@ impl BrowserPool {
     pub async fn close_all(&self) {
         let sessions: Vec<_> = std::mem::take(&mut *self.idle.lock().expect("pool lock"));
         futures::future::join_all(sessions.into_iter().map(BrowserSession::close)).await;
-        // Anything a crash left behind under our profiles.
-        kill_chrome_under(&self.profile_root);
+        // Anything a crash left behind under our profiles; the process does
+        // not exit while one of its browsers still runs.
+        if !kill_chrome_under_and_wait(&self.profile_root, Duration::from_secs(5)).await {
+            tracing::warn!("browser processes still running after shutdown");
+        }
         remove_profile(&self.profile_root).await;
     }
 }

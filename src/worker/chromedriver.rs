@@ -79,8 +79,8 @@ impl ChromeDriver {
     }
 
     /// Pid of the chromedriver running now (0 while restarting).
-    pub fn pid(&self) -> u32 {
-        *self.pid.borrow()
+    pub fn pid_watch(&self) -> watch::Receiver<u32> {
+        self.pid.clone()
     }
 
     /// Changes on every restart of chromedriver.

@@ -48,6 +48,8 @@ pub struct CrawlContext {
     pub heartbeat_every: Duration,
     /// Fired when the drain deadline passes: unfinished crawls hand their runs back.
     pub drain_deadline: CancellationToken,
+    /// Every crawl in flight, waited for at shutdown.
+    pub crawls: tokio_util::task::TaskTracker,
 }
 
 /// Why an attempt ended without completing.

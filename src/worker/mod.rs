@@ -8,9 +8,12 @@ mod extract;
 pub use extract::content_hash;
 pub mod processes;
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    collections::VecDeque,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
-use anyhow::Context;
 use apalis::prelude::*;
 use apalis_redis::ConnectionManager;
 use sqlx::PgPool;
@@ -91,6 +94,7 @@ pub async fn run(
         default_stuck_timeout: Duration::from_secs(config.stuck_timeout_secs as u64),
         heartbeat_every: Duration::from_secs(config.heartbeat_interval_secs.max(1)),
         drain_deadline: CancellationToken::new(),
+        crawls: tokio_util::task::TaskTracker::new(),
     });
     store::workers::announce(&pool, &worker_id, &host_of(&worker_id), concurrency as i32).await?;
     tracing::info!(%worker_id, concurrency, "worker started");
@@ -99,7 +103,7 @@ pub async fn run(
         pool.clone(),
         worker_id.clone(),
         concurrency as i32,
-        chromedriver.as_ref().map(|c| c.pid()),
+        chromedriver.as_ref().map(ChromeDriver::pid_watch),
         shutdown.clone(),
     ));
     let drain_timeout = Duration::from_secs(config.drain_timeout_secs);
@@ -112,21 +116,10 @@ pub async fn run(
         })
     };
 
-    let backend =
-        queue::storage(redis, &config.queue_name, concurrency).poll_with_interval(POLL_EVERY);
-    let worker = WorkerBuilder::new(worker_id.clone())
-        .backend(backend)
-        .concurrency(concurrency)
-        .data(ctx.clone())
-        .build(handle_job);
-    let stop = shutdown.clone();
-    let pool_result = worker
-        .run_until(async move {
-            stop.cancelled().await;
-            Ok::<(), std::io::Error>(())
-        })
-        .await;
-    let stopped_on_request = shutdown.is_cancelled();
+    let consumed = consume(&config, redis, &worker_id, concurrency, &ctx, &shutdown).await;
+    // In-flight crawls end by themselves, or hand their runs back at the drain deadline.
+    ctx.crawls.close();
+    ctx.crawls.wait().await;
 
     drain.abort();
     ctx.browsers.close_all().await;
@@ -136,23 +129,82 @@ pub async fn run(
     }
     housekeeping.abort();
     let _ = store::workers::retire(&pool, &worker_id).await;
-    match (pool_result, stopped_on_request) {
-        (Ok(()), true) => {
-            tracing::info!(%worker_id, "worker stopped");
-            Ok(())
+    consumed?;
+    tracing::info!(%worker_id, "worker stopped");
+    Ok(())
+}
+
+/// Consumer restarts tolerated within [`RESTART_WINDOW`] before the process gives up.
+const MAX_RESTARTS: usize = 5;
+const RESTART_WINDOW: Duration = Duration::from_secs(60);
+
+/// Takes jobs until `shutdown`. A consumer that stops by itself (Redis flushed
+/// or restarted under it, a fetch script failing) is started again; one that
+/// keeps stopping makes the process exit non-zero so its supervisor (ECS,
+/// compose) replaces it, never a silent exit 0.
+async fn consume(
+    config: &Config,
+    redis: ConnectionManager,
+    worker_id: &str,
+    concurrency: usize,
+    ctx: &Arc<CrawlContext>,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let mut stops: VecDeque<Instant> = VecDeque::new();
+    for generation in 1.. {
+        let backend = queue::storage(redis.clone(), &config.queue_name, concurrency)
+            .poll_with_interval(POLL_EVERY);
+        // apalis-redis refuses, silently, a name still registered: one per start.
+        let consumer = WorkerBuilder::new(format!("{worker_id}-c{generation}"))
+            .backend(backend)
+            .concurrency(concurrency)
+            .data(ctx.clone())
+            .build(handle_job);
+        let stop = shutdown.clone();
+        let result = consumer
+            .run_until(async move {
+                stop.cancelled().await;
+                Ok::<(), std::io::Error>(())
+            })
+            .await;
+        if shutdown.is_cancelled() {
+            return Ok(());
         }
-        // A worker pool that stops by itself is a dead worker: exit non-zero so
-        // the supervisor (ECS, compose) restarts the process.
-        (Ok(()), false) => anyhow::bail!("the job consumer stopped unexpectedly"),
-        (Err(e), _) => Err(anyhow::anyhow!("{e}")).context("the job consumer failed"),
+        let now = Instant::now();
+        stops.push_back(now);
+        while stops
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > RESTART_WINDOW)
+        {
+            stops.pop_front();
+        }
+        let why = match result {
+            Ok(()) => "stopped by itself".to_owned(),
+            Err(e) => e.to_string(),
+        };
+        if stops.len() > MAX_RESTARTS {
+            anyhow::bail!(
+                "the job consumer keeps stopping ({why}); giving up so the supervisor restarts the worker"
+            );
+        }
+        tracing::error!(reason = %why, "job consumer stopped; starting it again");
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
     }
+    unreachable!("the loop only ends by returning")
 }
 
 async fn handle_job(job: Job, ctx: Data<Arc<CrawlContext>>) -> Result<(), BoxDynError> {
     let ctx: Arc<CrawlContext> = (*ctx).clone();
-    // Its own task: a panic in one crawl cannot take the consumer down, and
-    // crawls use both cores.
-    if let Err(e) = tokio::spawn(async move { crawl::handle(job, &ctx).await }).await {
+    // Its own task: a panic in one crawl cannot take the consumer down, crawls
+    // use both cores, and a consumer that dies does not take its crawls along.
+    let crawl = ctx.crawls.spawn({
+        let ctx = ctx.clone();
+        async move { crawl::handle(job, &ctx).await }
+    });
+    if let Err(e) = crawl.await {
         tracing::error!(error = ?e, ?job, "crawl task panicked");
     }
     Ok(())
@@ -171,12 +223,11 @@ async fn housekeeping(
     pool: PgPool,
     worker_id: String,
     concurrency: i32,
-    chromedriver_pid: Option<u32>,
+    chromedriver_pid: Option<tokio::sync::watch::Receiver<u32>>,
     shutdown: CancellationToken,
 ) {
     let mut announce = tokio::time::interval(ANNOUNCE_EVERY);
     let mut reap = tokio::time::interval(REAP_EVERY);
-    let keep: Vec<u32> = chromedriver_pid.into_iter().collect();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -186,7 +237,11 @@ async fn housekeeping(
                     tracing::warn!(error = ?e, "could not announce the worker");
                 }
             }
-            _ = reap.tick() => { processes::reap_orphans(&keep); }
+            _ = reap.tick() => {
+                // chromedriver is tokio's to wait for, not ours.
+                let keep: Vec<u32> = chromedriver_pid.iter().map(|pid| *pid.borrow()).collect();
+                processes::reap_orphans(&keep);
+            }
         }
     }
 }

@@ -6,11 +6,35 @@ use std::{fs, path::Path};
 /// Kills (SIGKILL) every process whose `--user-data-dir=` is `profile` or a
 /// folder under it; returns how many were signalled.
 pub fn kill_chrome_under(profile: &Path) -> usize {
+    chrome_under(profile)
+        .into_iter()
+        // SAFETY: kill(2) with a pid read from /proc; at worst it is already gone.
+        .filter(|pid| unsafe { libc::kill(*pid, libc::SIGKILL) } == 0)
+        .count()
+}
+
+/// Waits (up to `limit`) until no process runs under `profile`, killing any
+/// that appear: a process's exit is not instant after SIGKILL.
+pub async fn kill_chrome_under_and_wait(profile: &Path, limit: std::time::Duration) -> bool {
+    let start = std::time::Instant::now();
+    loop {
+        if kill_chrome_under(profile) == 0 && chrome_under(profile).is_empty() {
+            return true;
+        }
+        if start.elapsed() > limit {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// Pids of the live processes whose `--user-data-dir=` is `profile` or under it.
+fn chrome_under(profile: &Path) -> Vec<i32> {
     let exact = format!("--user-data-dir={}", profile.display());
     let under = format!("{exact}/");
-    let mut killed = 0;
+    let mut found = Vec::new();
     let Ok(entries) = fs::read_dir("/proc") else {
-        return 0;
+        return found;
     };
     for entry in entries.flatten() {
         let Some(pid) = entry
@@ -23,15 +47,15 @@ pub fn kill_chrome_under(profile: &Path) -> usize {
         let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else {
             continue;
         };
+        // Zombies have an empty command line: they are dead, only not reaped.
         let matches = cmdline
             .split(|b| *b == 0)
             .any(|arg| arg == exact.as_bytes() || arg.starts_with(under.as_bytes()));
-        // SAFETY: kill(2) with a pid read from /proc; at worst the process is already gone.
-        if matches && unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
-            killed += 1;
+        if matches {
+            found.push(pid);
         }
     }
-    killed
+    found
 }
 
 /// Reaps zombie children that are not ours to wait for (Chrome helpers

@@ -368,6 +368,8 @@ pub async fn clear_queue(queue_name: &str) {
 pub struct RoleProcess {
     pub child: tokio::process::Child,
     pub log: PathBuf,
+    /// The pid, still known after the process was reaped.
+    pub pid_at_start: i32,
 }
 
 impl RoleProcess {
@@ -414,8 +416,10 @@ impl RoleProcess {
         for (key, value) in extra_env {
             cmd.env(key, value);
         }
+        let child = cmd.spawn().expect("crawlfleet binary starts");
         RoleProcess {
-            child: cmd.spawn().expect("crawlfleet binary starts"),
+            pid_at_start: child.id().expect("just started") as i32,
+            child,
             log,
         }
     }
@@ -497,6 +501,14 @@ impl OwnRedis {
             .local_addr()
             .unwrap()
             .port();
+        Self::start_on(port).await
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub async fn start_on(port: u16) -> OwnRedis {
         let child = tokio::process::Command::new("redis-server")
             .args([
                 "--port",
@@ -585,4 +597,49 @@ pub fn clean_up_after_killed_worker(left: &[i32], worker_pid: i32) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
+}
+
+/// Browser processes and profile folders that a worker process (by pid) left.
+pub fn leftovers_of_worker(worker_pid: i32) -> (Vec<i32>, Vec<PathBuf>) {
+    let marker = format!("-{worker_pid}-");
+    let root = std::env::temp_dir().join("crawlfleet-");
+    let needle = format!("--user-data-dir={}", root.display());
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        if cmdline
+            .split('\0')
+            .any(|arg| arg.starts_with(&needle) && arg.contains(&marker))
+        {
+            pids.push(pid);
+        }
+    }
+    let dirs = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("crawlfleet-") && name.contains(&marker)
+        })
+        .collect();
+    (pids, dirs)
+}
+
+/// The pid of the chromedriver a worker process started.
+pub fn chromedriver_of(worker_pid: i32) -> Option<i32> {
+    descendants(worker_pid).into_iter().find(|pid| {
+        std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|c| c.trim() == "chromedriver")
+    })
 }

@@ -9,3 +9,4 @@ mod dispatch;
 mod faults;
 mod fleet;
 mod scheduling;
+mod worker_faults;

@@ -1,0 +1,285 @@
+//! Faults of whole worker processes, caused for real: SIGTERM (drain), SIGSTOP
+//! (a zombie comes back), chromedriver killed, a consumer that stops, Redis
+//! flushed and restarted.
+
+use std::time::{Duration, Instant};
+
+use apalis::prelude::TaskSink;
+use crawlfleet::queue::{self, Job};
+use serde_json::json;
+
+use crate::helpers::{
+    OwnRedis, RoleProcess, Roles, TestApp, browser_slots, chromedriver_of, eventually,
+    leftovers_of_worker,
+};
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+async fn one_page_site(app: &TestApp, name: &str, path_and_query: &str) -> i64 {
+    let mut body = app.site_body(name, "/");
+    body["search_url"] = json!(format!("{}{path_and_query}", app.site.base_url()));
+    body["stuck_timeout_secs"] = json!(60);
+    app.create_site(body).await
+}
+
+async fn crawl_once(app: &TestApp, keyword: &str, site: i64) -> i64 {
+    let kw = app.create_keyword(keyword, &[site], "0 0 0 1 1 *").await;
+    app.crawl(kw).await[0]
+}
+
+#[tokio::test]
+async fn sigterm_drains_hands_unfinished_runs_back_and_exits_0_within_the_deadline() {
+    let _slots = browser_slots(1).await;
+    let app = TestApp::spawn_with(
+        Roles {
+            scheduler: true,
+            worker: false,
+        },
+        |c| c.drain_timeout_secs = 2,
+    )
+    .await;
+    let slow = one_page_site(&app, "slow", "/slow?ms=30000&q={keyword}").await;
+    let worker = RoleProcess::spawn("worker", &app.config, &[]);
+    let pid = worker.pid();
+    let run = crawl_once(&app, "slow", slow).await;
+    app.wait_for_run(run, &["url_call"], LIMIT).await;
+
+    let started = Instant::now();
+    let code = worker.terminate(Duration::from_secs(20)).await;
+    let took = started.elapsed();
+    eprintln!("drain: exit {code} after {took:?} (deadline 2 s)");
+    assert_eq!(code, 0);
+    assert!(took < Duration::from_secs(10), "{took:?}");
+
+    let (_, back) = app.get(&format!("/api/runs/{run}")).await;
+    assert_eq!(back["state"], "queued", "{back}");
+    assert_eq!(back["attempt"], 1, "a drain does not count an attempt");
+    assert_eq!(back["attempts"][0]["outcome"], "released");
+    let (pids, dirs) = leftovers_of_worker(pid);
+    assert!(
+        pids.is_empty() && dirs.is_empty(),
+        "left behind: {pids:?} {dirs:?}"
+    );
+    app.post(&format!("/api/runs/{run}/cancel"), json!({}))
+        .await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_frozen_worker_is_superseded_and_none_of_its_late_writes_land() {
+    let _slots = browser_slots(2).await;
+    let app = TestApp::spawn_with(
+        Roles {
+            scheduler: true,
+            worker: false,
+        },
+        |c| {
+            c.heartbeat_interval_secs = 1;
+            c.heartbeat_timeout_secs = 4;
+            c.watchdog_interval_secs = 1;
+        },
+    )
+    .await;
+    let slow = one_page_site(&app, "slow", "/slow?ms=5000&q={keyword}").await;
+    let frozen = RoleProcess::spawn("worker", &app.config, &[]);
+    let frozen_pid = frozen.pid();
+    let run = crawl_once(&app, "zombie", slow).await;
+    app.wait_for_run(run, &["url_call"], LIMIT).await;
+    frozen.signal(libc::SIGSTOP);
+
+    // The watchdog takes the attempt back; another worker completes attempt 2.
+    app.wait_for_run(run, &["queued"], Duration::from_secs(30))
+        .await;
+    let rescuer = RoleProcess::spawn("worker", &app.config, &[]);
+    let done = app.wait_for_run(run, &["completed", "failed"], LIMIT).await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["attempt"], 2);
+    assert!(
+        !done["worker_id"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("-{frozen_pid}-"))
+    );
+    let results_before: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT id, fetched_at::text FROM crawl_results WHERE run_id = $1 ORDER BY id",
+    )
+    .bind(run)
+    .fetch_all(app.pool())
+    .await
+    .unwrap();
+
+    // The zombie wakes up with its page loaded and tries to write it.
+    frozen.signal(libc::SIGCONT);
+    eventually(
+        Duration::from_secs(30),
+        "the zombie notices it was superseded",
+        || async {
+            std::fs::read_to_string(&frozen.log)
+                .unwrap()
+                .contains("superseded")
+                .then_some(())
+        },
+    )
+    .await;
+    let (_, after) = app.get(&format!("/api/runs/{run}")).await;
+    assert_eq!(after["state"], "completed");
+    assert_eq!(after["attempt"], 2);
+    assert_eq!(after["items_found"], 5);
+    let results_after: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT id, fetched_at::text FROM crawl_results WHERE run_id = $1 ORDER BY id",
+    )
+    .bind(run)
+    .fetch_all(app.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        results_after, results_before,
+        "a late write of the zombie landed"
+    );
+    assert_eq!(after["attempts"][0]["outcome"], "failed");
+    assert!(
+        after["attempts"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("worker lost")
+    );
+
+    assert_eq!(frozen.terminate(Duration::from_secs(30)).await, 0);
+    assert_eq!(rescuer.terminate(Duration::from_secs(30)).await, 0);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_killed_chromedriver_is_restarted_its_browsers_killed_and_the_run_retried() {
+    let _slots = browser_slots(1).await;
+    let app = TestApp::spawn_with(
+        Roles {
+            scheduler: true,
+            worker: false,
+        },
+        |_| {},
+    )
+    .await;
+    let slow = one_page_site(&app, "slow", "/slow?ms=4000&q={keyword}").await;
+    let worker = RoleProcess::spawn("worker", &app.config, &[]);
+    let pid = worker.pid();
+    let run = crawl_once(&app, "driver", slow).await;
+    app.wait_for_run(run, &["url_call"], LIMIT).await;
+    let driver = chromedriver_of(pid).expect("the worker runs a chromedriver");
+    let browsers_before = leftovers_of_worker(pid).0;
+    assert!(!browsers_before.is_empty());
+    // SAFETY: kill(2) on a process this test's worker started.
+    unsafe { libc::kill(driver, libc::SIGKILL) };
+
+    let done = app.wait_for_run(run, &["completed", "failed"], LIMIT).await;
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(
+        done["attempt"], 2,
+        "the run on the dead chromedriver was retried"
+    );
+    let restarted = chromedriver_of(pid).expect("a new chromedriver runs");
+    assert_ne!(restarted, driver);
+    let still: Vec<i32> = leftovers_of_worker(pid)
+        .0
+        .into_iter()
+        .filter(|p| browsers_before.contains(p))
+        .collect();
+    assert!(
+        still.is_empty(),
+        "orphaned browsers still running: {still:?}"
+    );
+    assert_eq!(worker.terminate(Duration::from_secs(30)).await, 0);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_worker_whose_consumer_stops_exits_non_zero() {
+    let _slots = browser_slots(1).await;
+    let app = TestApp::spawn().await;
+    // apalis-redis 1.0 cannot fetch from a queue with more than ~8,000 due
+    // jobs: its consumer stops. The dispatcher never lets that happen; here
+    // the jobs are pushed past it to prove the process then exits non-zero.
+    let redis = queue::connect(&app.config.redis_url).await.unwrap();
+    let mut storage = queue::storage(redis, &app.config.queue_name, 1);
+    for chunk in 0..10 {
+        let jobs = (0..1000)
+            .map(|i| Job::CrawlV1 {
+                run_id: 1_000_000 + chunk * 1000 + i,
+                attempt: 1,
+            })
+            .collect();
+        storage.push_bulk(jobs).await.unwrap();
+    }
+    let mut worker = RoleProcess::spawn("worker", &app.config, &[]);
+    let status = tokio::time::timeout(Duration::from_secs(60), worker.child.wait())
+        .await
+        .expect("the worker exits by itself")
+        .unwrap();
+    assert!(!status.success(), "exit status {status}");
+    let (pids, dirs) = leftovers_of_worker(worker.pid_at_start);
+    assert!(
+        pids.is_empty() && dirs.is_empty(),
+        "left behind: {pids:?} {dirs:?}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn runs_survive_redis_being_flushed_and_restarted() {
+    let redis = OwnRedis::start().await;
+    let port = redis.port();
+    let app = TestApp::spawn_with(
+        Roles {
+            scheduler: true,
+            worker: true,
+        },
+        |c| {
+            c.redis_url = redis.url();
+            c.dispatch_claim_timeout_secs = 3;
+            c.dispatch_window = Some(4);
+        },
+    )
+    .await;
+    let slow = one_page_site(&app, "slow", "/slow?ms=300&q={keyword}").await;
+    let mut runs = Vec::new();
+    for i in 0..16 {
+        runs.push(crawl_once(&app, &format!("item {i}"), slow).await);
+    }
+    eventually(LIMIT, "some runs completed", || async {
+        let n: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM crawl_runs WHERE state = 'completed'")
+                .fetch_one(app.pool())
+                .await
+                .unwrap();
+        (n >= 3).then_some(())
+    })
+    .await;
+    let mut conn = queue::connect(&redis.url()).await.unwrap();
+    let _: () = redis::cmd("FLUSHALL").query_async(&mut conn).await.unwrap();
+    eventually(LIMIT, "more runs completed after the flush", || async {
+        let n: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM crawl_runs WHERE state = 'completed'")
+                .fetch_one(app.pool())
+                .await
+                .unwrap();
+        (n >= 8).then_some(())
+    })
+    .await;
+    redis.stop().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let _redis = OwnRedis::start_on(port).await;
+    for run in runs {
+        let run = app
+            .wait_for_run(run, &["completed", "failed"], Duration::from_secs(120))
+            .await;
+        assert_eq!(run["state"], "completed", "{run}");
+    }
+    let doubled: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT run_id FROM crawl_results GROUP BY run_id HAVING count(*) <> 5) AS odd",
+    )
+    .fetch_one(app.pool())
+    .await
+    .unwrap();
+    assert_eq!(doubled, 0);
+    app.stop().await;
+}
