@@ -95,6 +95,11 @@ pub struct Config {
     #[arg(long, env = "DRAIN_TIMEOUT_SECS", default_value_t = 25)]
     pub drain_timeout_secs: u64,
 
+    /// Set by ECS on Fargate: the worker turns on task scale-in protection while
+    /// it holds runs, so scale-in removes idle tasks.
+    #[arg(long, env = "ECS_AGENT_URI")]
+    pub ecs_agent_uri: Option<String>,
+
     /// Jobs in Redis at most (dispatched, not yet claimed). Default: 4 x the fleet's
     /// total concurrency, at least 10; never more than 1000.
     #[arg(long, env = "DISPATCH_WINDOW")]
@@ -124,6 +129,11 @@ pub struct Config {
     /// How often the scheduler's watchdog looks for stuck and orphaned runs.
     #[arg(long, env = "WATCHDOG_INTERVAL_SECS", default_value_t = 30)]
     pub watchdog_interval_secs: u64,
+
+    /// Ended runs and their results older than this many days are deleted
+    /// (daily); 0 keeps everything.
+    #[arg(long, env = "RETENTION_DAYS", default_value_t = 30)]
+    pub retention_days: u64,
 
     /// Default attempts per run, for sites that set none.
     #[arg(long, env = "MAX_ATTEMPTS", default_value_t = 3)]

@@ -3,6 +3,7 @@
 
 mod cron;
 mod dispatcher;
+mod retention;
 mod watchdog;
 
 use std::time::Duration;
@@ -82,16 +83,27 @@ async fn lead(
         },
         duties.clone(),
     ));
+    let retention = tokio::spawn(retention::run(
+        pool.clone(),
+        redis.clone(),
+        retention::RetentionSettings {
+            queue_name: config.queue_name.clone(),
+            keep: (config.retention_days > 0)
+                .then(|| Duration::from_secs(config.retention_days * 24 * 3600)),
+        },
+        duties.clone(),
+    ));
     tokio::select! {
         _ = shutdown.cancelled() => {}
         _ = leadership.lost() => tracing::warn!("lost the scheduler lock; standing down"),
     }
     duties.cancel();
-    let (cron, dispatch, watchdog) = tokio::join!(cron, dispatch, watchdog);
+    let (cron, dispatch, watchdog, retention) = tokio::join!(cron, dispatch, watchdog, retention);
     leadership.release().await;
     cron??;
     dispatch??;
     watchdog??;
+    retention??;
     Ok(())
 }
 

@@ -804,3 +804,17 @@ pub async fn release(pool: &PgPool, fence: &Fence) -> Result<CrawlRun, FenceErro
     tx.commit().await?;
     Ok(run)
 }
+
+/// Deletes ended runs (with their results and attempts) that finished before
+/// `older_than` ago; returns how many runs went.
+pub async fn delete_finished_before(pool: &PgPool, older_than: Duration) -> sqlx::Result<u64> {
+    let done = sqlx::query!(
+        r#"DELETE FROM crawl_runs
+           WHERE state IN ('completed', 'failed', 'skipped', 'cancelled')
+             AND finished_at < now() - make_interval(secs => $1)"#,
+        older_than.as_secs_f64()
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}

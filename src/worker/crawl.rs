@@ -50,6 +50,8 @@ pub struct CrawlContext {
     pub drain_deadline: CancellationToken,
     /// Every crawl in flight, waited for at shutdown.
     pub crawls: tokio_util::task::TaskTracker,
+    /// On ECS: protects the task from scale-in while it holds runs.
+    pub scale_in: Option<super::scale_in::ScaleInProtection>,
 }
 
 /// Why an attempt ended without completing.
@@ -113,6 +115,9 @@ pub async fn handle(job: Job, ctx: &CrawlContext) {
     };
     let fence = claimed.fence;
     tracing::info!(run_id, attempt, "crawl started");
+    if let Some(protection) = &ctx.scale_in {
+        protection.hold().await;
+    }
     let lost = CancellationToken::new();
     let watch = tokio::spawn(watch_hold(
         ctx.pool.clone(),
@@ -155,6 +160,9 @@ pub async fn handle(job: Job, ctx: &CrawlContext) {
         .await
         .map(|run| tracing::warn!(run_id, attempt, state = %run.state, %reason, "attempt failed")),
     };
+    if let Some(protection) = &ctx.scale_in {
+        protection.release().await;
+    }
     match ended {
         Ok(()) | Err(FenceError::Superseded { .. }) => {}
         // The run stays held; the watchdog takes it back once the heartbeat stops.

@@ -7,6 +7,7 @@ mod crawl;
 mod extract;
 pub use extract::content_hash;
 pub mod processes;
+mod scale_in;
 
 use std::{
     collections::VecDeque,
@@ -95,11 +96,16 @@ pub async fn run(
         heartbeat_every: Duration::from_secs(config.heartbeat_interval_secs.max(1)),
         drain_deadline: CancellationToken::new(),
         crawls: tokio_util::task::TaskTracker::new(),
+        scale_in: config
+            .ecs_agent_uri
+            .as_deref()
+            .map(scale_in::ScaleInProtection::new),
     });
     store::workers::announce(&pool, &worker_id, &host_of(&worker_id), concurrency as i32).await?;
     tracing::info!(%worker_id, concurrency, "worker started");
 
     let housekeeping = tokio::spawn(housekeeping(
+        ctx.clone(),
         pool.clone(),
         worker_id.clone(),
         concurrency as i32,
@@ -218,8 +224,10 @@ fn host_of(worker_id: &str) -> String {
         .to_owned()
 }
 
-/// Announces the worker and reaps orphaned Chrome helpers, until shutdown.
+/// Announces the worker, renews its scale-in protection and reaps orphaned
+/// Chrome helpers, until shutdown.
 async fn housekeeping(
+    ctx: Arc<CrawlContext>,
     pool: PgPool,
     worker_id: String,
     concurrency: i32,
@@ -228,6 +236,7 @@ async fn housekeeping(
 ) {
     let mut announce = tokio::time::interval(ANNOUNCE_EVERY);
     let mut reap = tokio::time::interval(REAP_EVERY);
+    let mut renew = tokio::time::interval(scale_in::RENEW_EVERY);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -235,6 +244,11 @@ async fn housekeeping(
                 let host = host_of(&worker_id);
                 if let Err(e) = store::workers::announce(&pool, &worker_id, &host, concurrency).await {
                     tracing::warn!(error = ?e, "could not announce the worker");
+                }
+            }
+            _ = renew.tick() => {
+                if let Some(protection) = &ctx.scale_in {
+                    protection.renew().await;
                 }
             }
             _ = reap.tick() => {

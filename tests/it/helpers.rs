@@ -103,6 +103,7 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
         webdriver_url: None,
         chrome_path: None,
         drain_timeout_secs: 10,
+        ecs_agent_uri: None,
         dispatch_window: None,
         dispatch_interval_ms: 100,
         dispatch_claim_timeout_secs: 60,
@@ -111,6 +112,7 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
         heartbeat_timeout_secs: 90,
         watchdog_interval_secs: 30,
         max_attempts: 3,
+        retention_days: 30,
         schedule_sync_interval_ms: 300,
         demo: false,
         demo_port: 0,
@@ -161,8 +163,17 @@ impl TestApp {
             .expect("Redis reachable");
         let shutdown = CancellationToken::new();
         let mut set = JoinSet::new();
+        // Roles reach Postgres through the config's URL (a test may route it
+        // through a proxy); the test itself keeps a direct pool.
+        let roles_pool = if config.database_url == db.url {
+            db.pool.clone()
+        } else {
+            store::connect(&config.database_url, 10)
+                .await
+                .expect("roles reach Postgres")
+        };
         let state = AppState {
-            pool: db.pool.clone(),
+            pool: roles_pool.clone(),
             redis: redis.clone(),
             default_max_attempts: config.max_attempts as i32,
         };
@@ -174,7 +185,7 @@ impl TestApp {
         if roles.scheduler {
             set.spawn(scheduler::run(
                 config.clone(),
-                db.pool.clone(),
+                roles_pool.clone(),
                 redis.clone(),
                 shutdown.clone(),
             ));
@@ -182,7 +193,7 @@ impl TestApp {
         if roles.worker {
             set.spawn(worker::run(
                 config.clone(),
-                db.pool.clone(),
+                roles_pool.clone(),
                 redis.clone(),
                 shutdown.clone(),
             ));
@@ -350,6 +361,12 @@ impl TestApp {
 /// Removes every Redis key of a test's queue.
 pub async fn clear_queue(queue_name: &str) {
     let mut redis = queue::connect(&redis_url()).await.expect("Redis reachable");
+    let _: () = redis::cmd("ZREM")
+        .arg("core:apalis:queues:list")
+        .arg(format!("{queue_name}:workers"))
+        .query_async(&mut redis)
+        .await
+        .expect("ZREM");
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{queue_name}:*"))
         .query_async(&mut redis)
@@ -642,4 +659,78 @@ pub fn chromedriver_of(worker_pid: i32) -> Option<i32> {
         std::fs::read_to_string(format!("/proc/{pid}/comm"))
             .is_ok_and(|c| c.trim() == "chromedriver")
     })
+}
+
+/// A TCP proxy in front of Postgres that can cut every connection and refuse
+/// new ones for a while: a database outage, for real, without stopping the
+/// server other tests share.
+pub struct CuttableProxy {
+    port: u16,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cut: tokio::sync::watch::Sender<u64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl CuttableProxy {
+    pub async fn start(target: (String, u16)) -> CuttableProxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let (cut, cuts) = tokio::sync::watch::channel(0u64);
+        let task = tokio::spawn({
+            let up = up.clone();
+            async move {
+                loop {
+                    let Ok((mut client, _)) = listener.accept().await else {
+                        return;
+                    };
+                    if !up.load(std::sync::atomic::Ordering::SeqCst) {
+                        continue; // dropped: connection refused in effect
+                    }
+                    let target = target.clone();
+                    let mut cuts = cuts.clone();
+                    tokio::spawn(async move {
+                        let Ok(mut server) = tokio::net::TcpStream::connect(target).await else {
+                            return;
+                        };
+                        cuts.borrow_and_update();
+                        tokio::select! {
+                            _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                            _ = cuts.changed() => {}
+                        }
+                    });
+                }
+            }
+        });
+        CuttableProxy {
+            port,
+            up,
+            cut,
+            task,
+        }
+    }
+
+    /// `url` with its host and port replaced by the proxy's.
+    pub fn route(&self, url: &str) -> String {
+        let mut url: url::Url = url.parse().unwrap();
+        url.set_host(Some("127.0.0.1")).unwrap();
+        url.set_port(Some(self.port)).unwrap();
+        url.to_string()
+    }
+
+    /// Cuts every open connection and refuses new ones until [`Self::restore`].
+    pub fn cut(&self) {
+        self.up.store(false, std::sync::atomic::Ordering::SeqCst);
+        self.cut.send_modify(|n| *n += 1);
+    }
+
+    pub fn restore(&self) {
+        self.up.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for CuttableProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }

@@ -8,5 +8,6 @@ mod crawl;
 mod dispatch;
 mod faults;
 mod fleet;
+mod operations;
 mod scheduling;
 mod worker_faults;
