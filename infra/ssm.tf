@@ -26,11 +26,31 @@ resource "aws_ssm_parameter" "secret" {
   }
 }
 
-# The image the EC2 host runs; crawlfleet-deploy on the host reads it, so an
-# upgrade is `terraform apply` + one command, with no instance replacement.
-resource "aws_ssm_parameter" "image_tag" {
-  name        = "${local.ssm_prefix}/image-tag"
-  description = "Image tag (in ECR) the EC2 host runs."
+# The EC2 host's configuration, not secret and fully managed here: the compose file
+# and the non-secret half of its .env. crawlfleet-deploy on the host reads both on
+# every run, so changing them is `terraform apply` + one command on the host, with
+# no instance replacement (docs/deploy.md, "Upgrading").
+resource "aws_ssm_parameter" "compose_file" {
+  #checkov:skip=CKV2_AWS_34:Not secret (it is in git); a String keeps plans showing what changes.
+  name        = "${local.ssm_prefix}/host/docker-compose.ec2.yaml"
+  description = "docker-compose.ec2.yaml of the EC2 host."
   type        = "String"
-  value       = var.image_tag
+  tier        = "Intelligent-Tiering" # over 4 KB it becomes an advanced parameter
+  value       = file("${path.module}/../docker-compose.ec2.yaml")
+}
+
+resource "aws_ssm_parameter" "host_env" {
+  #checkov:skip=CKV2_AWS_34:Not secret (the secrets are the SecureString parameters above); a String keeps plans showing what changes.
+  name        = "${local.ssm_prefix}/host/env"
+  description = "Non-secret lines of the EC2 host's .env."
+  type        = "String"
+  value       = <<-EOT
+    CRAWLFLEET_IMAGE=${local.worker_image}
+    WORKER_REPLICAS=${var.base_worker_replicas}
+    REDIS_MAXMEMORY=${var.redis_maxmemory}
+    PRIVATE_BIND_IP=${var.ec2_private_ip}
+    AWS_REGION=${var.region}
+    AWS_LOG_GROUP=${aws_cloudwatch_log_group.ec2.name}
+    CLOUDWATCH_NAMESPACE=${var.cloudwatch_namespace}
+  EOT
 }

@@ -1,0 +1,209 @@
+# Least privilege: each role gets the actions its holder calls, on our resources.
+
+# --- EC2 host ---------------------------------------------------------------------------
+
+data "aws_iam_policy_document" "ec2_assume" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["ec2.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_iam_role" "ec2" {
+  name               = "${var.name}-ec2-host"
+  assume_role_policy = data.aws_iam_policy_document.ec2_assume.json
+}
+
+# Session Manager (shell without SSH) and Run Command (crawlfleet-deploy).
+resource "aws_iam_role_policy_attachment" "ec2_ssm" {
+  role       = aws_iam_role.ec2.name
+  policy_arn = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+}
+
+data "aws_iam_policy_document" "ec2" {
+  statement {
+    sid = "PublishQueueDepthAndHostMetrics"
+    # PutMetricData has no resource-level permissions; the namespace condition is
+    # the only way to narrow it.
+    actions   = ["cloudwatch:PutMetricData"]
+    resources = ["*"]
+    condition {
+      test     = "StringEquals"
+      variable = "cloudwatch:namespace"
+      values   = [var.cloudwatch_namespace, "CWAgent"]
+    }
+  }
+
+  statement {
+    sid       = "ContainerLogs"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"]
+    resources = ["${aws_cloudwatch_log_group.ec2.arn}:*"]
+  }
+
+  statement {
+    sid     = "ReadOwnParameters"
+    actions = ["ssm:GetParameter", "ssm:GetParameters"]
+    resources = concat(
+      [for p in aws_ssm_parameter.secret : p.arn],
+      [aws_ssm_parameter.compose_file.arn, aws_ssm_parameter.host_env.arn],
+    )
+  }
+
+  statement {
+    sid       = "DecryptOwnParameters"
+    actions   = ["kms:Decrypt"]
+    resources = [aws_kms_key.crawlfleet.arn]
+  }
+
+  statement {
+    sid       = "EcrLogin"
+    actions   = ["ecr:GetAuthorizationToken"]
+    resources = ["*"] # GetAuthorizationToken has no resource-level permissions.
+  }
+
+  statement {
+    sid       = "PullImage"
+    actions   = ["ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage"]
+    resources = [aws_ecr_repository.crawlfleet.arn]
+  }
+}
+
+resource "aws_iam_role_policy" "ec2" {
+  name   = "crawlfleet-host"
+  role   = aws_iam_role.ec2.id
+  policy = data.aws_iam_policy_document.ec2.json
+}
+
+resource "aws_iam_instance_profile" "ec2" {
+  name = "${var.name}-ec2-host"
+  role = aws_iam_role.ec2.name
+}
+
+# --- Fargate workers --------------------------------------------------------------------
+
+data "aws_iam_policy_document" "ecs_tasks_assume" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["ecs-tasks.amazonaws.com"]
+    }
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceAccount"
+      values   = [var.aws_account_id]
+    }
+  }
+}
+
+# Used by ECS itself to start a task: pull the image, create the log stream, read
+# the secrets into the container's environment.
+resource "aws_iam_role" "ecs_execution" {
+  name               = "${var.name}-worker-execution"
+  assume_role_policy = data.aws_iam_policy_document.ecs_tasks_assume.json
+}
+
+data "aws_iam_policy_document" "ecs_execution" {
+  statement {
+    sid       = "EcrLogin"
+    actions   = ["ecr:GetAuthorizationToken"]
+    resources = ["*"] # GetAuthorizationToken has no resource-level permissions.
+  }
+
+  statement {
+    sid       = "PullImage"
+    actions   = ["ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage"]
+    resources = [aws_ecr_repository.crawlfleet.arn]
+  }
+
+  statement {
+    sid       = "WorkerLogs"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = ["${aws_cloudwatch_log_group.workers.arn}:*"]
+  }
+
+  statement {
+    sid       = "WorkerSecrets"
+    actions   = ["ssm:GetParameters"]
+    resources = [aws_ssm_parameter.secret["database-url"].arn, aws_ssm_parameter.secret["redis-url"].arn]
+  }
+
+  statement {
+    sid       = "DecryptWorkerSecrets"
+    actions   = ["kms:Decrypt"]
+    resources = [aws_kms_key.crawlfleet.arn]
+  }
+}
+
+resource "aws_iam_role_policy" "ecs_execution" {
+  name   = "crawlfleet-worker-start"
+  role   = aws_iam_role.ecs_execution.id
+  policy = data.aws_iam_policy_document.ecs_execution.json
+}
+
+# The worker's own identity. It calls no AWS API (task scale-in protection goes
+# through the ECS agent endpoint, which needs no IAM), so it has no policy.
+resource "aws_iam_role" "ecs_task" {
+  name               = "${var.name}-worker-task"
+  assume_role_policy = data.aws_iam_policy_document.ecs_tasks_assume.json
+}
+
+# --- VPC flow logs ----------------------------------------------------------------------
+
+data "aws_iam_policy_document" "flow_logs_assume" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["vpc-flow-logs.amazonaws.com"]
+    }
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceAccount"
+      values   = [var.aws_account_id]
+    }
+  }
+}
+
+resource "aws_iam_role" "flow_logs" {
+  name               = "${var.name}-vpc-flow-logs"
+  assume_role_policy = data.aws_iam_policy_document.flow_logs_assume.json
+}
+
+data "aws_iam_policy_document" "flow_logs" {
+  statement {
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogGroups", "logs:DescribeLogStreams"]
+    resources = [aws_cloudwatch_log_group.flow_logs.arn, "${aws_cloudwatch_log_group.flow_logs.arn}:*"]
+  }
+}
+
+resource "aws_iam_role_policy" "flow_logs" {
+  name   = "write-flow-logs"
+  role   = aws_iam_role.flow_logs.id
+  policy = data.aws_iam_policy_document.flow_logs.json
+}
+
+# --- EBS snapshots (backup.tf) ----------------------------------------------------------
+
+data "aws_iam_policy_document" "dlm_assume" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["dlm.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_iam_role" "dlm" {
+  name               = "${var.name}-snapshots"
+  assume_role_policy = data.aws_iam_policy_document.dlm_assume.json
+}
+
+resource "aws_iam_role_policy_attachment" "dlm" {
+  role       = aws_iam_role.dlm.name
+  policy_arn = "arn:aws:iam::aws:policy/service-role/AWSDataLifecycleManagerServiceRole"
+}
