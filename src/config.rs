@@ -70,6 +70,49 @@ pub struct Config {
     #[arg(long, env = "API_PORT", default_value_t = 3000)]
     pub api_port: u16,
 
+    /// Port of the scheduler's /health and /metrics.
+    #[arg(long, env = "SCHEDULER_PORT", default_value_t = 3002)]
+    pub scheduler_port: u16,
+
+    /// Port of the worker's /health and /metrics (in `all` mode the api port
+    /// serves everything).
+    #[arg(long, env = "METRICS_PORT", default_value_t = 3001)]
+    pub metrics_port: u16,
+
+    /// Tokens allowed to read and write through the API (comma-separated).
+    #[arg(
+        long,
+        env = "API_TOKENS",
+        hide_env_values = true,
+        value_delimiter = ','
+    )]
+    pub api_tokens: Vec<String>,
+
+    /// Tokens allowed only to read (GET) and subscribe (comma-separated).
+    #[arg(
+        long,
+        env = "API_READ_TOKENS",
+        hide_env_values = true,
+        value_delimiter = ','
+    )]
+    pub api_read_tokens: Vec<String>,
+
+    /// Serve the API without tokens. Refused unless set explicitly.
+    #[arg(long, env = "AUTH_DISABLED", default_value_t = false)]
+    pub auth_disabled: bool,
+
+    /// Publish the scaling metric to CloudWatch (one api process publishes).
+    #[arg(long, env = "CLOUDWATCH_ENABLED", default_value_t = false)]
+    pub cloudwatch_enabled: bool,
+
+    /// CloudWatch namespace of the scaling metric.
+    #[arg(long, env = "CLOUDWATCH_NAMESPACE", default_value = "CrawlerService")]
+    pub cloudwatch_namespace: String,
+
+    /// Seconds between two puts of the scaling metric.
+    #[arg(long, env = "METRIC_INTERVAL_SECS", default_value_t = 60)]
+    pub metric_interval_secs: u64,
+
     /// Log format: json or pretty.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "pretty")]
     pub log_format: LogFormat,

@@ -11,6 +11,7 @@ pub mod config;
 pub mod demo;
 pub mod demo_site;
 pub mod domain;
+pub mod metrics;
 pub mod queue;
 pub mod scheduler;
 pub mod shutdown;

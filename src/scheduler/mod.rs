@@ -12,7 +12,10 @@ use apalis_redis::ConnectionManager;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-use crate::{config::Config, store::leader::Leadership};
+use crate::{
+    config::Config,
+    store::leader::{Leadership, SCHEDULER_LOCK},
+};
 
 pub use cron::fire_keyword;
 pub use dispatcher::{DispatchSettings, Dispatcher};
@@ -30,7 +33,13 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let mut announced_standby = false;
     while !shutdown.is_cancelled() {
-        let leadership = match Leadership::try_acquire(&config.database_url).await {
+        let leadership = match Leadership::try_acquire(
+            &config.database_url,
+            SCHEDULER_LOCK,
+            "scheduler",
+        )
+        .await
+        {
             Ok(Some(leadership)) => leadership,
             Ok(None) => {
                 if !announced_standby {

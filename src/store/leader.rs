@@ -1,5 +1,5 @@
-//! One scheduler acts at a time: it holds a Postgres advisory lock on a
-//! connection of its own. If the process dies its connection closes and
+//! One scheduler (and one CloudWatch publisher) acts at a time: it holds a
+//! Postgres advisory lock on a connection of its own. If the process dies its connection closes and
 //! Postgres releases the lock, so a waiting scheduler takes over.
 
 use std::time::Duration;
@@ -9,19 +9,27 @@ use sqlx::{ConnectOptions, Connection, PgConnection, postgres::PgConnectOptions}
 
 /// Key of the scheduler's advisory lock ("crawlfleet scheduler").
 pub const SCHEDULER_LOCK: i64 = 0x6372_6177_6c73_6368;
+/// Key of the CloudWatch publisher's advisory lock (one publisher among api processes).
+pub const PUBLISHER_LOCK: i64 = 0x6372_6177_6c70_7562;
 
 /// Leadership, held for as long as this value and its connection live.
 pub struct Leadership {
     conn: PgConnection,
+    lock: i64,
 }
 
 impl Leadership {
-    /// Tries once to become the leader.
-    pub async fn try_acquire(database_url: &str) -> anyhow::Result<Option<Leadership>> {
+    /// Tries once to become the leader of `lock` (e.g. [`SCHEDULER_LOCK`]);
+    /// `role` names the session in pg_stat_activity.
+    pub async fn try_acquire(
+        database_url: &str,
+        lock: i64,
+        role: &str,
+    ) -> anyhow::Result<Option<Leadership>> {
         // Named, so an operator (or a test) sees in pg_stat_activity who leads.
         let options: PgConnectOptions = database_url.parse().context("parsing DATABASE_URL")?;
         let mut conn = options
-            .application_name(&format!("crawlfleet-scheduler-{}", std::process::id()))
+            .application_name(&format!("crawlfleet-{role}-{}", std::process::id()))
             .connect()
             .await
             .context("connecting for the leader lock")?;
@@ -32,7 +40,7 @@ impl Leadership {
         .fetch_one(&mut conn)
         .await?;
         if won {
-            Ok(Some(Leadership { conn }))
+            Ok(Some(Leadership { conn, lock }))
         } else {
             conn.close().await.ok();
             Ok(None)
@@ -52,7 +60,7 @@ impl Leadership {
 
     /// Gives leadership up at once.
     pub async fn release(mut self) {
-        let _ = sqlx::query_scalar!("SELECT pg_advisory_unlock($1)", SCHEDULER_LOCK)
+        let _ = sqlx::query_scalar!("SELECT pg_advisory_unlock($1)", self.lock)
             .fetch_one(&mut self.conn)
             .await;
         let _ = self.conn.close().await;

@@ -5,6 +5,7 @@ pub mod leader;
 pub mod results;
 pub mod runs;
 pub mod sites;
+pub mod stats;
 pub mod workers;
 
 use std::time::Duration;

@@ -87,7 +87,7 @@ impl BrowserSession {
 
 async fn remove_profile(dir: &Path) {
     // Chrome may still be writing for a moment after it exits.
-    for _ in 0..5 {
+    for _ in 0..30 {
         match tokio::fs::remove_dir_all(dir).await {
             Ok(()) => return,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
@@ -218,8 +218,12 @@ impl BrowserPool {
     pub async fn close_all(&self) {
         let sessions: Vec<_> = std::mem::take(&mut *self.idle.lock().expect("pool lock"));
         futures::future::join_all(sessions.into_iter().map(BrowserSession::close)).await;
-        // Anything a crash left behind under our profiles; the process does
-        // not exit while one of its browsers still runs.
+        self.sweep().await;
+    }
+
+    /// Kills anything still running under the pool's profiles and removes
+    /// them; the process does not exit while one of its browsers still runs.
+    pub async fn sweep(&self) {
         if !kill_chrome_under_and_wait(&self.profile_root, Duration::from_secs(5)).await {
             tracing::warn!("browser processes still running after shutdown");
         }

@@ -133,6 +133,9 @@ pub async fn run(
     if let Some(chromedriver) = chromedriver {
         chromedriver.stopped().await;
     }
+    // A session chromedriver was still creating when it stopped can leave a
+    // Chrome (and its folder) behind: sweep once more with chromedriver gone.
+    ctx.browsers.sweep().await;
     housekeeping.abort();
     let _ = store::workers::retire(&pool, &worker_id).await;
     consumed?;

@@ -1,0 +1,382 @@
+//! `scripts/chaos`: the whole fleet as real processes (api, scheduler, three
+//! workers) crawling the demo shop while faults are caused for real: a worker
+//! killed with SIGKILL every few seconds (and started again, as ECS would), a
+//! worker sent SIGTERM, a chromedriver killed, Redis flushed. At the end it
+//! prints one line of figures and exits non-zero if anything was lost or done
+//! twice.
+//!
+//!   cargo run --example chaos -- [RUNS] [FAULT_SECONDS]
+
+use std::{
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use crawlfleet::{demo_site::DemoSite, queue};
+use rand::seq::IndexedRandom;
+use serde_json::{Value, json};
+use sqlx::{Connection, PgConnection, PgPool};
+use tokio::process::{Child, Command};
+
+const WORKERS: usize = 3;
+
+struct Fleet {
+    database_url: String,
+    redis_url: String,
+    queue: String,
+    api_port: u16,
+    log_dir: std::path::PathBuf,
+    spawned: usize,
+}
+
+impl Fleet {
+    fn spawn(&mut self, process: &str) -> anyhow::Result<Child> {
+        self.spawned += 1;
+        let log =
+            std::fs::File::create(self.log_dir.join(format!("{process}-{}.log", self.spawned)))?;
+        Command::new(crawlfleet_binary())
+            .arg(format!("--process={process}"))
+            .env("DATABASE_URL", &self.database_url)
+            .env("REDIS_URL", &self.redis_url)
+            .env("QUEUE_NAME", &self.queue)
+            .env("API_HOST", "127.0.0.1")
+            .env("API_PORT", self.api_port.to_string())
+            .env("WORKER_CONCURRENCY", "2")
+            .env("HEARTBEAT_INTERVAL_SECS", "1")
+            .env("HEARTBEAT_TIMEOUT_SECS", "5")
+            .env("WATCHDOG_INTERVAL_SECS", "1")
+            .env("DISPATCH_CLAIM_TIMEOUT_SECS", "5")
+            .env("DRAIN_TIMEOUT_SECS", "3")
+            .env("DISPATCH_INTERVAL_MS", "100")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting crawlfleet")
+    }
+}
+
+/// The crawlfleet binary beside this example (target/<profile>/crawlfleet).
+fn crawlfleet_binary() -> std::path::PathBuf {
+    let me = std::env::current_exe().expect("own path");
+    me.parent()
+        .and_then(|examples| examples.parent())
+        .expect("target/<profile>/examples")
+        .join("crawlfleet")
+}
+
+fn signal(child: &Child, sig: i32) {
+    if let Some(pid) = child.id() {
+        // SAFETY: kill(2) on a child of ours.
+        unsafe { libc::kill(pid as i32, sig) };
+    }
+}
+
+/// Pids of every descendant of `pid`: what a SIGKILLed worker leaves running.
+fn descendants(pid: u32) -> Vec<i32> {
+    let mut children = std::collections::HashMap::<i32, Vec<i32>>::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(p) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        if let Some(ppid) = stat
+            .rsplit_once(") ")
+            .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse().ok())
+        {
+            children.entry(ppid).or_default().push(p);
+        }
+    }
+    let (mut out, mut todo) = (Vec::new(), vec![pid as i32]);
+    while let Some(p) = todo.pop() {
+        for &c in children.get(&p).into_iter().flatten() {
+            out.push(c);
+            todo.push(c);
+        }
+    }
+    out
+}
+
+fn comm(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+async fn scalar(pool: &PgPool, sql: &str) -> i64 {
+    sqlx::query_scalar(sql).fetch_one(pool).await.unwrap_or(-1)
+}
+
+/// Seconds until no run is held by a worker that is gone and the fleet completes work again.
+async fn recovered_after(pool: &PgPool, since: Instant, worker_pid: Option<u32>) -> f64 {
+    let completed_at_fault = scalar(
+        pool,
+        "SELECT count(*) FROM crawl_runs WHERE state = 'completed'",
+    )
+    .await;
+    loop {
+        let held_by_dead = match worker_pid {
+            Some(pid) => sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM crawl_runs WHERE state IN ('running','url_call','call_done') AND worker_id LIKE $1",
+            )
+            .bind(format!("%-{pid}-%"))
+            .fetch_one(pool)
+            .await
+            .unwrap_or(1),
+            None => 0,
+        };
+        let completed = scalar(
+            pool,
+            "SELECT count(*) FROM crawl_runs WHERE state = 'completed'",
+        )
+        .await;
+        let remaining = scalar(pool, "SELECT count(*) FROM crawl_runs WHERE state IN ('queued','running','url_call','call_done')").await;
+        if held_by_dead == 0 && (completed > completed_at_fault || remaining == 0) {
+            return since.elapsed().as_secs_f64();
+        }
+        if since.elapsed() > Duration::from_secs(120) {
+            return f64::INFINITY;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let runs: usize = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(300);
+    let fault_secs: u64 = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(60);
+
+    let server = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let mut server: url::Url = server.parse()?;
+    let db = format!("cf_chaos_{}", uuid::Uuid::new_v4().simple());
+    server.set_path("/postgres");
+    let mut admin = PgConnection::connect(server.as_str()).await?;
+    sqlx::query(&format!("CREATE DATABASE {db}"))
+        .execute(&mut admin)
+        .await?;
+    let mut database_url = server.clone();
+    database_url.set_path(&format!("/{db}"));
+    let redis_url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let api_port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let log_dir = std::env::temp_dir().join(format!("cf-chaos-{db}"));
+    std::fs::create_dir_all(&log_dir)?;
+    let mut fleet = Fleet {
+        database_url: database_url.to_string(),
+        redis_url: redis_url.clone(),
+        queue: format!("chaos-{db}"),
+        api_port,
+        log_dir: log_dir.clone(),
+        spawned: 0,
+    };
+    let site = DemoSite::start(0).await?;
+    let mut api = fleet.spawn("api")?;
+    let mut scheduler = fleet.spawn("scheduler")?;
+    let mut workers: Vec<Child> = (0..WORKERS)
+        .map(|_| fleet.spawn("worker"))
+        .collect::<Result<_, _>>()?;
+    let outcome = run_chaos(&mut fleet, &mut workers, &site, runs, fault_secs).await;
+
+    for child in workers.iter().chain([&api, &scheduler]) {
+        signal(child, libc::SIGTERM);
+    }
+    for child in workers.iter_mut().chain([&mut api, &mut scheduler]) {
+        let _ = tokio::time::timeout(Duration::from_secs(15), child.wait()).await;
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
+    site.stop().await;
+    let mut redis = queue::connect(&redis_url).await?;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{}:*", fleet.queue))
+        .query_async(&mut redis)
+        .await?;
+    if !keys.is_empty() {
+        let _: () = redis::cmd("DEL").arg(keys).query_async(&mut redis).await?;
+    }
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+        .execute(&mut admin)
+        .await?;
+    let line = outcome?;
+    println!("{line}");
+    if line.contains("FAILED") {
+        bail!(
+            "chaos found lost or doubled work; logs in {}",
+            log_dir.display()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&log_dir);
+    Ok(())
+}
+
+async fn run_chaos(
+    fleet: &mut Fleet,
+    workers: &mut Vec<Child>,
+    site: &DemoSite,
+    runs: usize,
+    fault_secs: u64,
+) -> anyhow::Result<String> {
+    let http = reqwest::Client::new();
+    let api = format!("http://127.0.0.1:{}", fleet.api_port);
+    let started = Instant::now();
+    while http.get(format!("{api}/ready")).send().await.is_err() {
+        if started.elapsed() > Duration::from_secs(30) {
+            bail!("api did not come up");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let site_body = json!({
+        "name": "chaos-shop",
+        "search_url": format!("{}/slow?ms=400&q={{keyword}}", site.base_url()),
+        "item_selector": "li.product",
+        "fields": {"title": {"selector": "a.title"}, "link": {"selector": "a.title", "attr": "href"}},
+        "stuck_timeout_secs": 20,
+        "max_attempts": 5,
+    });
+    let site_id = http
+        .post(format!("{api}/api/sites"))
+        .json(&site_body)
+        .send()
+        .await?
+        .json::<Value>()
+        .await?["id"]
+        .as_i64()
+        .context("site created")?;
+    for i in 0..runs {
+        let kw = json!({"keyword": format!("chaos {i}"), "site_ids": [site_id], "schedule": "0 0 0 1 1 *"});
+        let kw: Value = http
+            .post(format!("{api}/api/keywords"))
+            .json(&kw)
+            .send()
+            .await?
+            .json()
+            .await?;
+        http.post(format!("{api}/api/keywords/{}/crawl", kw["id"]))
+            .send()
+            .await?
+            .error_for_status()?;
+    }
+    let pool = PgPool::connect(&fleet.database_url).await?;
+
+    // Faults, every few seconds, for `fault_secs`.
+    let chaos_started = Instant::now();
+    let mut recoveries: Vec<f64> = Vec::new();
+    let mut faults = 0;
+    let mut flushed = false;
+    let mut step = 0;
+    while chaos_started.elapsed() < Duration::from_secs(fault_secs) {
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        step += 1;
+        let index = (0..workers.len())
+            .collect::<Vec<_>>()
+            .choose(&mut rand::rng())
+            .copied()
+            .unwrap();
+        let at = Instant::now();
+        let recovery = match step % 4 {
+            // SIGKILL a worker; its browsers die with the "container"; ECS starts a new one.
+            1 | 3 => {
+                let pid = workers[index].id().unwrap();
+                let left = descendants(pid);
+                workers[index].start_kill()?;
+                workers[index].wait().await?;
+                for p in left {
+                    // SAFETY: kill(2) on what the killed worker started.
+                    unsafe { libc::kill(p, libc::SIGKILL) };
+                }
+                workers[index] = fleet.spawn("worker")?;
+                recovered_after(&pool, at, Some(pid)).await
+            }
+            // SIGTERM (scale-in): drain, then a new one.
+            2 => {
+                let pid = workers[index].id().unwrap();
+                signal(&workers[index], libc::SIGTERM);
+                let status =
+                    tokio::time::timeout(Duration::from_secs(20), workers[index].wait()).await;
+                if !matches!(status, Ok(Ok(s)) if s.success()) {
+                    bail!("a worker did not drain to exit 0: {status:?}");
+                }
+                workers[index] = fleet.spawn("worker")?;
+                recovered_after(&pool, at, Some(pid)).await
+            }
+            // chromedriver killed under a worker, or Redis flushed once.
+            _ => {
+                if !flushed {
+                    flushed = true;
+                    let mut redis = queue::connect(&fleet.redis_url).await?;
+                    let keys: Vec<String> = redis::cmd("KEYS")
+                        .arg(format!("{}:*", fleet.queue))
+                        .query_async(&mut redis)
+                        .await?;
+                    if !keys.is_empty() {
+                        let _: () = redis::cmd("DEL").arg(keys).query_async(&mut redis).await?;
+                    }
+                } else if let Some(driver) = descendants(workers[index].id().unwrap())
+                    .into_iter()
+                    .find(|p| comm(*p) == "chromedriver")
+                {
+                    // SAFETY: kill(2) on a chromedriver our worker started.
+                    unsafe { libc::kill(driver, libc::SIGKILL) };
+                }
+                recovered_after(&pool, at, None).await
+            }
+        };
+        faults += 1;
+        recoveries.push(recovery);
+    }
+
+    // No more faults: everything must end.
+    let settle = Instant::now();
+    loop {
+        let active = scalar(&pool, "SELECT count(*) FROM crawl_runs WHERE state IN ('queued','running','url_call','call_done')").await;
+        if active == 0 || settle.elapsed() > Duration::from_secs(180) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let total = scalar(&pool, "SELECT count(*) FROM crawl_runs").await;
+    let completed = scalar(
+        &pool,
+        "SELECT count(*) FROM crawl_runs WHERE state = 'completed'",
+    )
+    .await;
+    let failed = scalar(
+        &pool,
+        "SELECT count(*) FROM crawl_runs WHERE state = 'failed'",
+    )
+    .await;
+    let lost = runs as i64 - completed - failed;
+    let twice = scalar(&pool, "SELECT count(*) FROM (SELECT run_id FROM crawl_attempts WHERE outcome = 'completed' GROUP BY run_id HAVING count(*) > 1) AS t").await;
+    let duplicates = scalar(&pool, "SELECT count(*) FROM (SELECT run_id, page, content_hash FROM crawl_results GROUP BY 1, 2, 3 HAVING count(*) > 1) AS t").await;
+    let wrong_items = scalar(
+        &pool,
+        "SELECT count(*) FROM crawl_runs WHERE state = 'completed' AND items_found <> 5",
+    )
+    .await;
+    let max_recovery = recoveries.iter().cloned().fold(0.0, f64::max);
+    let verdict = if lost == 0 && twice == 0 && duplicates == 0 && wrong_items == 0 {
+        "OK"
+    } else {
+        "FAILED"
+    };
+    pool.close().await;
+    Ok(format!(
+        "chaos {verdict}: runs {total}, completed {completed}, failed {failed}, lost {lost}, completed twice {twice}, \
+         duplicate result rows {duplicates}, wrong item counts {wrong_items}, faults {faults}, \
+         max fault-to-recovery {max_recovery:.1}s, took {:.0}s",
+        chaos_started.elapsed().as_secs_f64()
+    ))
+}

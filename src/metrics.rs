@@ -1,0 +1,210 @@
+//! Prometheus metrics of every role, in one registry per process, rendered in
+//! the text format at `/metrics` (api port; scheduler and worker side port).
+//! Names follow Prometheus conventions: `crawlfleet_` prefix, `_total`
+//! counters, `_seconds` durations.
+
+use std::sync::LazyLock;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+
+/// Every metric crawlfleet exports.
+pub struct Metrics {
+    pub registry: Registry,
+    // api
+    pub http_requests: IntCounterVec,
+    pub http_request_duration: HistogramVec,
+    pub queue_runs: IntGaugeVec,
+    pub queue_oldest_queued_age: IntGauge,
+    pub queue_workers: IntGauge,
+    pub cloudwatch_publishes: IntCounter,
+    pub cloudwatch_failures: IntCounter,
+    pub websocket_clients: IntGauge,
+    // worker
+    pub runs_finished: IntCounterVec,
+    pub page_fetch_duration: HistogramVec,
+    pub stuck_detections: IntCounterVec,
+    pub retries: IntCounterVec,
+    pub browser_sessions_open: IntGauge,
+    pub browser_restarts: IntCounterVec,
+    // scheduler
+    pub dispatch_window: IntGauge,
+    pub dispatched: IntCounter,
+    pub watchdog_actions: IntCounterVec,
+    pub scheduled_runs: IntCounterVec,
+}
+
+fn counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let metric = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("registered once");
+    metric
+}
+
+fn counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
+    let metric = IntCounter::new(name, help).expect("valid metric");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("registered once");
+    metric
+}
+
+fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
+    let metric = IntGauge::new(name, help).expect("valid metric");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("registered once");
+    metric
+}
+
+fn histogram_vec(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+    buckets: Vec<f64>,
+) -> HistogramVec {
+    let metric = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)
+        .expect("valid metric");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("registered once");
+    metric
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let r = Registry::new();
+        Metrics {
+            http_requests: counter_vec(
+                &r,
+                "crawlfleet_http_requests_total",
+                "HTTP requests by route and status.",
+                &["method", "route", "status"],
+            ),
+            http_request_duration: histogram_vec(
+                &r,
+                "crawlfleet_http_request_duration_seconds",
+                "HTTP request latency by route.",
+                &["method", "route"],
+                vec![
+                    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                ],
+            ),
+            queue_runs: {
+                let g = IntGaugeVec::new(
+                    Opts::new(
+                        "crawlfleet_queue_runs",
+                        "Runs by queue state (api, from Postgres).",
+                    ),
+                    &["state"],
+                )
+                .expect("valid metric");
+                r.register(Box::new(g.clone())).expect("registered once");
+                g
+            },
+            queue_oldest_queued_age: gauge(
+                &r,
+                "crawlfleet_queue_oldest_queued_age_seconds",
+                "Age of the oldest queued run.",
+            ),
+            queue_workers: gauge(
+                &r,
+                "crawlfleet_queue_workers",
+                "Workers seen in the last minute.",
+            ),
+            cloudwatch_publishes: counter(
+                &r,
+                "crawlfleet_cloudwatch_publishes_total",
+                "Scaling metric puts that succeeded.",
+            ),
+            cloudwatch_failures: counter(
+                &r,
+                "crawlfleet_cloudwatch_publish_failures_total",
+                "Scaling metric puts that failed or timed out.",
+            ),
+            websocket_clients: gauge(
+                &r,
+                "crawlfleet_websocket_clients",
+                "WebSocket clients connected.",
+            ),
+            runs_finished: counter_vec(
+                &r,
+                "crawlfleet_runs_finished_total",
+                "Attempts ended, by resulting run state and site.",
+                &["state", "site"],
+            ),
+            page_fetch_duration: histogram_vec(
+                &r,
+                "crawlfleet_page_fetch_duration_seconds",
+                "Time to load and read one results page, by site.",
+                &["site"],
+                vec![0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0],
+            ),
+            stuck_detections: counter_vec(
+                &r,
+                "crawlfleet_stuck_detections_total",
+                "Page requests stopped as stuck, by site.",
+                &["site"],
+            ),
+            retries: counter_vec(
+                &r,
+                "crawlfleet_retries_total",
+                "Failed attempts queued again, by site.",
+                &["site"],
+            ),
+            browser_sessions_open: gauge(
+                &r,
+                "crawlfleet_browser_sessions_open",
+                "Headless Chrome sessions open.",
+            ),
+            browser_restarts: counter_vec(
+                &r,
+                "crawlfleet_browser_restarts_total",
+                "Browser sessions killed and chromedriver restarts.",
+                &["what"],
+            ),
+            dispatch_window: gauge(
+                &r,
+                "crawlfleet_dispatch_window",
+                "Jobs the dispatcher lets into Redis at most.",
+            ),
+            dispatched: counter(
+                &r,
+                "crawlfleet_dispatched_total",
+                "Job messages pushed into Redis.",
+            ),
+            watchdog_actions: counter_vec(
+                &r,
+                "crawlfleet_watchdog_actions_total",
+                "Runs taken back by the watchdog, by reason.",
+                &["reason"],
+            ),
+            scheduled_runs: counter_vec(
+                &r,
+                "crawlfleet_scheduled_runs_total",
+                "Cron fires by outcome per site.",
+                &["outcome"],
+            ),
+            registry: r,
+        }
+    }
+
+    /// The registry in the Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .expect("text encoding cannot fail");
+        String::from_utf8(out).expect("the text format is UTF-8")
+    }
+}
+
+/// This process's metrics.
+pub fn metrics() -> &'static Metrics {
+    static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+    &METRICS
+}

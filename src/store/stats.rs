@@ -1,0 +1,108 @@
+//! Counts of the backlog and the fleet, for `/api/jobs/queue`, the queue
+//! gauges and the CloudWatch scaling metric. Postgres is the true backlog.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgPool;
+
+/// Runs by state, as the queue endpoint shows them.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct QueueCounts {
+    pub queued: i64,
+    /// Of `queued`: job message in Redis, not yet claimed.
+    pub dispatched: i64,
+    /// Of `queued`: waiting out a retry backoff.
+    pub delayed: i64,
+    pub running: i64,
+    pub url_call: i64,
+    pub call_done: i64,
+    pub completed_last_hour: i64,
+    pub failed_last_hour: i64,
+    /// Age of the oldest queued run, in seconds (0 when none).
+    pub oldest_queued_age_secs: i64,
+}
+
+impl QueueCounts {
+    /// Runs waiting or in progress: the backlog the fleet scales on.
+    pub fn backlog(&self) -> i64 {
+        self.queued + self.running + self.url_call + self.call_done
+    }
+}
+
+pub async fn queue_counts(pool: &PgPool) -> sqlx::Result<QueueCounts> {
+    let row = sqlx::query!(
+        r#"SELECT
+             count(*) FILTER (WHERE state = 'queued') AS "queued!",
+             count(*) FILTER (WHERE state = 'queued' AND dispatched_at IS NOT NULL) AS "dispatched!",
+             count(*) FILTER (WHERE state = 'queued' AND not_before > now()) AS "delayed!",
+             count(*) FILTER (WHERE state = 'running') AS "running!",
+             count(*) FILTER (WHERE state = 'url_call') AS "url_call!",
+             count(*) FILTER (WHERE state = 'call_done') AS "call_done!",
+             COALESCE(EXTRACT(EPOCH FROM now() - min(queued_at) FILTER (WHERE state = 'queued')), 0)::bigint
+               AS "oldest_queued_age_secs!"
+           FROM crawl_runs
+           WHERE state IN ('queued', 'running', 'url_call', 'call_done')"#
+    )
+    .fetch_one(pool)
+    .await?;
+    let (completed_last_hour, failed_last_hour) =
+        finished_since(pool, Utc::now() - chrono::TimeDelta::hours(1)).await?;
+    Ok(QueueCounts {
+        queued: row.queued,
+        dispatched: row.dispatched,
+        delayed: row.delayed,
+        running: row.running,
+        url_call: row.url_call,
+        call_done: row.call_done,
+        completed_last_hour,
+        failed_last_hour,
+        oldest_queued_age_secs: row.oldest_queued_age_secs,
+    })
+}
+
+/// Runs queued or in progress (the scaling metric `QueueWaitingJobs`).
+pub async fn backlog(pool: &PgPool) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM crawl_runs WHERE state IN ('queued', 'running', 'url_call', 'call_done')"#
+    )
+    .fetch_one(pool)
+    .await
+}
+
+/// Runs that completed and that failed since `since`.
+pub async fn finished_since(pool: &PgPool, since: DateTime<Utc>) -> sqlx::Result<(i64, i64)> {
+    let row = sqlx::query!(
+        r#"SELECT count(*) FILTER (WHERE state = 'completed') AS "completed!",
+                  count(*) FILTER (WHERE state = 'failed') AS "failed!"
+           FROM crawl_runs WHERE finished_at >= $1 AND state IN ('completed', 'failed')"#,
+        since
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok((row.completed, row.failed))
+}
+
+/// A worker seen in the last minute, with what it holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerSeen {
+    pub id: String,
+    pub host: String,
+    pub concurrency: i32,
+    pub in_flight: i64,
+    pub started_at: DateTime<Utc>,
+    pub last_seen_at: DateTime<Utc>,
+}
+
+pub async fn workers_seen(pool: &PgPool) -> sqlx::Result<Vec<WorkerSeen>> {
+    sqlx::query_as!(
+        WorkerSeen,
+        r#"SELECT w.id, w.host, w.concurrency, w.started_at, w.last_seen_at,
+                  (SELECT count(*) FROM crawl_runs r
+                   WHERE r.worker_id = w.id AND r.state IN ('running', 'url_call', 'call_done')) AS "in_flight!"
+           FROM workers w
+           WHERE w.last_seen_at > now() - interval '1 minute'
+           ORDER BY w.id"#
+    )
+    .fetch_all(pool)
+    .await
+}
