@@ -224,7 +224,7 @@ async fn main() -> anyhow::Result<()> {
 
 async fn run_chaos(
     fleet: &mut Fleet,
-    workers: &mut Vec<Child>,
+    workers: &mut [Child],
     site: &DemoSite,
     runs: usize,
     fault_secs: u64,

@@ -29,14 +29,22 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         );
     }
     if config.process.runs_api() {
-        let state = AppState {
-            pool: pool.clone(),
-            redis: redis.clone(),
-            default_max_attempts: config.max_attempts as i32,
+        let state = AppState::from_config(&config, pool.clone(), redis.clone(), shutdown.clone())?;
+        let app = Application::build(&config, config.api_port, state).await?;
+        roles.spawn(async move { app.run_until_stopped().await.context("api") });
+    } else {
+        // Scheduler and worker processes serve /health and /metrics on a side port.
+        let port = if config.process.runs_scheduler() {
+            config.scheduler_port
+        } else {
+            config.metrics_port
         };
-        let app = Application::build(&config.api_host, config.api_port, state).await?;
-        let token = shutdown.clone();
-        roles.spawn(async move { app.run_until_stopped(token).await.context("api") });
+        let (host, token) = (config.api_host.clone(), shutdown.clone());
+        roles.spawn(async move {
+            crate::ops_server::serve(&host, port, token)
+                .await
+                .context("ops server")
+        });
     }
     if config.process.runs_scheduler() {
         let (config, pool, redis, token) = (

@@ -40,7 +40,11 @@ pub enum LogFormat {
 
 /// crawlfleet: keyword crawls of many sites, on a schedule, in headless Chrome.
 #[derive(Debug, Clone, Parser)]
-#[command(version, about)]
+#[command(
+    version,
+    about,
+    after_help = "Also: `crawlfleet healthcheck --url http://127.0.0.1:3000/health` exits 0 when healthy."
+)]
 pub struct Config {
     /// Role of this process.
     #[arg(long, env = "PROCESS", value_enum, default_value = "all")]
@@ -100,6 +104,14 @@ pub struct Config {
     /// Serve the API without tokens. Refused unless set explicitly.
     #[arg(long, env = "AUTH_DISABLED", default_value_t = false)]
     pub auth_disabled: bool,
+
+    /// Seconds between pings to WebSocket clients; one silent for two pings is dropped.
+    #[arg(long, env = "WS_PING_INTERVAL_SECS", default_value_t = 30)]
+    pub ws_ping_interval_secs: u64,
+
+    /// A WebSocket client that takes longer than this to accept a frame is dropped.
+    #[arg(long, env = "WS_SEND_TIMEOUT_SECS", default_value_t = 10)]
+    pub ws_send_timeout_secs: u64,
 
     /// Publish the scaling metric to CloudWatch (one api process publishes).
     #[arg(long, env = "CLOUDWATCH_ENABLED", default_value_t = false)]

@@ -1,9 +1,14 @@
 use clap::Parser;
-use crawlfleet::{app, config::Config, shutdown, telemetry};
+use crawlfleet::{app, config::Config, healthcheck, shutdown, telemetry};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
+    // `crawlfleet healthcheck --url ...`: the containers' probe, no curl needed.
+    if std::env::args().nth(1).as_deref() == Some("healthcheck") {
+        let args = healthcheck::Args::parse_from(std::env::args().skip(1));
+        return healthcheck::run(&args).await;
+    }
     let config = Config::parse();
     telemetry::init(config.log_format);
     let token = CancellationToken::new();

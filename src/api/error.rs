@@ -29,6 +29,10 @@ pub enum ApiError {
     /// The request was read but breaks a rule of the domain.
     #[error(transparent)]
     Invalid(#[from] FieldError),
+    #[error("a valid bearer token is required")]
+    Unauthorized,
+    #[error("this token may only read")]
+    Forbidden,
     #[error("request body is larger than the limit of {0} bytes")]
     PayloadTooLarge(usize),
     #[error("unsupported content type: send application/json")]
@@ -48,6 +52,8 @@ impl ApiError {
                 (StatusCode::BAD_REQUEST, "bad_request", field.as_deref())
             }
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found", None),
+            ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized", None),
+            ApiError::Forbidden => (StatusCode::FORBIDDEN, "forbidden", None),
             ApiError::Conflict { field, .. } => {
                 (StatusCode::CONFLICT, "conflict", field.as_deref())
             }
@@ -89,6 +95,13 @@ impl IntoResponse for ApiError {
         if let Some(field) = field {
             error["field"] = json!(field);
         }
-        (status, Json(json!({ "error": error }))).into_response()
+        let mut response = (status, Json(json!({ "error": error }))).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
     }
 }

@@ -96,5 +96,8 @@ async fn crawl(
     )
     .await?
     .ok_or_else(|| ApiError::not_found("keyword", id))?;
+    for run in &outcome.queued {
+        state.events.run_updated(run).await;
+    }
     Ok((StatusCode::ACCEPTED, Json(outcome)))
 }

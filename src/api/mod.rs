@@ -1,9 +1,13 @@
 //! The api room: REST under `/api`, `/health` and `/ready`.
 
+mod auth;
 mod error;
 mod extract;
 mod health;
 mod keywords;
+mod live;
+mod observe;
+mod queue;
 mod results;
 mod runs;
 mod sites;
@@ -12,14 +16,23 @@ use std::{net::SocketAddr, time::Duration};
 
 use anyhow::Context;
 use apalis_redis::ConnectionManager;
-use axum::{Router, extract::DefaultBodyLimit, http::StatusCode};
+use axum::{Router, extract::DefaultBodyLimit, http::StatusCode, middleware, routing::get};
 use serde::Serialize;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
+use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tower_http::{timeout::TimeoutLayer, trace::TraceLayer};
 
+use crate::{
+    config::Config,
+    events::{Event, EventPublisher},
+};
+
+pub use auth::Tokens;
 pub use error::ApiError;
+pub use live::LiveSettings;
+pub use observe::render_metrics;
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -28,6 +41,54 @@ pub struct AppState {
     pub redis: ConnectionManager,
     /// Attempts of a run whose site sets none.
     pub default_max_attempts: i32,
+    /// `None`: auth disabled explicitly (`AUTH_DISABLED=true`).
+    pub tokens: Option<Tokens>,
+    /// Announces run changes to every api process's live clients.
+    pub events: EventPublisher,
+    /// This process's live clients' feed.
+    pub live: broadcast::Sender<Event>,
+    pub live_settings: LiveSettings,
+    pub shutdown: CancellationToken,
+}
+
+/// Events a slow live client may fall behind by before it is told it lagged.
+const LIVE_BUFFER: usize = 1024;
+
+impl AppState {
+    /// The api's state from its settings; refuses to run an API nobody locked
+    /// unless `AUTH_DISABLED=true` says so explicitly.
+    pub fn from_config(
+        config: &Config,
+        pool: PgPool,
+        redis: ConnectionManager,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<Self> {
+        let tokens = Tokens::new(&config.api_tokens, &config.api_read_tokens);
+        let tokens = match (config.auth_disabled, tokens.is_empty()) {
+            (true, _) => {
+                tracing::warn!("AUTH_DISABLED=true: the API accepts requests without a token");
+                None
+            }
+            (false, true) => anyhow::bail!(
+                "no API token configured: set API_TOKENS (and optionally API_READ_TOKENS), \
+                 or AUTH_DISABLED=true to serve the API without tokens"
+            ),
+            (false, false) => Some(tokens),
+        };
+        Ok(Self {
+            events: EventPublisher::new(redis.clone(), &config.queue_name),
+            pool,
+            redis,
+            default_max_attempts: config.max_attempts as i32,
+            tokens,
+            live: broadcast::channel(LIVE_BUFFER).0,
+            live_settings: LiveSettings {
+                ping_every: Duration::from_secs(config.ws_ping_interval_secs.max(1)),
+                send_timeout: Duration::from_secs(config.ws_send_timeout_secs.max(1)),
+            },
+            shutdown,
+        })
+    }
 }
 
 /// A list response; `next_cursor` is set when there may be more.
@@ -65,14 +126,19 @@ fn parse_cursor(cursor: Option<&str>) -> Result<Option<i64>, ApiError> {
 }
 
 pub fn router(state: AppState) -> Router {
+    let guarded = middleware::from_fn_with_state(state.clone(), auth::require_token);
     let api = Router::new()
         .merge(sites::router())
         .merge(keywords::router())
         .merge(runs::router())
-        .merge(results::router());
+        .merge(results::router())
+        .merge(queue::router())
+        .route_layer(guarded.clone());
     Router::new()
         .nest("/api", api)
+        .merge(live::router().route_layer(guarded))
         .merge(health::router())
+        .route("/metrics", get(render_metrics))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async {
             (
@@ -88,6 +154,7 @@ pub fn router(state: AppState) -> Router {
             Duration::from_secs(30),
         ))
         .layer(TraceLayer::new_for_http())
+        .layer(middleware::from_fn(observe::track))
         .with_state(state)
 }
 
@@ -95,16 +162,23 @@ pub fn router(state: AppState) -> Router {
 pub struct Application {
     listener: TcpListener,
     router: Router,
+    state: AppState,
+    redis_url: String,
+    queue_name: String,
 }
 
 impl Application {
-    pub async fn build(host: &str, port: u16, state: AppState) -> anyhow::Result<Self> {
+    pub async fn build(config: &Config, port: u16, state: AppState) -> anyhow::Result<Self> {
+        let host = config.api_host.as_str();
         let listener = TcpListener::bind((host, port))
             .await
             .with_context(|| format!("binding the api to {host}:{port}"))?;
         Ok(Self {
             listener,
-            router: router(state),
+            router: router(state.clone()),
+            state,
+            redis_url: config.redis_url.clone(),
+            queue_name: config.queue_name.clone(),
         })
     }
 
@@ -114,11 +188,23 @@ impl Application {
             .expect("a bound listener has an address")
     }
 
-    pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+    /// Serves until the state's shutdown token fires, with the live feed:
+    /// events relayed from Redis and queue stats every 5 s.
+    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         tracing::info!(addr = %self.local_addr(), "api listening");
-        axum::serve(self.listener, self.router)
+        let shutdown = self.state.shutdown.clone();
+        let relay = tokio::spawn(crate::events::relay(
+            self.redis_url,
+            self.queue_name,
+            self.state.live.clone(),
+            shutdown.clone(),
+        ));
+        let stats = tokio::spawn(live::publish_queue_stats(self.state.clone()));
+        let served = axum::serve(self.listener, self.router)
             .with_graceful_shutdown(shutdown.cancelled_owned())
             .await
-            .context("serving the api")
+            .context("serving the api");
+        let _ = tokio::join!(relay, stats);
+        served
     }
 }

@@ -79,7 +79,10 @@ async fn retry(
 ) -> Result<(StatusCode, Json<CrawlRun>), ApiError> {
     match store::runs::retry(&state.pool, id, state.default_max_attempts).await? {
         None => Err(ApiError::not_found("run", id)),
-        Some(Ok(run)) => Ok((StatusCode::ACCEPTED, Json(run))),
+        Some(Ok(run)) => {
+            state.events.run_updated(&run).await;
+            Ok((StatusCode::ACCEPTED, Json(run)))
+        }
         Some(Err(refused)) => Err(ApiError::Conflict {
             message: refused.to_string(),
             field: None,
@@ -89,8 +92,9 @@ async fn retry(
 
 /// Cancels a queued or active run; a run that already ended is returned as it is.
 async fn cancel(State(state): State<AppState>, Id(id): Id) -> Result<Json<CrawlRun>, ApiError> {
-    store::runs::cancel(&state.pool, id)
+    let run = store::runs::cancel(&state.pool, id)
         .await?
-        .map(Json)
-        .ok_or_else(|| ApiError::not_found("run", id))
+        .ok_or_else(|| ApiError::not_found("run", id))?;
+    state.events.run_updated(&run).await;
+    Ok(Json(run))
 }

@@ -12,11 +12,14 @@ use uuid::Uuid;
 
 use crate::{
     domain::{keyword::CronSchedule, run::Trigger},
+    events::EventPublisher,
+    metrics::metrics,
     store::{self, keywords::ScheduleEntry, runs::QueueOutcome},
 };
 
 pub(super) async fn run(
     pool: PgPool,
+    events: EventPublisher,
     sync_every: Duration,
     default_max_attempts: i32,
     shutdown: CancellationToken,
@@ -30,7 +33,7 @@ pub(super) async fn run(
         .context("starting the cron scheduler")?;
     let mut jobs: HashMap<i64, (Uuid, ScheduleEntry)> = HashMap::new();
     loop {
-        if let Err(e) = sync(&scheduler, &mut jobs, &pool, default_max_attempts).await {
+        if let Err(e) = sync(&scheduler, &mut jobs, &pool, &events, default_max_attempts).await {
             tracing::warn!(error = ?e, "could not sync keyword schedules; retrying");
         }
         tokio::select! {
@@ -50,6 +53,7 @@ async fn sync(
     scheduler: &JobScheduler,
     jobs: &mut HashMap<i64, (Uuid, ScheduleEntry)>,
     pool: &PgPool,
+    events: &EventPublisher,
     default_max_attempts: i32,
 ) -> anyhow::Result<()> {
     let wanted: HashMap<i64, ScheduleEntry> = store::keywords::enabled_schedules(pool)
@@ -71,12 +75,20 @@ async fn sync(
         if jobs.contains_key(&id) {
             continue;
         }
-        let pool = pool.clone();
+        let (pool, events) = (pool.clone(), events.clone());
         let job = Job::new_async(entry.schedule.as_str(), move |_, _| {
-            let pool = pool.clone();
+            let (pool, events) = (pool.clone(), events.clone());
             Box::pin(async move {
-                if let Err(e) = fire_keyword(&pool, id, Utc::now(), default_max_attempts).await {
-                    tracing::error!(keyword_id = id, error = ?e, "scheduled crawl not queued");
+                match fire_keyword(&pool, id, Utc::now(), default_max_attempts).await {
+                    Ok(Some(outcome)) => {
+                        for run in outcome.queued.iter().chain(&outcome.skipped) {
+                            events.run_updated(run).await;
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::error!(keyword_id = id, error = ?e, "scheduled crawl not queued")
+                    }
                 }
             })
         });
@@ -124,6 +136,16 @@ pub async fn fire_keyword(
     )
     .await?;
     if let Some(outcome) = &outcome {
+        let scheduled = &metrics().scheduled_runs;
+        scheduled
+            .with_label_values(&["queued"])
+            .inc_by(outcome.queued.len() as u64);
+        scheduled
+            .with_label_values(&["skipped"])
+            .inc_by(outcome.skipped.len() as u64);
+        scheduled
+            .with_label_values(&["already_active"])
+            .inc_by(outcome.already_active.len() as u64);
         tracing::info!(
             keyword_id,
             queued = outcome.queued.len(),

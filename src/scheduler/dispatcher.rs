@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::Config,
+    metrics::metrics,
     queue::{self, Job, JobQueue},
     store,
 };
@@ -74,7 +75,10 @@ impl Dispatcher {
             if last_slow_check.is_none_or(|t| t.elapsed() >= SLOW_CHECKS_EVERY) {
                 last_slow_check = Some(Instant::now());
                 match self.slow_checks().await {
-                    Ok(w) => window = w,
+                    Ok(w) => {
+                        window = w;
+                        metrics().dispatch_window.set(w);
+                    }
                     Err(e) => tracing::warn!(error = ?e, "dispatcher checks failed"),
                 }
             }
@@ -131,6 +135,7 @@ impl Dispatcher {
                 ids.len()
             ));
         }
+        metrics().dispatched.inc_by(runs.len() as u64);
         Ok(runs.len())
     }
 }

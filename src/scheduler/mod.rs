@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::Config,
+    events::EventPublisher,
     store::leader::{Leadership, SCHEDULER_LOCK},
 };
 
@@ -71,8 +72,10 @@ async fn lead(
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
     let duties = shutdown.child_token();
+    let events = EventPublisher::new(redis.clone(), &config.queue_name);
     let cron = tokio::spawn(cron::run(
         pool.clone(),
+        events.clone(),
         config.schedule_sync_interval(),
         config.max_attempts as i32,
         duties.clone(),
@@ -85,6 +88,7 @@ async fn lead(
     let dispatch = tokio::spawn(dispatcher.run(duties.clone()));
     let watchdog = tokio::spawn(watchdog::run(
         pool.clone(),
+        events,
         WatchdogSettings {
             interval: Duration::from_secs(config.watchdog_interval_secs.max(1)),
             heartbeat_timeout: Duration::from_secs(config.heartbeat_timeout_secs),

@@ -8,7 +8,14 @@ use std::time::Duration;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{self, runs::FenceError};
+use crate::{
+    events::EventPublisher,
+    metrics::metrics,
+    store::{
+        self,
+        runs::{CrawlRun, FenceError},
+    },
+};
 
 /// Beyond the stuck timeout, the time the worker gets to notice by itself.
 const STUCK_GRACE: Duration = Duration::from_secs(30);
@@ -22,13 +29,17 @@ pub struct WatchdogSettings {
 
 pub(super) async fn run(
     pool: PgPool,
+    events: EventPublisher,
     settings: WatchdogSettings,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     loop {
         match sweep(&pool, &settings).await {
-            Ok(0) => {}
-            Ok(n) => tracing::warn!(runs = n, "watchdog took back abandoned runs"),
+            Ok(taken) => {
+                for run in &taken {
+                    events.run_updated(run).await;
+                }
+            }
             Err(e) => tracing::warn!(error = ?e, "watchdog sweep failed; retrying"),
         }
         tokio::select! {
@@ -38,8 +49,8 @@ pub(super) async fn run(
     }
 }
 
-/// One pass; returns how many runs were taken back.
-pub async fn sweep(pool: &PgPool, settings: &WatchdogSettings) -> anyhow::Result<usize> {
+/// One pass; returns the runs taken back, as they are now.
+pub async fn sweep(pool: &PgPool, settings: &WatchdogSettings) -> anyhow::Result<Vec<CrawlRun>> {
     let abandoned = store::runs::find_abandoned(
         pool,
         settings.heartbeat_timeout,
@@ -47,12 +58,18 @@ pub async fn sweep(pool: &PgPool, settings: &WatchdogSettings) -> anyhow::Result
         STUCK_GRACE,
     )
     .await?;
-    let mut taken = 0;
+    let mut taken = Vec::new();
     for run in abandoned {
         match store::runs::fail_attempt(pool, &run.fence, &run.reason, false).await {
             Ok(after) => {
-                taken += 1;
+                let kind = if run.reason.starts_with("stuck") {
+                    "stuck"
+                } else {
+                    "worker_lost"
+                };
+                metrics().watchdog_actions.with_label_values(&[kind]).inc();
                 tracing::warn!(run_id = run.fence.run_id, attempt = run.fence.attempt, state = %after.state, reason = %run.reason, "run taken back");
+                taken.push(after);
             }
             // It moved on between the scan and the update: nothing to do.
             Err(FenceError::Superseded { .. }) => {}

@@ -365,9 +365,7 @@ impl Fence {
 #[derive(Debug, Clone)]
 pub struct ClaimedRun {
     pub fence: Fence,
-    pub keyword_id: i64,
-    pub site_id: i64,
-    pub max_attempts: i32,
+    pub run: CrawlRun,
 }
 
 /// Claims a dispatched run for this worker; `None` when the message is stale or
@@ -379,19 +377,20 @@ pub async fn claim(
     worker_id: &str,
 ) -> sqlx::Result<Option<ClaimedRun>> {
     let mut tx = pool.begin().await?;
-    let row = sqlx::query!(
+    let run = sqlx::query_as!(
+        CrawlRun,
         r#"UPDATE crawl_runs
            SET state = 'running', worker_id = $3, started_at = now(), heartbeat_at = now(),
                state_changed_at = now(), dispatched_at = NULL, pages_crawled = 0, current_url = NULL
            WHERE id = $1 AND attempt = $2 AND state = 'queued'
-           RETURNING keyword_id, site_id, max_attempts"#,
+           RETURNING *"#,
         run_id,
         attempt,
         worker_id
     )
     .fetch_optional(&mut *tx)
     .await?;
-    let Some(row) = row else {
+    let Some(run) = run else {
         return Ok(None);
     };
     sqlx::query!(
@@ -409,9 +408,7 @@ pub async fn claim(
             attempt,
             worker_id: worker_id.to_owned(),
         },
-        keyword_id: row.keyword_id,
-        site_id: row.site_id,
-        max_attempts: row.max_attempts,
+        run,
     }))
 }
 
@@ -481,22 +478,25 @@ pub async fn attempts(pool: &PgPool, run_id: i64) -> sqlx::Result<Vec<Attempt>> 
 }
 
 /// Records that a page request is in flight.
-pub async fn enter_url_call(pool: &PgPool, fence: &Fence, url: &str) -> Result<(), FenceError> {
-    let done = sqlx::query!(
+pub async fn enter_url_call(
+    pool: &PgPool,
+    fence: &Fence,
+    url: &str,
+) -> Result<CrawlRun, FenceError> {
+    sqlx::query_as!(
+        CrawlRun,
         r#"UPDATE crawl_runs
            SET state = 'url_call', current_url = $4, state_changed_at = now(), heartbeat_at = now()
-           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state IN ('running', 'call_done')"#,
+           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state IN ('running', 'call_done')
+           RETURNING *"#,
         fence.run_id,
         fence.attempt,
         fence.worker_id,
         url
     )
-    .execute(pool)
-    .await?;
-    if done.rows_affected() == 0 {
-        return Err(fence.superseded());
-    }
-    Ok(())
+    .fetch_optional(pool)
+    .await?
+    .ok_or_else(|| fence.superseded())
 }
 
 /// Whether the worker still holds the run (not cancelled, not taken over).
@@ -548,7 +548,7 @@ pub async fn store_page(
     page: i32,
     page_url: &str,
     items: &[PageItem],
-) -> Result<i32, FenceError> {
+) -> Result<CrawlRun, FenceError> {
     let mut tx = pool.begin().await?;
     let held = sqlx::query!(
         r#"SELECT keyword_id, site_id FROM crawl_runs
@@ -592,19 +592,20 @@ pub async fn store_page(
     )
     .execute(&mut *tx)
     .await?;
-    let items_found = sqlx::query_scalar!(
+    let run = sqlx::query_as!(
+        CrawlRun,
         r#"UPDATE crawl_runs
            SET state = 'call_done', pages_crawled = $2, state_changed_at = now(), heartbeat_at = now(),
                items_found = (SELECT count(*) FROM crawl_results WHERE run_id = $1)
            WHERE id = $1
-           RETURNING items_found"#,
+           RETURNING *"#,
         fence.run_id,
         page
     )
     .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok(items_found)
+    Ok(run)
 }
 
 /// Ends the attempt as completed; results of pages past the last one crawled

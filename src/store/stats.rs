@@ -2,11 +2,11 @@
 //! gauges and the CloudWatch scaling metric. Postgres is the true backlog.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
 /// Runs by state, as the queue endpoint shows them.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct QueueCounts {
     pub queued: i64,
     /// Of `queued`: job message in Redis, not yet claimed.

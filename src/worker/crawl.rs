@@ -17,6 +17,8 @@ use super::{
 };
 use crate::{
     domain::site::SiteSpec,
+    events::{Event, EventPublisher},
+    metrics::metrics,
     queue::Job,
     store::{
         self,
@@ -50,6 +52,8 @@ pub struct CrawlContext {
     pub drain_deadline: CancellationToken,
     /// Every crawl in flight, waited for at shutdown.
     pub crawls: tokio_util::task::TaskTracker,
+    /// Where run changes are announced to the api's live clients.
+    pub events: EventPublisher,
     /// On ECS: protects the task from scale-in while it holds runs.
     pub scale_in: Option<super::scale_in::ScaleInProtection>,
 }
@@ -114,6 +118,8 @@ pub async fn handle(job: Job, ctx: &CrawlContext) {
         }
     };
     let fence = claimed.fence;
+    let site_label = claimed.run.site_id.to_string();
+    ctx.events.run_updated(&claimed.run).await;
     tracing::info!(run_id, attempt, "crawl started");
     if let Some(protection) = &ctx.scale_in {
         protection.hold().await;
@@ -126,24 +132,25 @@ pub async fn handle(job: Job, ctx: &CrawlContext) {
         lost.clone(),
     ));
     let result = tokio::select! {
-        result = crawl(ctx, &fence, claimed.keyword_id, claimed.site_id) => result,
+        result = crawl(ctx, &fence, claimed.run.keyword_id, claimed.run.site_id) => result,
         _ = lost.cancelled() => Err(FenceError::Superseded { run_id, attempt }.into()),
         _ = ctx.drain_deadline.cancelled() => Err(CrawlError::Drained),
     };
     watch.abort();
+    let metrics = metrics();
     let ended = match result {
         Ok(last_page) => persist("completion", OUTAGE_PATIENCE, || {
             store::runs::complete(&ctx.pool, &fence, last_page)
         })
         .await
-        .map(|run| tracing::info!(run_id, items = run.items_found, "crawl completed")),
+        .map(Some),
         Err(CrawlError::Fence(FenceError::Superseded { .. })) => {
             tracing::warn!(
                 run_id,
                 attempt,
                 "attempt superseded or cancelled; crawl stopped"
             );
-            Ok(())
+            Ok(None)
         }
         Err(CrawlError::Fence(FenceError::Database(e))) => Err(FenceError::Database(e)),
         // Draining is bounded by the process's own deadline: no long patience.
@@ -151,20 +158,48 @@ pub async fn handle(job: Job, ctx: &CrawlContext) {
             store::runs::release(&ctx.pool, &fence)
         })
         .await
-        .map(|_| tracing::info!(run_id, "run handed back to the queue (drain)")),
-        Err(CrawlError::Attempt { reason, retry, .. }) => persist(
-            "failure",
-            OUTAGE_PATIENCE,
-            || store::runs::fail_attempt(&ctx.pool, &fence, &reason, !retry),
-        )
-        .await
-        .map(|run| tracing::warn!(run_id, attempt, state = %run.state, %reason, "attempt failed")),
+        .map(Some),
+        Err(CrawlError::Attempt { reason, retry, .. }) => {
+            if reason.starts_with("stuck") {
+                metrics
+                    .stuck_detections
+                    .with_label_values(&[&site_label])
+                    .inc();
+            }
+            let run = persist("failure", OUTAGE_PATIENCE, || {
+                store::runs::fail_attempt(&ctx.pool, &fence, &reason, !retry)
+            })
+            .await;
+            if let Ok(run) = &run {
+                tracing::warn!(run_id, attempt, state = %run.state, %reason, "attempt failed");
+                if run.state == "queued" {
+                    metrics.retries.with_label_values(&[&site_label]).inc();
+                }
+            }
+            run.map(Some)
+        }
     };
+    if let Ok(Some(run)) = &ended {
+        match run.state.as_str() {
+            "completed" => tracing::info!(run_id, items = run.items_found, "crawl completed"),
+            "queued" if run.attempt == attempt => {
+                tracing::info!(run_id, "run handed back to the queue (drain)")
+            }
+            _ => {}
+        }
+        if matches!(run.state.as_str(), "completed" | "failed") {
+            metrics
+                .runs_finished
+                .with_label_values(&[run.state.as_str(), &site_label])
+                .inc();
+        }
+        ctx.events.run_updated(run).await;
+    }
     if let Some(protection) = &ctx.scale_in {
         protection.release().await;
     }
     match ended {
-        Ok(()) | Err(FenceError::Superseded { .. }) => {}
+        Ok(_) | Err(FenceError::Superseded { .. }) => {}
         // The run stays held; the watchdog takes it back once the heartbeat stops.
         Err(e) => tracing::error!(run_id, error = ?e, "could not record the end of the attempt"),
     }
@@ -299,19 +334,36 @@ async fn crawl_pages(
         let url = spec.search_url.url_for(keyword, page as u32).map_err(|e| {
             CrawlError::permanent(format!("search URL for {keyword:?} is invalid: {e}"))
         })?;
-        persist("page start", OUTAGE_PATIENCE, || {
+        let calling = persist("page start", OUTAGE_PATIENCE, || {
             store::runs::enter_url_call(&ctx.pool, fence, url.as_str())
         })
         .await?;
-        let items = match fetch_page(session, spec, &url, page, stuck_timeout).await? {
+        ctx.events.run_updated(&calling).await;
+        let fetch_started = std::time::Instant::now();
+        let fetched = fetch_page(session, spec, &url, page, stuck_timeout).await;
+        metrics()
+            .page_fetch_duration
+            .with_label_values(&[&calling.site_id.to_string()])
+            .observe(fetch_started.elapsed().as_secs_f64());
+        let items = match fetched? {
             PageOutcome::Items(items) => items,
             PageOutcome::PastTheEnd => Vec::new(),
         };
         let found = items.len();
-        persist("page results", OUTAGE_PATIENCE, || {
+        let stored = persist("page results", OUTAGE_PATIENCE, || {
             store::runs::store_page(&ctx.pool, fence, page, url.as_str(), &items)
         })
         .await?;
+        ctx.events
+            .publish(&Event::ResultStored {
+                run_id: stored.id,
+                keyword_id: stored.keyword_id,
+                site_id: stored.site_id,
+                page,
+                count: found,
+            })
+            .await;
+        ctx.events.run_updated(&stored).await;
         tracing::debug!(run_id = fence.run_id, page, found, "page stored");
         if found == 0 {
             return Ok(page);

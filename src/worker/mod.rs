@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::Config,
+    events::EventPublisher,
     queue::{self, Job},
     store,
 };
@@ -96,6 +97,7 @@ pub async fn run(
         heartbeat_every: Duration::from_secs(config.heartbeat_interval_secs.max(1)),
         drain_deadline: CancellationToken::new(),
         crawls: tokio_util::task::TaskTracker::new(),
+        events: EventPublisher::new(redis.clone(), &config.queue_name),
         scale_in: config
             .ecs_agent_uri
             .as_deref()

@@ -181,11 +181,13 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
     let found = store::runs::store_page(pool, &second, 1, "http://x/1", &items(4, "new"))
         .await
         .unwrap();
-    assert_eq!(found, 4, "the retried page replaced its rows");
+    assert_eq!(found.items_found, 4, "the retried page replaced its rows");
 
     // The first worker comes back: none of its writes land.
     for result in [
-        store::runs::enter_url_call(pool, &first, "http://x/2").await,
+        store::runs::enter_url_call(pool, &first, "http://x/2")
+            .await
+            .map(|_| ()),
         store::runs::heartbeat(pool, &first).await,
         store::runs::store_page(pool, &first, 2, "http://x/2", &items(5, "late"))
             .await

@@ -104,6 +104,8 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
         cloudwatch_enabled: false,
         cloudwatch_namespace: "CrawlerService".into(),
         metric_interval_secs: 60,
+        ws_ping_interval_secs: 30,
+        ws_send_timeout_secs: 10,
         log_format: LogFormat::Pretty,
         worker_concurrency: 2,
         chromedriver_path: std::env::var("CHROMEDRIVER_PATH")
@@ -180,16 +182,14 @@ impl TestApp {
                 .await
                 .expect("roles reach Postgres")
         };
-        let state = AppState {
-            pool: roles_pool.clone(),
-            redis: redis.clone(),
-            default_max_attempts: config.max_attempts as i32,
-        };
-        let app = Application::build("127.0.0.1", 0, state)
+        let state =
+            AppState::from_config(&config, roles_pool.clone(), redis.clone(), shutdown.clone())
+                .expect("api settings are valid");
+        let app = Application::build(&config, 0, state)
             .await
             .expect("api binds");
         let base = format!("http://{}", app.local_addr());
-        set.spawn(app.run_until_stopped(shutdown.clone()));
+        set.spawn(app.run_until_stopped());
         if roles.scheduler {
             set.spawn(scheduler::run(
                 config.clone(),

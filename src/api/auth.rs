@@ -1,0 +1,133 @@
+//! Bearer tokens on `/api` and `/ws`: write tokens may do anything, read
+//! tokens only GET and subscribe. Compared in constant time; never logged.
+
+use axum::{
+    extract::{Request, State},
+    http::{Method, header},
+    middleware::Next,
+    response::Response,
+};
+use sha2::{Digest, Sha256};
+
+use super::{ApiError, AppState};
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// The configured tokens, kept as digests so comparing them takes the same
+/// time whatever the input (no length or prefix leaks).
+#[derive(Clone, Default)]
+pub struct Tokens {
+    write: Vec<[u8; 32]>,
+    read: Vec<[u8; 32]>,
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl Tokens {
+    pub fn new(write: &[String], read: &[String]) -> Self {
+        let keep = |tokens: &[String]| {
+            tokens
+                .iter()
+                .map(|t| t.trim())
+                .filter(|t| !t.is_empty())
+                .map(digest)
+                .collect::<Vec<_>>()
+        };
+        Tokens {
+            write: keep(write),
+            read: keep(read),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.write.is_empty() && self.read.is_empty()
+    }
+
+    /// The access a presented token grants; every token is compared.
+    pub fn access(&self, presented: &str) -> Option<Access> {
+        let presented = digest(presented);
+        let write = self
+            .write
+            .iter()
+            .fold(false, |found, t| found | same(t, &presented));
+        let read = self
+            .read
+            .iter()
+            .fold(false, |found, t| found | same(t, &presented));
+        if write {
+            Some(Access::Write)
+        } else if read {
+            Some(Access::Read)
+        } else {
+            None
+        }
+    }
+}
+
+/// The token of a request: `Authorization: Bearer`, or `?token=` on `/ws`
+/// (browsers cannot set headers on a WebSocket).
+fn presented_token(req: &Request) -> Option<String> {
+    if let Some(value) = req.headers().get(header::AUTHORIZATION) {
+        let value = value.to_str().ok()?;
+        let (scheme, token) = value.split_once(' ')?;
+        return scheme
+            .eq_ignore_ascii_case("bearer")
+            .then(|| token.trim().to_owned());
+    }
+    if req.uri().path() == "/ws" {
+        let query = req.uri().query()?;
+        return url::form_urlencoded::parse(query.as_bytes())
+            .find(|(k, _)| k == "token")
+            .map(|(_, v)| v.into_owned());
+    }
+    None
+}
+
+/// Middleware: lets a request through only with a token allowed to make it.
+pub async fn require_token(
+    State(state): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let Some(tokens) = &state.tokens else {
+        return Ok(next.run(req).await);
+    };
+    let access = presented_token(&req).and_then(|t| tokens.access(&t));
+    match access {
+        None => {
+            tracing::info!(method = %req.method(), path = %req.uri().path(), "request without a valid token refused");
+            Err(ApiError::Unauthorized)
+        }
+        Some(Access::Read) if !matches!(*req.method(), Method::GET | Method::HEAD) => {
+            Err(ApiError::Forbidden)
+        }
+        Some(_) => Ok(next.run(req).await),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_grant_their_access_and_nothing_else() {
+        let tokens = Tokens::new(&["w1".into(), " w2 ".into()], &["r1".into(), "".into()]);
+        assert_eq!(tokens.access("w1"), Some(Access::Write));
+        assert_eq!(tokens.access("w2"), Some(Access::Write));
+        assert_eq!(tokens.access("r1"), Some(Access::Read));
+        assert_eq!(tokens.access(""), None);
+        assert_eq!(tokens.access("w"), None);
+        assert!(Tokens::new(&[], &["".into()]).is_empty());
+    }
+}
