@@ -20,6 +20,8 @@ use sqlx::{Connection, PgConnection, PgPool};
 use tokio::process::{Child, Command};
 
 const WORKERS: usize = 3;
+/// The API token of this throwaway fleet.
+const CHAOS_TOKEN: &str = "chaos-local-token";
 
 struct Fleet {
     database_url: String,
@@ -42,6 +44,10 @@ impl Fleet {
             .env("QUEUE_NAME", &self.queue)
             .env("API_HOST", "127.0.0.1")
             .env("API_PORT", self.api_port.to_string())
+            .env("API_TOKENS", CHAOS_TOKEN)
+            // Several workers on one host: any free side port each.
+            .env("SCHEDULER_PORT", "0")
+            .env("METRICS_PORT", "0")
             .env("WORKER_CONCURRENCY", "2")
             .env("HEARTBEAT_INTERVAL_SECS", "1")
             .env("HEARTBEAT_TIMEOUT_SECS", "5")
@@ -229,7 +235,16 @@ async fn run_chaos(
     runs: usize,
     fault_secs: u64,
 ) -> anyhow::Result<String> {
-    let http = reqwest::Client::new();
+    let http = reqwest::Client::builder()
+        .default_headers(
+            [(
+                reqwest::header::AUTHORIZATION,
+                format!("Bearer {CHAOS_TOKEN}").parse()?,
+            )]
+            .into_iter()
+            .collect(),
+        )
+        .build()?;
     let api = format!("http://127.0.0.1:{}", fleet.api_port);
     let started = Instant::now();
     while http.get(format!("{api}/ready")).send().await.is_err() {

@@ -48,8 +48,11 @@ async fn upgrade(ws: WebSocketUpgrade, State(state): State<AppState>) -> Respons
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 struct Filter {
+    #[serde(skip_serializing_if = "Option::is_none")]
     keyword_id: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     site_id: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     run_id: Option<i64>,
 }
 

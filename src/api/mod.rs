@@ -154,7 +154,8 @@ pub fn router(state: AppState) -> Router {
             Duration::from_secs(30),
         ))
         .layer(TraceLayer::new_for_http())
-        .layer(middleware::from_fn(observe::track))
+        // A route layer: it sees the matched route pattern (bounded labels).
+        .route_layer(middleware::from_fn(observe::track))
         .with_state(state)
 }
 

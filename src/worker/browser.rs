@@ -17,6 +17,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
+use crate::metrics::metrics;
+
 use super::processes::{kill_chrome_under, kill_chrome_under_and_wait};
 
 /// Flags measured necessary or useful on these machines (BROWSER-NOTES.md).
@@ -70,6 +72,7 @@ impl BrowserSession {
     /// Ends the session: politely first, then by killing its processes, and
     /// removes its profile folder.
     async fn close(self) {
+        metrics().browser_sessions_open.dec();
         let polite = tokio::time::timeout(Duration::from_secs(5), self.client.close()).await;
         if !matches!(polite, Ok(Ok(()))) {
             kill_chrome_under(&self.profile_dir);
@@ -79,6 +82,11 @@ impl BrowserSession {
 
     /// Kills the session's processes at once (a hung renderer or script loop).
     async fn kill(self) {
+        metrics().browser_sessions_open.dec();
+        metrics()
+            .browser_restarts
+            .with_label_values(&["session"])
+            .inc();
         kill_chrome_under(&self.profile_dir);
         let _ = tokio::time::timeout(Duration::from_secs(2), self.client.close()).await;
         remove_profile(&self.profile_dir).await;
@@ -200,12 +208,16 @@ impl BrowserPool {
             .connect(&self.webdriver_url)
             .await;
         match connect {
-            Ok(client) => Ok(BrowserSession {
-                client,
-                profile_dir,
-                pages: 0,
-                generation,
-            }),
+            Ok(client) => {
+                // Counted down by `close` or `kill`.
+                metrics().browser_sessions_open.inc();
+                Ok(BrowserSession {
+                    client,
+                    profile_dir,
+                    pages: 0,
+                    generation,
+                })
+            }
             Err(e) => {
                 kill_chrome_under(&profile_dir);
                 remove_profile(&profile_dir).await;

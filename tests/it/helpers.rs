@@ -410,6 +410,10 @@ impl RoleProcess {
             .env("QUEUE_NAME", &config.queue_name)
             .env("API_HOST", "127.0.0.1")
             .env("API_PORT", "0")
+            .env("SCHEDULER_PORT", config.scheduler_port.to_string())
+            .env("METRICS_PORT", config.metrics_port.to_string())
+            .env("AUTH_DISABLED", config.auth_disabled.to_string())
+            .env("API_TOKENS", config.api_tokens.join(","))
             .env("WORKER_CONCURRENCY", config.worker_concurrency.to_string())
             .env(
                 "DISPATCH_INTERVAL_MS",

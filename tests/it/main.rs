@@ -8,6 +8,7 @@ mod crawl;
 mod dispatch;
 mod faults;
 mod fleet;
+mod live;
 mod operations;
 mod scheduling;
 mod worker_faults;
