@@ -301,9 +301,10 @@ async fn run_chaos(
             .copied()
             .unwrap();
         let at = Instant::now();
+        let kill = step % 4 == 1 || (step % 4 == 3 && flushed);
         let recovery = match step % 4 {
             // SIGKILL a worker; its browsers die with the "container"; ECS starts a new one.
-            1 | 3 => {
+            _ if kill => {
                 let pid = workers[index].id().unwrap();
                 let left = descendants(pid);
                 workers[index].start_kill()?;
@@ -327,9 +328,9 @@ async fn run_chaos(
                 workers[index] = fleet.spawn("worker")?;
                 recovered_after(&pool, at, Some(pid)).await
             }
-            // chromedriver killed under a worker, or Redis flushed once.
+            // Redis flushed once, then chromedriver killed under a worker.
             _ => {
-                if !flushed {
+                if step % 4 == 3 {
                     flushed = true;
                     let mut redis = queue::connect(&fleet.redis_url).await?;
                     let keys: Vec<String> = redis::cmd("KEYS")

@@ -6,9 +6,27 @@ use axum::{
     http::StatusCode,
     response::{IntoResponse, Response},
 };
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::domain::FieldError;
+
+/// The body of every error response.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Machine-readable: bad_request, unauthorized, forbidden, not_found,
+    /// conflict, payload_too_large, unsupported_media_type, invalid_field, internal.
+    pub code: String,
+    pub message: String,
+    /// The offending field, when one is at fault (`fields.title.selector`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -91,11 +109,14 @@ impl IntoResponse for ApiError {
             }
             other => other.to_string(),
         };
-        let mut error = json!({ "code": code, "message": message });
-        if let Some(field) = field {
-            error["field"] = json!(field);
-        }
-        let mut response = (status, Json(json!({ "error": error }))).into_response();
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: code.to_owned(),
+                message,
+                field: field.map(str::to_owned),
+            },
+        };
+        let mut response = (status, Json(body)).into_response();
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,

@@ -1,18 +1,35 @@
 use std::time::Duration;
 
-use axum::{Json, Router, extract::State, http::StatusCode, routing::get};
+use axum::{Json, extract::State, http::StatusCode};
 use serde_json::{Value, json};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::AppState;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
-        .route("/ready", get(ready))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(health))
+        .routes(routes!(ready))
+        .routes(routes!(metrics))
+}
+
+/// The process is alive (no dependency is checked).
+#[utoipa::path(get, path = "/health", tag = "operations", responses((status = 200, body = Object)))]
+async fn health() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// Prometheus text format. Open: serve it on a private port or behind the
+/// security group, not to the world.
+#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, content_type = "text/plain", body = String)))]
+async fn metrics() -> impl axum::response::IntoResponse {
+    super::render_metrics().await
 }
 
 /// Ready when Postgres and Redis both answer within 2 s; 503 otherwise, with
 /// what failed.
+#[utoipa::path(get, path = "/ready", tag = "operations",
+    responses((status = 200, body = Object), (status = 503, description = "A dependency is unreachable", body = Object)))]
 async fn ready(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
     let limit = Duration::from_secs(2);
     let postgres =

@@ -1,12 +1,9 @@
-use axum::{
-    Json, Router,
-    extract::State,
-    http::StatusCode,
-    routing::{get, post},
-};
+use axum::{Json, extract::State, http::StatusCode};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
     ApiError, AppState, Page,
+    error::ErrorBody,
     extract::{ApiJson, Id},
 };
 use crate::{
@@ -18,11 +15,11 @@ use crate::{
     },
 };
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/keywords", get(list).post(create))
-        .route("/keywords/{id}", get(show).put(update).delete(delete))
-        .route("/keywords/{id}/crawl", post(crawl))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(show, update, delete))
+        .routes(routes!(crawl))
 }
 
 impl From<WriteError> for ApiError {
@@ -37,6 +34,9 @@ impl From<WriteError> for ApiError {
     }
 }
 
+/// Create a keyword on some sites.
+#[utoipa::path(post, path = "/keywords", tag = "keywords", security(("bearer" = [])), request_body = KeywordInput,
+    responses((status = 201, body = Keyword), (status = 422, description = "Bad cron, unknown site ids...", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn create(
     State(state): State<AppState>,
     ApiJson(input): ApiJson<KeywordInput>,
@@ -46,6 +46,9 @@ async fn create(
     Ok((StatusCode::CREATED, Json(keyword)))
 }
 
+/// Every keyword.
+#[utoipa::path(get, path = "/keywords", tag = "keywords", security(("bearer" = [])),
+    responses((status = 200, body = Page<Keyword>), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn list(State(state): State<AppState>) -> Result<Json<Page<Keyword>>, ApiError> {
     let items = store::keywords::list(&state.pool).await?;
     Ok(Json(Page {
@@ -54,6 +57,9 @@ async fn list(State(state): State<AppState>) -> Result<Json<Page<Keyword>>, ApiE
     }))
 }
 
+/// One keyword.
+#[utoipa::path(get, path = "/keywords/{id}", tag = "keywords", security(("bearer" = [])), params(("id" = i64, Path)),
+    responses((status = 200, body = Keyword), (status = 404, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<Keyword>, ApiError> {
     store::keywords::get(&state.pool, id)
         .await?
@@ -61,6 +67,10 @@ async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<Keyword>
         .ok_or_else(|| ApiError::not_found("keyword", id))
 }
 
+/// Replace a keyword (schedule changes apply without a restart).
+#[utoipa::path(put, path = "/keywords/{id}", tag = "keywords", security(("bearer" = [])), params(("id" = i64, Path)),
+    request_body = KeywordInput,
+    responses((status = 200, body = Keyword), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn update(
     State(state): State<AppState>,
     Id(id): Id,
@@ -73,6 +83,9 @@ async fn update(
         .ok_or_else(|| ApiError::not_found("keyword", id))
 }
 
+/// Delete a keyword with its runs and results.
+#[utoipa::path(delete, path = "/keywords/{id}", tag = "keywords", security(("bearer" = [])), params(("id" = i64, Path)),
+    responses((status = 204), (status = 404, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn delete(State(state): State<AppState>, Id(id): Id) -> Result<StatusCode, ApiError> {
     if store::keywords::delete(&state.pool, id).await? {
         Ok(StatusCode::NO_CONTENT)
@@ -81,8 +94,11 @@ async fn delete(State(state): State<AppState>, Id(id): Id) -> Result<StatusCode,
     }
 }
 
-/// Queues a run of the keyword on each of its sites, now; sites with an
+/// Queue a run of the keyword on each of its sites, now; sites with an
 /// active run are reported under `already_active` instead of queued twice.
+#[utoipa::path(post, path = "/keywords/{id}/crawl", tag = "keywords", security(("bearer" = [])),
+    params(("id" = i64, Path)),
+    responses((status = 202, body = QueueOutcome), (status = 404, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn crawl(
     State(state): State<AppState>,
     Id(id): Id,

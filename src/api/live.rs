@@ -12,18 +12,17 @@ use std::{
 };
 
 use axum::{
-    Router,
     extract::{
         State,
         ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code},
     },
     response::Response,
-    routing::get,
 };
 use futures::{SinkExt, StreamExt, stream::SplitSink};
 use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::{broadcast, watch};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::AppState;
 use crate::{events::Event, metrics::metrics, store};
@@ -36,10 +35,16 @@ pub struct LiveSettings {
     pub send_timeout: Duration,
 }
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/ws", get(upgrade))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(upgrade))
 }
 
+/// Live events as JSON text frames: `run.updated`, `result.stored`,
+/// `queue.stats` (every 5 s), `lagged`. Send `{"subscribe": {"keyword_id"?,
+/// "site_id"?, "run_id"?}}` to filter. The token may be given as `?token=`.
+#[utoipa::path(get, path = "/ws", tag = "live", security(("bearer" = [])),
+    params(("token" = Option<String>, Query, description = "The bearer token, for browsers")),
+    responses((status = 101, description = "Switching to the WebSocket protocol"), (status = 401, body = super::error::ErrorBody)))]
 async fn upgrade(ws: WebSocketUpgrade, State(state): State<AppState>) -> Response {
     ws.on_upgrade(move |socket| serve_client(socket, state))
 }

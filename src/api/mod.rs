@@ -16,13 +16,17 @@ use std::{net::SocketAddr, time::Duration};
 
 use anyhow::Context;
 use apalis_redis::ConnectionManager;
-use axum::{Router, extract::DefaultBodyLimit, http::StatusCode, middleware, routing::get};
+use std::sync::LazyLock;
+
+use axum::{Json, Router, extract::DefaultBodyLimit, http::StatusCode, middleware};
 use serde::Serialize;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tower_http::{timeout::TimeoutLayer, trace::TraceLayer};
+use utoipa::OpenApi as _;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{
     config::Config,
@@ -92,7 +96,7 @@ impl AppState {
 }
 
 /// A list response; `next_cursor` is set when there may be more.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Page<T> {
     pub items: Vec<T>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -125,25 +129,87 @@ fn parse_cursor(cursor: Option<&str>) -> Result<Option<i64>, ApiError> {
         .transpose()
 }
 
+/// The OpenAPI description: the security scheme and the error schema; the
+/// paths come from the handlers' annotations as the router is built.
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(title = "crawlfleet", description = "Keyword crawls of many sites on a schedule, in headless Chrome."),
+    modifiers(&BearerAuth),
+    components(schemas(error::ErrorBody, error::ErrorDetail))
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        openapi
+            .components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme(
+                "bearer",
+                SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+            );
+    }
+}
+
+/// The routes, grouped by who may call them: `/api` and `/ws` behind tokens,
+/// the operations endpoints open.
+struct Routes {
+    api: OpenApiRouter<AppState>,
+    live: OpenApiRouter<AppState>,
+    open: OpenApiRouter<AppState>,
+}
+
+fn routes() -> Routes {
+    Routes {
+        api: OpenApiRouter::new()
+            .merge(sites::router())
+            .merge(keywords::router())
+            .merge(runs::router())
+            .merge(results::router())
+            .merge(queue::router())
+            .routes(routes!(openapi_json)),
+        live: live::router(),
+        open: health::router(),
+    }
+}
+
+/// The whole API as an OpenAPI 3 document, generated from the same handlers
+/// the router serves, so the two cannot drift.
+pub fn openapi() -> &'static utoipa::openapi::OpenApi {
+    static DOC: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(|| {
+        let Routes { api, live, open } = routes();
+        OpenApiRouter::with_openapi(ApiDoc::openapi())
+            .nest("/api", api)
+            .merge(live)
+            .merge(open)
+            .into_openapi()
+    });
+    &DOC
+}
+
+/// This document.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations", security(("bearer" = [])), responses((status = 200, body = Object)))]
+async fn openapi_json() -> Json<&'static utoipa::openapi::OpenApi> {
+    Json(openapi())
+}
+
 pub fn router(state: AppState) -> Router {
     let guarded = middleware::from_fn_with_state(state.clone(), auth::require_token);
-    let api = Router::new()
-        .merge(sites::router())
-        .merge(keywords::router())
-        .merge(runs::router())
-        .merge(results::router())
-        .merge(queue::router())
-        .route_layer(guarded.clone());
-    Router::new()
-        .nest("/api", api)
-        .merge(live::router().route_layer(guarded))
-        .merge(health::router())
-        .route("/metrics", get(render_metrics))
+    let Routes { api, live, open } = routes();
+    let (router, _) = OpenApiRouter::new()
+        .nest("/api", api.route_layer(guarded.clone()))
+        .merge(live.route_layer(guarded))
+        .merge(open)
+        .split_for_parts();
+    router
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async {
             (
                 StatusCode::METHOD_NOT_ALLOWED,
-                axum::Json(serde_json::json!({
+                Json(serde_json::json!({
                     "error": {"code": "method_not_allowed", "message": "method not allowed on this route"}
                 })),
             )

@@ -1,18 +1,20 @@
-use axum::{Json, Router, extract::State, routing::get};
+use axum::{Json, extract::State};
 use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::{ApiError, AppState};
+use super::{ApiError, AppState, error::ErrorBody};
 use crate::store::{
     self,
     stats::{QueueCounts, WorkerSeen},
 };
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/jobs/queue", get(show))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(show))
 }
 
 /// The queue as the fleet sees it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct QueueReport {
     #[serde(flatten)]
     pub counts: QueueCounts,
@@ -23,6 +25,8 @@ pub struct QueueReport {
 }
 
 /// Counts by state, the oldest queued run's age, and the live workers.
+#[utoipa::path(get, path = "/jobs/queue", tag = "queue", security(("bearer" = [])),
+    responses((status = 200, body = QueueReport), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn show(State(state): State<AppState>) -> Result<Json<QueueReport>, ApiError> {
     let counts = store::stats::queue_counts(&state.pool).await?;
     let workers = store::stats::workers_seen(&state.pool).await?;

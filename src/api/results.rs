@@ -1,17 +1,22 @@
-use axum::{Json, Router, extract::State, routing::get};
+use axum::{Json, extract::State};
 use serde::Deserialize;
+use utoipa::IntoParams;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::{ApiError, AppState, Page, extract::ApiQuery, page_limit, parse_cursor};
+use super::{
+    ApiError, AppState, Page, error::ErrorBody, extract::ApiQuery, page_limit, parse_cursor,
+};
 use crate::store::{
     self,
     results::{CrawlResult, ResultFilter},
 };
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/results", get(list))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ResultQuery {
     keyword_id: Option<i64>,
@@ -23,6 +28,8 @@ struct ResultQuery {
 
 /// Results in the order they were stored; pass `next_cursor` back as `cursor`
 /// for the next page.
+#[utoipa::path(get, path = "/results", tag = "results", security(("bearer" = [])), params(ResultQuery),
+    responses((status = 200, body = Page<CrawlResult>), (status = 400, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<ResultQuery>,

@@ -1,13 +1,11 @@
-use axum::http::StatusCode;
-use axum::{
-    Json, Router,
-    extract::State,
-    routing::{get, post},
-};
+use axum::{Json, extract::State, http::StatusCode};
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
     ApiError, AppState, Page,
+    error::ErrorBody,
     extract::{ApiQuery, Id},
     page_limit, parse_cursor,
 };
@@ -19,15 +17,16 @@ use crate::{
     },
 };
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/runs", get(list))
-        .route("/runs/{id}", get(show))
-        .route("/runs/{id}/cancel", post(cancel))
-        .route("/runs/{id}/retry", post(retry))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(show))
+        .routes(routes!(cancel))
+        .routes(routes!(retry))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct RunQuery {
     keyword_id: Option<i64>,
@@ -37,7 +36,9 @@ struct RunQuery {
     cursor: Option<String>,
 }
 
-/// Runs, newest first.
+/// Runs, newest first; pass `next_cursor` back as `cursor` for more.
+#[utoipa::path(get, path = "/runs", tag = "runs", security(("bearer" = [])), params(RunQuery),
+    responses((status = 200, body = Page<CrawlRun>), (status = 400, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<RunQuery>,
@@ -57,13 +58,16 @@ async fn list(
 }
 
 /// A run with the history of its attempts.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct RunDetail {
     #[serde(flatten)]
     run: CrawlRun,
     attempts: Vec<Attempt>,
 }
 
+/// One run and every attempt: started, ended, worker, outcome, reason, last URL.
+#[utoipa::path(get, path = "/runs/{id}", tag = "runs", security(("bearer" = [])), params(("id" = i64, Path)),
+    responses((status = 200, body = RunDetail), (status = 404, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<RunDetail>, ApiError> {
     let run = store::runs::get(&state.pool, id)
         .await?
@@ -72,7 +76,10 @@ async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<RunDetai
     Ok(Json(RunDetail { run, attempts }))
 }
 
-/// Queues a failed or cancelled run again, with a fresh attempt budget.
+/// Queue a failed or cancelled run again, with a fresh attempt budget.
+#[utoipa::path(post, path = "/runs/{id}/retry", tag = "runs", security(("bearer" = [])), params(("id" = i64, Path)),
+    responses((status = 202, body = CrawlRun), (status = 404, body = ErrorBody),
+              (status = 409, description = "Not failed or cancelled, or its pair is active", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn retry(
     State(state): State<AppState>,
     Id(id): Id,
@@ -90,7 +97,10 @@ async fn retry(
     }
 }
 
-/// Cancels a queued or active run; a run that already ended is returned as it is.
+/// Cancel a queued or running run (a running crawl stops within seconds); a
+/// run that already ended is returned as it is.
+#[utoipa::path(post, path = "/runs/{id}/cancel", tag = "runs", security(("bearer" = [])), params(("id" = i64, Path)),
+    responses((status = 200, body = CrawlRun), (status = 404, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn cancel(State(state): State<AppState>, Id(id): Id) -> Result<Json<CrawlRun>, ApiError> {
     let run = store::runs::cancel(&state.pool, id)
         .await?

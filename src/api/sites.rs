@@ -1,7 +1,9 @@
-use axum::{Json, Router, extract::State, http::StatusCode, routing::get};
+use axum::{Json, extract::State, http::StatusCode};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
     ApiError, AppState, Page,
+    error::ErrorBody,
     extract::{ApiJson, Id},
 };
 use crate::{
@@ -12,10 +14,10 @@ use crate::{
     },
 };
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/sites", get(list).post(create))
-        .route("/sites/{id}", get(show).put(update).delete(delete))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(show, update, delete))
 }
 
 const NAME_TAKEN: &str = "sites_name_key";
@@ -27,6 +29,10 @@ fn name_taken() -> ApiError {
     }
 }
 
+/// Create a site.
+#[utoipa::path(post, path = "/sites", tag = "sites", security(("bearer" = [])), request_body = SiteInput,
+    responses((status = 201, body = Site), (status = 409, description = "Name taken", body = ErrorBody),
+              (status = 422, description = "A rule broken; `field` names it", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn create(
     State(state): State<AppState>,
     ApiJson(input): ApiJson<SiteInput>,
@@ -39,6 +45,9 @@ async fn create(
     }
 }
 
+/// Every site.
+#[utoipa::path(get, path = "/sites", tag = "sites", security(("bearer" = [])),
+    responses((status = 200, body = Page<Site>), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn list(State(state): State<AppState>) -> Result<Json<Page<Site>>, ApiError> {
     let items = store::sites::list(&state.pool).await?;
     Ok(Json(Page {
@@ -47,6 +56,9 @@ async fn list(State(state): State<AppState>) -> Result<Json<Page<Site>>, ApiErro
     }))
 }
 
+/// One site.
+#[utoipa::path(get, path = "/sites/{id}", tag = "sites", security(("bearer" = [])), params(("id" = i64, Path)),
+    responses((status = 200, body = Site), (status = 404, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<Site>, ApiError> {
     store::sites::get(&state.pool, id)
         .await?
@@ -54,6 +66,11 @@ async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<Site>, A
         .ok_or_else(|| ApiError::not_found("site", id))
 }
 
+/// Replace a site.
+#[utoipa::path(put, path = "/sites/{id}", tag = "sites", security(("bearer" = [])), params(("id" = i64, Path)),
+    request_body = SiteInput,
+    responses((status = 200, body = Site), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+              (status = 422, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn update(
     State(state): State<AppState>,
     Id(id): Id,
@@ -68,6 +85,9 @@ async fn update(
     }
 }
 
+/// Delete a site with its runs and results (409 while it has active runs).
+#[utoipa::path(delete, path = "/sites/{id}", tag = "sites", security(("bearer" = [])), params(("id" = i64, Path)),
+    responses((status = 204), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn delete(State(state): State<AppState>, Id(id): Id) -> Result<StatusCode, ApiError> {
     match store::sites::delete(&state.pool, id).await? {
         DeleteOutcome::Deleted => Ok(StatusCode::NO_CONTENT),

@@ -55,8 +55,9 @@ impl PartialEq for CronSchedule {
     }
 }
 
-/// A keyword as a client sends it.
-#[derive(Debug, Clone, Deserialize)]
+/// A keyword as a client sends it; `schedule` is a 6-field cron expression,
+/// seconds first, in UTC.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KeywordInput {
     pub keyword: String,

@@ -80,9 +80,10 @@ impl CssSelector {
 
 /// How to read one field of an item: the text, or an attribute, of an element
 /// inside the item (or of the item itself when no selector is given).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FieldSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
     pub selector: Option<CssSelector>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attr: Option<String>,
@@ -115,8 +116,9 @@ impl RenderMode {
     }
 }
 
-/// A field as a client sends it.
-#[derive(Debug, Clone, Deserialize)]
+/// A field as a client sends it: CSS `selector` inside the item (none: the
+/// item itself) and `attr` to read (none: the text).
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FieldInput {
     pub selector: Option<String>,
@@ -124,15 +126,17 @@ pub struct FieldInput {
 }
 
 /// A site as a client sends it; [`SiteInput::parse`] checks every rule.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SiteInput {
     pub name: String,
+    /// URL template with `{keyword}` and, for paged searches, `{page}`.
     pub search_url: String,
     pub item_selector: String,
     pub fields: BTreeMap<String, FieldInput>,
     pub wait_for: Option<String>,
     pub max_pages: Option<i32>,
+    /// `browser` (default).
     pub render: Option<String>,
     pub stuck_timeout_secs: Option<i32>,
     pub max_attempts: Option<i32>,

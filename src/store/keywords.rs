@@ -5,7 +5,7 @@ use sqlx::PgPool;
 use crate::domain::keyword::KeywordSpec;
 
 /// A stored keyword, as the API shows it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct Keyword {
     pub id: i64,
     pub keyword: String,

@@ -10,7 +10,7 @@ use sqlx::PgPool;
 use crate::domain::run::{RunState, Trigger, retry_backoff};
 
 /// A stored crawl run, as the API shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct CrawlRun {
     pub id: i64,
     pub keyword_id: i64,
@@ -35,7 +35,7 @@ pub struct CrawlRun {
 }
 
 /// What asking for a crawl did, site by site.
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Default, utoipa::ToSchema)]
 pub struct QueueOutcome {
     /// Runs queued now.
     pub queued: Vec<CrawlRun>,
@@ -454,7 +454,7 @@ async fn close_attempt(
 }
 
 /// One attempt of a run, as the API shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Attempt {
     pub attempt: i32,
     pub worker_id: String,

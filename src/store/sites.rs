@@ -7,7 +7,7 @@ use sqlx::{PgPool, types::Json};
 use crate::domain::site::{CssSelector, FieldSpec, RenderMode, SearchUrlTemplate, SiteSpec};
 
 /// A stored site, as the API shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Site {
     pub id: i64,
     pub name: String,

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
 /// Runs by state, as the queue endpoint shows them.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct QueueCounts {
     pub queued: i64,
     /// Of `queued`: job message in Redis, not yet claimed.
@@ -83,7 +83,7 @@ pub async fn finished_since(pool: &PgPool, since: DateTime<Utc>) -> sqlx::Result
 }
 
 /// A worker seen in the last minute, with what it holds.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct WorkerSeen {
     pub id: String,
     pub host: String,

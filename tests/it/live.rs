@@ -83,6 +83,7 @@ async fn every_api_route_needs_a_token_and_read_tokens_may_only_read() {
         (Method::POST, "/api/runs/1/retry"),
         (Method::GET, "/api/results"),
         (Method::GET, "/api/jobs/queue"),
+        (Method::GET, "/api/openapi.json"),
     ];
     for (method, path) in routes {
         let url = format!("{}{path}", app.base);

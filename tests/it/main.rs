@@ -9,6 +9,7 @@ mod dispatch;
 mod faults;
 mod fleet;
 mod live;
+mod openapi;
 mod operations;
 mod scheduling;
 mod worker_faults;

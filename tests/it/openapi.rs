@@ -1,0 +1,79 @@
+//! The OpenAPI document: valid, and listing exactly the routes the router serves.
+
+use std::collections::BTreeSet;
+
+use reqwest::Method;
+
+use crate::helpers::TestApp;
+
+/// Every route of the router, as (method, path template).
+const ROUTES: &[(&str, &str)] = &[
+    ("get", "/api/sites"),
+    ("post", "/api/sites"),
+    ("get", "/api/sites/{id}"),
+    ("put", "/api/sites/{id}"),
+    ("delete", "/api/sites/{id}"),
+    ("get", "/api/keywords"),
+    ("post", "/api/keywords"),
+    ("get", "/api/keywords/{id}"),
+    ("put", "/api/keywords/{id}"),
+    ("delete", "/api/keywords/{id}"),
+    ("post", "/api/keywords/{id}/crawl"),
+    ("get", "/api/runs"),
+    ("get", "/api/runs/{id}"),
+    ("post", "/api/runs/{id}/cancel"),
+    ("post", "/api/runs/{id}/retry"),
+    ("get", "/api/results"),
+    ("get", "/api/jobs/queue"),
+    ("get", "/api/openapi.json"),
+    ("get", "/ws"),
+    ("get", "/health"),
+    ("get", "/ready"),
+    ("get", "/metrics"),
+];
+
+#[tokio::test]
+async fn the_openapi_document_is_valid_and_lists_every_route_the_router_serves() {
+    let app = TestApp::spawn().await;
+    let (status, doc) = app.get("/api/openapi.json").await;
+    assert_eq!(status, 200);
+    let parsed = oas3::from_json(doc.to_string()).expect("a valid OpenAPI 3 document");
+    assert!(parsed.openapi.starts_with("3."), "{}", parsed.openapi);
+
+    let mut documented = BTreeSet::new();
+    for (path, item) in parsed.paths.iter().flatten() {
+        for (method, _) in item.methods() {
+            documented.insert((method.as_str().to_lowercase(), path.to_owned()));
+        }
+    }
+    let expected: BTreeSet<(String, String)> = ROUTES
+        .iter()
+        .map(|(m, p)| (m.to_string(), p.to_string()))
+        .collect();
+    assert_eq!(documented, expected);
+
+    // Each documented route is served (the router answers, not "no such route").
+    for (method, path) in ROUTES {
+        let url = format!("{}{}", app.base, path.replace("{id}", "1"));
+        let method: Method = method.to_uppercase().parse().unwrap();
+        let mut req = app.http.request(method.clone(), &url);
+        if method == Method::POST || method == Method::PUT {
+            req = req.json(&serde_json::json!({}));
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let body = resp.text().await.unwrap_or_default();
+        assert!(
+            !body.contains("no such route") && status != 405,
+            "{method} {path}: {status} {body}"
+        );
+    }
+
+    let components = parsed.components.expect("components");
+    assert!(components.security_schemes.contains_key("bearer"));
+    assert!(components.schemas.contains_key("ErrorBody"));
+    let crawl = doc["paths"]["/api/keywords/{id}/crawl"]["post"].clone();
+    assert_eq!(crawl["security"][0]["bearer"], serde_json::json!([]));
+    assert!(crawl["responses"]["401"].is_object());
+    app.stop().await;
+}
