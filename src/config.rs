@@ -219,3 +219,23 @@ impl Config {
         Duration::from_millis(self.schedule_sync_interval_ms)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn every_setting_is_documented_in_env_example() {
+        let example = include_str!("../.env.example");
+        for arg in Config::command().get_arguments() {
+            let Some(env) = arg.get_env() else { continue };
+            let name = env.to_str().unwrap();
+            let documented = example
+                .lines()
+                .any(|l| l.trim_start_matches("# ").starts_with(&format!("{name}=")));
+            assert!(documented, "{name} is missing from .env.example");
+        }
+    }
+}

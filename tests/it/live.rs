@@ -463,5 +463,21 @@ async fn queue_stats_report_the_backlog_by_rest_and_websocket() {
         }
     };
     assert_eq!(stats["queued"], 3);
+
+    // Shutting the server down sends a close frame ("going away").
+    let closed = tokio::spawn(async move {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Close(frame))) => return frame.map(|f| u16::from(f.code)),
+                Some(Ok(_)) => {}
+                _ => return None,
+            }
+        }
+    });
     app.stop().await;
+    let code = tokio::time::timeout(Duration::from_secs(10), closed)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(code, Some(1001));
 }
