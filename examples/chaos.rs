@@ -13,7 +13,7 @@ use std::{
 };
 
 use anyhow::{Context, bail};
-use crawlfleet::{demo_site::DemoSite, queue};
+use crawlfleet::{demo_site::DemoSite, queue, worker::processes::descendants};
 use rand::seq::IndexedRandom;
 use serde_json::{Value, json};
 use sqlx::{Connection, PgConnection, PgPool};
@@ -79,37 +79,6 @@ fn signal(child: &Child, sig: i32) {
         // SAFETY: kill(2) on a child of ours.
         unsafe { libc::kill(pid as i32, sig) };
     }
-}
-
-/// Pids of every descendant of `pid`: what a SIGKILLed worker leaves running.
-fn descendants(pid: u32) -> Vec<i32> {
-    let mut children = std::collections::HashMap::<i32, Vec<i32>>::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(p) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        if let Some(ppid) = stat
-            .rsplit_once(") ")
-            .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse().ok())
-        {
-            children.entry(ppid).or_default().push(p);
-        }
-    }
-    let (mut out, mut todo) = (Vec::new(), vec![pid as i32]);
-    while let Some(p) = todo.pop() {
-        for &c in children.get(&p).into_iter().flatten() {
-            out.push(c);
-            todo.push(c);
-        }
-    }
-    out
 }
 
 fn comm(pid: i32) -> String {
@@ -306,7 +275,7 @@ async fn run_chaos(
             // SIGKILL a worker; its browsers die with the "container"; ECS starts a new one.
             _ if kill => {
                 let pid = workers[index].id().unwrap();
-                let left = descendants(pid);
+                let left = descendants(pid as i32);
                 workers[index].start_kill()?;
                 workers[index].wait().await?;
                 for p in left {
@@ -340,7 +309,7 @@ async fn run_chaos(
                     if !keys.is_empty() {
                         let _: () = redis::cmd("DEL").arg(keys).query_async(&mut redis).await?;
                     }
-                } else if let Some(driver) = descendants(workers[index].id().unwrap())
+                } else if let Some(driver) = descendants(workers[index].id().unwrap() as i32)
                     .into_iter()
                     .find(|p| comm(*p) == "chromedriver")
                 {

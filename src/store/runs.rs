@@ -616,8 +616,9 @@ pub async fn complete(
     last_page: i32,
 ) -> Result<CrawlRun, FenceError> {
     let mut tx = pool.begin().await?;
-    let held = sqlx::query_scalar!(
-        r#"SELECT id FROM crawl_runs
+    // Held (fenced, row locked) and the URL the attempt ended on, in one read.
+    let last_url = sqlx::query_scalar!(
+        r#"SELECT current_url FROM crawl_runs
            WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state IN ('running', 'call_done')
            FOR UPDATE"#,
         fence.run_id,
@@ -625,22 +626,14 @@ pub async fn complete(
         fence.worker_id
     )
     .fetch_optional(&mut *tx)
-    .await?;
-    if held.is_none() {
-        return Err(fence.superseded());
-    }
+    .await?
+    .ok_or_else(|| fence.superseded())?;
     sqlx::query!(
         "DELETE FROM crawl_results WHERE run_id = $1 AND page > $2",
         fence.run_id,
         last_page
     )
     .execute(&mut *tx)
-    .await?;
-    let last_url = sqlx::query_scalar!(
-        "SELECT current_url FROM crawl_runs WHERE id = $1",
-        fence.run_id
-    )
-    .fetch_one(&mut *tx)
     .await?;
     let run = sqlx::query_as!(
         CrawlRun,

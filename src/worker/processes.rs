@@ -107,3 +107,35 @@ pub fn become_subreaper() -> bool {
     // SAFETY: prctl with a constant option and argument.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 }
 }
+
+/// Pids of every descendant of `pid` (children, their children...), read from
+/// /proc: what a process killed with SIGKILL leaves running.
+pub fn descendants(pid: i32) -> Vec<i32> {
+    let mut children = std::collections::HashMap::<i32, Vec<i32>>::new();
+    for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<i32>().ok());
+        if let Some(ppid) = ppid {
+            children.entry(ppid).or_default().push(child);
+        }
+    }
+    let (mut found, mut todo) = (Vec::new(), vec![pid]);
+    while let Some(parent) = todo.pop() {
+        for &child in children.get(&parent).into_iter().flatten() {
+            found.push(child);
+            todo.push(child);
+        }
+    }
+    found
+}

@@ -22,21 +22,6 @@ async fn app_with_worker(concurrency: usize) -> TestApp {
     .await
 }
 
-/// A one-page site at `path` on the fixture shop, with `extra` settings.
-async fn site_at(app: &TestApp, name: &str, path_and_query: &str, extra: Value) -> i64 {
-    let mut body = app.site_body(name, "/");
-    body["search_url"] = json!(format!("{}{path_and_query}", app.site.base_url()));
-    for (key, value) in extra.as_object().unwrap() {
-        body[key] = value.clone();
-    }
-    app.create_site(body).await
-}
-
-async fn crawl_once(app: &TestApp, keyword: &str, site: i64) -> i64 {
-    let kw = app.create_keyword(keyword, &[site], "0 0 0 1 1 *").await;
-    app.crawl(kw).await[0]
-}
-
 fn attempts(run: &Value) -> &Vec<Value> {
     run["attempts"].as_array().expect("attempt history")
 }
@@ -44,14 +29,14 @@ fn attempts(run: &Value) -> &Vec<Value> {
 #[tokio::test]
 async fn a_hung_page_is_stopped_as_stuck_retried_and_failed_with_every_reason_kept() {
     let app = app_with_worker(1).await;
-    let hang = site_at(
-        &app,
-        "hang",
-        "/hang?q={keyword}",
-        json!({"stuck_timeout_secs": 2, "max_attempts": 2}),
-    )
-    .await;
-    let run = crawl_once(&app, "lamp", hang).await;
+    let hang = app
+        .one_page_site(
+            "hang",
+            "/hang?q={keyword}",
+            json!({"stuck_timeout_secs": 2, "max_attempts": 2}),
+        )
+        .await;
+    let run = app.crawl_once("lamp", hang).await;
     let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
     assert_eq!(run["state"], "failed", "{run}");
     assert_eq!(run["attempt"], 2);
@@ -75,8 +60,10 @@ async fn a_hung_page_is_stopped_as_stuck_retried_and_failed_with_every_reason_ke
         assert!(attempt["ended_at"].is_string() && attempt["worker_id"].is_string());
     }
     // The same browser serves the next crawl.
-    let fine = site_at(&app, "fine", "/static?q={keyword}", json!({})).await;
-    let run = crawl_once(&app, "desk", fine).await;
+    let fine = app
+        .one_page_site("fine", "/static?q={keyword}", json!({}))
+        .await;
+    let run = app.crawl_once("desk", fine).await;
     let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
     assert_eq!(run["state"], "completed", "{run}");
     app.stop().await;
@@ -85,20 +72,22 @@ async fn a_hung_page_is_stopped_as_stuck_retried_and_failed_with_every_reason_ke
 #[tokio::test]
 async fn an_endless_script_gets_its_browser_killed_and_a_new_session_takes_the_next_crawl() {
     let app = app_with_worker(1).await;
-    let spin = site_at(
-        &app,
-        "spin",
-        "/spin?q={keyword}",
-        json!({"stuck_timeout_secs": 2, "max_attempts": 1}),
-    )
-    .await;
-    let run = crawl_once(&app, "loop", spin).await;
+    let spin = app
+        .one_page_site(
+            "spin",
+            "/spin?q={keyword}",
+            json!({"stuck_timeout_secs": 2, "max_attempts": 1}),
+        )
+        .await;
+    let run = app.crawl_once("loop", spin).await;
     let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
     assert_eq!(run["state"], "failed", "{run}");
     assert!(run["error"].as_str().unwrap().starts_with("stuck"), "{run}");
 
-    let fine = site_at(&app, "fine", "/static?q={keyword}", json!({})).await;
-    let run = crawl_once(&app, "desk", fine).await;
+    let fine = app
+        .one_page_site("fine", "/static?q={keyword}", json!({}))
+        .await;
+    let run = app.crawl_once("desk", fine).await;
     let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
     assert_eq!(run["state"], "completed", "{run}");
     app.stop().await;
@@ -107,42 +96,34 @@ async fn an_endless_script_gets_its_browser_killed_and_a_new_session_takes_the_n
 #[tokio::test]
 async fn http_errors_fail_permanently_or_retry_and_an_empty_page_completes() {
     let app = app_with_worker(2).await;
-    let gone = site_at(
-        &app,
-        "404",
-        "/status/404?q={keyword}",
-        json!({"max_attempts": 3}),
-    )
-    .await;
-    let broken = site_at(
-        &app,
-        "500",
-        "/status/503?q={keyword}",
-        json!({"max_attempts": 2}),
-    )
-    .await;
-    let flaky = site_at(
-        &app,
-        "flaky",
-        "/flaky?key={keyword}&fail=1&q={keyword}",
-        json!({"max_attempts": 3}),
-    )
-    .await;
-    let empty = site_at(
-        &app,
-        "empty",
-        "/static?q={keyword}",
-        json!({"item_selector": "li.no-such-item"}),
-    )
-    .await;
+    let gone = app
+        .one_page_site("404", "/status/404?q={keyword}", json!({"max_attempts": 3}))
+        .await;
+    let broken = app
+        .one_page_site("500", "/status/503?q={keyword}", json!({"max_attempts": 2}))
+        .await;
+    let flaky = app
+        .one_page_site(
+            "flaky",
+            "/flaky?key={keyword}&fail=1&q={keyword}",
+            json!({"max_attempts": 3}),
+        )
+        .await;
+    let empty = app
+        .one_page_site(
+            "empty",
+            "/static?q={keyword}",
+            json!({"item_selector": "li.no-such-item"}),
+        )
+        .await;
 
-    let run = crawl_once(&app, "a", gone).await;
+    let run = app.crawl_once("a", gone).await;
     let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
     assert_eq!(run["state"], "failed", "{run}");
     assert_eq!(run["attempt"], 1, "a 4xx is not retried");
     assert!(run["error"].as_str().unwrap().contains("HTTP 404"), "{run}");
 
-    let run = crawl_once(&app, "b", broken).await;
+    let run = app.crawl_once("b", broken).await;
     let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
     assert_eq!(run["state"], "failed", "{run}");
     assert_eq!(
@@ -151,7 +132,7 @@ async fn http_errors_fail_permanently_or_retry_and_an_empty_page_completes() {
         "a 5xx is retried up to max_attempts"
     );
 
-    let run = crawl_once(&app, "c", flaky).await;
+    let run = app.crawl_once("c", flaky).await;
     let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
     assert_eq!(run["state"], "completed", "{run}");
     assert_eq!(run["attempt"], 2);
@@ -159,7 +140,7 @@ async fn http_errors_fail_permanently_or_retry_and_an_empty_page_completes() {
     assert_eq!(attempts(&run)[0]["outcome"], "failed");
     assert_eq!(attempts(&run)[1]["outcome"], "completed");
 
-    let run = crawl_once(&app, "d", empty).await;
+    let run = app.crawl_once("d", empty).await;
     let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
     assert_eq!(run["state"], "completed", "{run}");
     assert_eq!(run["items_found"], 0);
@@ -169,14 +150,14 @@ async fn http_errors_fail_permanently_or_retry_and_an_empty_page_completes() {
 #[tokio::test]
 async fn a_running_crawl_is_cancelled_within_seconds_and_a_failed_run_can_be_retried() {
     let app = app_with_worker(1).await;
-    let slow = site_at(
-        &app,
-        "slow",
-        "/slow?ms=30000&q={keyword}",
-        json!({"stuck_timeout_secs": 60}),
-    )
-    .await;
-    let run = crawl_once(&app, "slow", slow).await;
+    let slow = app
+        .one_page_site(
+            "slow",
+            "/slow?ms=30000&q={keyword}",
+            json!({"stuck_timeout_secs": 60}),
+        )
+        .await;
+    let run = app.crawl_once("slow", slow).await;
     app.wait_for_run(run, &["url_call"], LIMIT).await;
     let (status, cancelled) = app
         .post(&format!("/api/runs/{run}/cancel"), json!({}))
@@ -186,8 +167,10 @@ async fn a_running_crawl_is_cancelled_within_seconds_and_a_failed_run_can_be_ret
     let started = Instant::now();
 
     // With one browser slot, the next crawl can only run once the cancelled one let go.
-    let fine = site_at(&app, "fine", "/static?q={keyword}", json!({})).await;
-    let next = crawl_once(&app, "desk", fine).await;
+    let fine = app
+        .one_page_site("fine", "/static?q={keyword}", json!({}))
+        .await;
+    let next = app.crawl_once("desk", fine).await;
     let next = app
         .wait_for_run(next, &["failed", "completed"], LIMIT)
         .await;

@@ -292,6 +292,23 @@ impl TestApp {
         kw["id"].as_i64().unwrap()
     }
 
+    /// A one-page site at `path_and_query` on the fixture shop (`{keyword}` in
+    /// it), with `extra` settings over the defaults.
+    pub async fn one_page_site(&self, name: &str, path_and_query: &str, extra: Value) -> i64 {
+        let mut body = self.site_body(name, "/");
+        body["search_url"] = json!(format!("{}{path_and_query}", self.site.base_url()));
+        for (key, value) in extra.as_object().expect("settings object") {
+            body[key] = value.clone();
+        }
+        self.create_site(body).await
+    }
+
+    /// A new keyword on one site, crawled now; returns its run.
+    pub async fn crawl_once(&self, keyword: &str, site: i64) -> i64 {
+        let kw = self.create_keyword(keyword, &[site], "0 0 0 1 1 *").await;
+        self.crawl(kw).await[0]
+    }
+
     /// Asks for a crawl of a keyword; returns the ids of the runs queued.
     pub async fn crawl(&self, keyword_id: i64) -> Vec<i64> {
         let (status, body) = self
@@ -574,42 +591,7 @@ impl OwnRedis {
     }
 }
 
-/// Pids of every descendant of `pid` (from /proc), for cleaning up after a
-/// process killed with SIGKILL: its chromedriver and browsers outlive it.
-pub fn descendants(pid: i32) -> Vec<i32> {
-    let mut parents = std::collections::HashMap::<i32, Vec<i32>>::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(child) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let Some((_, rest)) = stat.rsplit_once(") ") else {
-            continue;
-        };
-        if let Some(ppid) = rest
-            .split_whitespace()
-            .nth(1)
-            .and_then(|p| p.parse::<i32>().ok())
-        {
-            parents.entry(ppid).or_default().push(child);
-        }
-    }
-    let mut out = Vec::new();
-    let mut todo = vec![pid];
-    while let Some(p) = todo.pop() {
-        for &c in parents.get(&p).into_iter().flatten() {
-            out.push(c);
-            todo.push(c);
-        }
-    }
-    out
-}
+pub use crawlfleet::worker::processes::descendants;
 
 /// Kills what a SIGKILLed worker left: its chromedriver, its browsers and
 /// their profile folders.

@@ -20,17 +20,6 @@ use crate::helpers::{
 
 const LIMIT: Duration = Duration::from_secs(90);
 
-async fn one_page_site(app: &TestApp, name: &str, path_and_query: &str) -> i64 {
-    let mut body = app.site_body(name, "/");
-    body["search_url"] = json!(format!("{}{path_and_query}", app.site.base_url()));
-    app.create_site(body).await
-}
-
-async fn crawl_once(app: &TestApp, keyword: &str, site: i64) -> i64 {
-    let kw = app.create_keyword(keyword, &[site], "0 0 0 1 1 *").await;
-    app.crawl(kw).await[0]
-}
-
 #[tokio::test]
 async fn a_worker_holds_its_results_through_a_postgres_outage_and_everything_resumes() {
     let server = database_server();
@@ -49,8 +38,10 @@ async fn a_worker_holds_its_results_through_a_postgres_outage_and_everything_res
         },
     )
     .await;
-    let slow = one_page_site(&app, "slow", "/slow?ms=3000&q={keyword}").await;
-    let run = crawl_once(&app, "outage", slow).await;
+    let slow = app
+        .one_page_site("slow", "/slow?ms=3000&q={keyword}", json!({}))
+        .await;
+    let run = app.crawl_once("outage", slow).await;
     app.wait_for_run(run, &["url_call"], LIMIT).await;
 
     // Postgres vanishes while the page loads, for longer than the page takes.
@@ -63,7 +54,7 @@ async fn a_worker_holds_its_results_through_a_postgres_outage_and_everything_res
     assert_eq!(done["attempt"], 1, "the finished page was kept, not redone");
     assert_eq!(done["items_found"], 5);
     // Every role reconnected: a new crawl goes through end to end.
-    let after = crawl_once(&app, "after", slow).await;
+    let after = app.crawl_once("after", slow).await;
     let after = app
         .wait_for_run(after, &["completed", "failed"], LIMIT)
         .await;
@@ -98,8 +89,10 @@ async fn on_ecs_the_task_is_protected_from_scale_in_exactly_while_it_holds_runs(
         },
     )
     .await;
-    let slow = one_page_site(&app, "slow", "/slow?ms=1500&q={keyword}").await;
-    let run = crawl_once(&app, "protected", slow).await;
+    let slow = app
+        .one_page_site("slow", "/slow?ms=1500&q={keyword}", json!({}))
+        .await;
+    let run = app.crawl_once("protected", slow).await;
     app.wait_for_run(run, &["url_call"], LIMIT).await;
     {
         let calls = calls.lock().unwrap();

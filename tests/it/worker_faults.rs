@@ -15,18 +15,6 @@ use crate::helpers::{
 
 const LIMIT: Duration = Duration::from_secs(90);
 
-async fn one_page_site(app: &TestApp, name: &str, path_and_query: &str) -> i64 {
-    let mut body = app.site_body(name, "/");
-    body["search_url"] = json!(format!("{}{path_and_query}", app.site.base_url()));
-    body["stuck_timeout_secs"] = json!(60);
-    app.create_site(body).await
-}
-
-async fn crawl_once(app: &TestApp, keyword: &str, site: i64) -> i64 {
-    let kw = app.create_keyword(keyword, &[site], "0 0 0 1 1 *").await;
-    app.crawl(kw).await[0]
-}
-
 #[tokio::test]
 async fn sigterm_drains_hands_unfinished_runs_back_and_exits_0_within_the_deadline() {
     let _slots = browser_slots(1).await;
@@ -38,10 +26,16 @@ async fn sigterm_drains_hands_unfinished_runs_back_and_exits_0_within_the_deadli
         |c| c.drain_timeout_secs = 2,
     )
     .await;
-    let slow = one_page_site(&app, "slow", "/slow?ms=30000&q={keyword}").await;
+    let slow = app
+        .one_page_site(
+            "slow",
+            "/slow?ms=30000&q={keyword}",
+            json!({"stuck_timeout_secs": 60}),
+        )
+        .await;
     let worker = RoleProcess::spawn("worker", &app.config, &[]);
     let pid = worker.pid();
-    let run = crawl_once(&app, "slow", slow).await;
+    let run = app.crawl_once("slow", slow).await;
     app.wait_for_run(run, &["url_call"], LIMIT).await;
 
     let started = Instant::now();
@@ -80,10 +74,16 @@ async fn a_frozen_worker_is_superseded_and_none_of_its_late_writes_land() {
         },
     )
     .await;
-    let slow = one_page_site(&app, "slow", "/slow?ms=5000&q={keyword}").await;
+    let slow = app
+        .one_page_site(
+            "slow",
+            "/slow?ms=5000&q={keyword}",
+            json!({"stuck_timeout_secs": 60}),
+        )
+        .await;
     let frozen = RoleProcess::spawn("worker", &app.config, &[]);
     let frozen_pid = frozen.pid();
-    let run = crawl_once(&app, "zombie", slow).await;
+    let run = app.crawl_once("zombie", slow).await;
     app.wait_for_run(run, &["url_call"], LIMIT).await;
     frozen.signal(libc::SIGSTOP);
 
@@ -160,10 +160,16 @@ async fn a_killed_chromedriver_is_restarted_its_browsers_killed_and_the_run_retr
         |_| {},
     )
     .await;
-    let slow = one_page_site(&app, "slow", "/slow?ms=4000&q={keyword}").await;
+    let slow = app
+        .one_page_site(
+            "slow",
+            "/slow?ms=4000&q={keyword}",
+            json!({"stuck_timeout_secs": 60}),
+        )
+        .await;
     let worker = RoleProcess::spawn("worker", &app.config, &[]);
     let pid = worker.pid();
-    let run = crawl_once(&app, "driver", slow).await;
+    let run = app.crawl_once("driver", slow).await;
     app.wait_for_run(run, &["url_call"], LIMIT).await;
     let driver = chromedriver_of(pid).expect("the worker runs a chromedriver");
     let browsers_before = leftovers_of_worker(pid).0;
@@ -240,10 +246,16 @@ async fn runs_survive_redis_being_flushed_and_restarted() {
         },
     )
     .await;
-    let slow = one_page_site(&app, "slow", "/slow?ms=300&q={keyword}").await;
+    let slow = app
+        .one_page_site(
+            "slow",
+            "/slow?ms=300&q={keyword}",
+            json!({"stuck_timeout_secs": 60}),
+        )
+        .await;
     let mut runs = Vec::new();
     for i in 0..16 {
-        runs.push(crawl_once(&app, &format!("item {i}"), slow).await);
+        runs.push(app.crawl_once(&format!("item {i}"), slow).await);
     }
     eventually(LIMIT, "some runs completed", || async {
         let n: i64 =
