@@ -28,7 +28,13 @@ impl ChromeDriver {
         shutdown: CancellationToken,
     ) -> anyhow::Result<Self> {
         let port = free_port().await?;
-        let mut child = spawn(binary, port).await?;
+        // Chrome's own temporary folders (scoped_dir...) go under our profile
+        // root too, so they are removed with it even when Chrome is killed.
+        let temp = profile_root.join("tmp");
+        tokio::fs::create_dir_all(&temp)
+            .await
+            .with_context(|| format!("creating {}", temp.display()))?;
+        let mut child = spawn(binary, port, &temp).await?;
         let (pid_tx, pid) = watch::channel(child.id().unwrap_or(0));
         let (generation_tx, generation) = watch::channel(0u64);
         let binary = binary.to_owned();
@@ -48,7 +54,7 @@ impl ChromeDriver {
                             if shutdown.is_cancelled() {
                                 return;
                             }
-                            match spawn(&binary, port).await {
+                            match spawn(&binary, port, &temp).await {
                                 Ok(child) => break child,
                                 Err(e) => {
                                     tracing::error!(error = ?e, "chromedriver restart failed; retrying");
@@ -103,8 +109,13 @@ async fn free_port() -> anyhow::Result<u16> {
 }
 
 /// Starts chromedriver and waits until it accepts connections.
-async fn spawn(binary: &str, port: u16) -> anyhow::Result<tokio::process::Child> {
+async fn spawn(
+    binary: &str,
+    port: u16,
+    temp: &std::path::Path,
+) -> anyhow::Result<tokio::process::Child> {
     let mut child = Command::new(binary)
+        .env("TMPDIR", temp)
         .arg(format!("--port={port}"))
         .arg("--allowed-ips=127.0.0.1")
         .stdin(Stdio::null())
