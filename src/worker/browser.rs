@@ -93,6 +93,15 @@ impl BrowserSession {
     }
 }
 
+/// Last line of defence when the pool is dropped without `close_all` (a task
+/// panicked, a runtime shut down): no browser and no folder outlives it.
+impl Drop for BrowserPool {
+    fn drop(&mut self) {
+        kill_chrome_under(&self.profile_root);
+        let _ = std::fs::remove_dir_all(&self.profile_root);
+    }
+}
+
 async fn remove_profile(dir: &Path) {
     // Chrome may still be writing for a moment after it exits.
     for _ in 0..30 {

@@ -114,7 +114,8 @@ async fn spawn(
     port: u16,
     temp: &std::path::Path,
 ) -> anyhow::Result<tokio::process::Child> {
-    let mut child = Command::new(binary)
+    let mut command = Command::new(binary);
+    command
         .env("TMPDIR", temp)
         .arg(format!("--port={port}"))
         .arg("--allowed-ips=127.0.0.1")
@@ -124,11 +125,18 @@ async fn spawn(
         // Its own process group: a Ctrl-C in the terminal must reach only the
         // worker, which then drains, not kill every browser at once.
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| {
-            format!("starting {binary} (set CHROMEDRIVER_PATH or install chromium-driver)")
-        })?;
+        .kill_on_drop(true);
+    // SAFETY: prctl in the forked child before exec; async-signal-safe. The
+    // chromedriver dies with the worker even when the worker is SIGKILLed.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().with_context(|| {
+        format!("starting {binary} (set CHROMEDRIVER_PATH or install chromium-driver)")
+    })?;
     for _ in 0..200 {
         if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
             return Ok(child);

@@ -124,10 +124,14 @@ async fn a_backlog_of_20000_runs_drains_through_a_bounded_window() {
     .await
     .unwrap();
     assert_eq!(over, 0, "a run stored other than its 5 items");
-    let retried: i64 = sqlx::query_scalar("SELECT count(*) FROM crawl_runs WHERE attempt > 1")
-        .fetch_one(pool)
-        .await
-        .unwrap();
-    assert_eq!(retried, 0);
+    // A busy machine may fail an attempt (and retry it); no run may complete twice.
+    let twice: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT run_id FROM crawl_attempts WHERE outcome = 'completed'
+         GROUP BY run_id HAVING count(*) > 1) AS twice",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(twice, 0, "a run completed twice");
     app.finish().await;
 }

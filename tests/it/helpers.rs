@@ -501,6 +501,29 @@ impl RoleProcess {
     }
 }
 
+/// A test that fails midway still stops its processes the clean way, so a
+/// worker drains and closes its browsers instead of leaving them running.
+impl Drop for RoleProcess {
+    fn drop(&mut self) {
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return;
+        }
+        let pid = self.pid_at_start;
+        // SAFETY: kill(2) on our own child (SIGCONT first: it may be frozen).
+        unsafe {
+            libc::kill(pid, libc::SIGCONT);
+            libc::kill(pid, libc::SIGTERM);
+        }
+        for _ in 0..150 {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.start_kill();
+    }
+}
+
 /// Browser slots for tests that start worker processes.
 pub async fn browser_slots(n: u32) -> SemaphorePermit<'static> {
     BROWSER_SLOTS
