@@ -15,6 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use anyhow::Context;
 use apalis::prelude::*;
 use apalis_redis::ConnectionManager;
 use sqlx::PgPool;
@@ -61,6 +62,9 @@ pub async fn run(
     if processes::become_subreaper() {
         tracing::debug!("worker is a child subreaper");
     }
+    if !announce_when_ready(&pool, &worker_id, concurrency as i32, &shutdown).await? {
+        return Ok(());
+    }
     let profile_root = std::env::temp_dir().join(format!("crawlfleet-{worker_id}"));
     let browsers_stop = CancellationToken::new();
     let chromedriver = match &config.webdriver_url {
@@ -103,7 +107,6 @@ pub async fn run(
             .as_deref()
             .map(scale_in::ScaleInProtection::new),
     });
-    store::workers::announce(&pool, &worker_id, &host_of(&worker_id), concurrency as i32).await?;
     tracing::info!(%worker_id, concurrency, "worker started");
 
     let housekeeping = tokio::spawn(housekeeping(
@@ -143,6 +146,34 @@ pub async fn run(
     consumed?;
     tracing::info!(%worker_id, "worker stopped");
     Ok(())
+}
+
+/// How long a starting worker waits for the schema (api and scheduler migrate).
+const SCHEMA_WAIT: Duration = Duration::from_secs(120);
+
+/// Announces the worker, waiting while Postgres or its schema is not there yet
+/// (a worker may start before the api or scheduler has run the migrations).
+/// `false` when shutdown came first.
+async fn announce_when_ready(
+    pool: &PgPool,
+    worker_id: &str,
+    concurrency: i32,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<bool> {
+    let started = Instant::now();
+    loop {
+        match store::workers::announce(pool, worker_id, &host_of(worker_id), concurrency).await {
+            Ok(()) => return Ok(true),
+            Err(e) if started.elapsed() < SCHEMA_WAIT => {
+                tracing::info!(error = %e, "database not ready for workers yet; waiting");
+            }
+            Err(e) => return Err(e).context("announcing the worker"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(false),
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
 }
 
 /// Consumer restarts tolerated within [`RESTART_WINDOW`] before the process gives up.

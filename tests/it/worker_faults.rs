@@ -295,3 +295,53 @@ async fn runs_survive_redis_being_flushed_and_restarted() {
     assert_eq!(doubled, 0);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_worker_started_before_the_migrations_waits_for_them() {
+    let _slots = browser_slots(1).await;
+    // A bare database: nobody has migrated it yet.
+    let server = crate::helpers::database_server();
+    let name = format!("cf_test_{}", uuid::Uuid::new_v4().simple());
+    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(server.as_str())
+        .await
+        .unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let mut url = server.clone();
+    url.set_path(&format!("/{name}"));
+    let mut config = crate::helpers::test_config(
+        url.as_str(),
+        &format!("test-{}", uuid::Uuid::new_v4().simple()),
+    );
+    config.worker_concurrency = 1;
+    let worker = RoleProcess::spawn("worker", &config, &[]);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        matches!(worker.child.id(), Some(_)),
+        "the worker waits instead of exiting"
+    );
+
+    let pool = crawlfleet::store::connect(url.as_str(), 2).await.unwrap();
+    crawlfleet::store::migrate(&pool).await.unwrap();
+    eventually(
+        Duration::from_secs(20),
+        "the worker announced itself",
+        || async {
+            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM workers")
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            (n == 1).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(worker.terminate(Duration::from_secs(30)).await, 0);
+    pool.close().await;
+    crate::helpers::clear_queue(&config.queue_name).await;
+    sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+}
