@@ -316,10 +316,10 @@ async fn a_worker_started_before_the_migrations_waits_for_them() {
         &format!("test-{}", uuid::Uuid::new_v4().simple()),
     );
     config.worker_concurrency = 1;
-    let worker = RoleProcess::spawn("worker", &config, &[]);
+    let mut worker = RoleProcess::spawn("worker", &config, &[]);
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(
-        matches!(worker.child.id(), Some(_)),
+        matches!(worker.child.try_wait(), Ok(None)),
         "the worker waits instead of exiting"
     );
 
