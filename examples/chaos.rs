@@ -81,6 +81,23 @@ fn signal(child: &Child, sig: i32) {
     }
 }
 
+/// The profile folders a killed worker left (`crawlfleet-<host>-<pid>-<nonce>`),
+/// with anything still running in them: the container would have taken them along.
+fn remove_profiles_of(pid: u32) {
+    let marker = format!("-{pid}-");
+    for entry in std::fs::read_dir(std::env::temp_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("crawlfleet-") && name.contains(&marker) {
+            crawlfleet::worker::processes::kill_chrome_under(&entry.path());
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 fn comm(pid: i32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
         .unwrap_or_default()
@@ -282,6 +299,7 @@ async fn run_chaos(
                     // SAFETY: kill(2) on what the killed worker started.
                     unsafe { libc::kill(p, libc::SIGKILL) };
                 }
+                remove_profiles_of(pid);
                 workers[index] = fleet.spawn("worker")?;
                 recovered_after(&pool, at, Some(pid)).await
             }

@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod app;
+pub mod cloudwatch;
 pub mod config;
 pub mod demo;
 pub mod demo_site;

@@ -4,6 +4,7 @@
 mod helpers;
 
 mod api_contract;
+mod cloudwatch;
 mod crawl;
 mod dispatch;
 mod faults;
