@@ -7,7 +7,6 @@
 
 pub mod api;
 pub mod app;
-pub mod cloudwatch;
 pub mod config;
 pub mod demo;
 pub mod demo_site;

@@ -4,7 +4,6 @@
 mod helpers;
 
 mod api_contract;
-mod cloudwatch;
 mod crawl;
 mod dispatch;
 mod faults;
