@@ -35,7 +35,7 @@ impl Leadership {
             .context("connecting for the leader lock")?;
         let won = sqlx::query_scalar!(
             "SELECT pg_try_advisory_lock($1) AS \"won!\"",
-            SCHEDULER_LOCK
+            lock
         )
         .fetch_one(&mut conn)
         .await?;
