@@ -33,12 +33,9 @@ impl Leadership {
             .connect()
             .await
             .context("connecting for the leader lock")?;
-        let won = sqlx::query_scalar!(
-            "SELECT pg_try_advisory_lock($1) AS \"won!\"",
-            lock
-        )
-        .fetch_one(&mut conn)
-        .await?;
+        let won = sqlx::query_scalar!("SELECT pg_try_advisory_lock($1) AS \"won!\"", lock)
+            .fetch_one(&mut conn)
+            .await?;
         if won {
             Ok(Some(Leadership { conn, lock }))
         } else {
