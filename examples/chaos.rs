@@ -49,6 +49,8 @@ impl Fleet {
             .env("SCHEDULER_PORT", "0")
             .env("METRICS_PORT", "0")
             .env("WORKER_CONCURRENCY", "2")
+            // The demo shop is on loopback.
+            .env("ALLOW_PRIVATE_TARGETS", "true")
             .env("HEARTBEAT_INTERVAL_SECS", "1")
             .env("HEARTBEAT_TIMEOUT_SECS", "5")
             .env("WATCHDOG_INTERVAL_SECS", "1")
@@ -246,6 +248,8 @@ async fn run_chaos(
         "fields": {"title": {"selector": "a.title"}, "link": {"selector": "a.title", "attr": "href"}},
         "stuck_timeout_secs": 20,
         "max_attempts": 5,
+        // Every slot of the fleet may crawl this one site.
+        "max_concurrent_runs": 6,
     });
     let site_id = http
         .post(format!("{api}/api/sites"))

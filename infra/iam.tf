@@ -128,7 +128,7 @@ data "aws_iam_policy_document" "ecs_execution" {
   statement {
     sid       = "WorkerSecrets"
     actions   = ["ssm:GetParameters"]
-    resources = [aws_ssm_parameter.secret["database-url"].arn, aws_ssm_parameter.secret["redis-url"].arn]
+    resources = [for name in ["database-url", "redis-url", "session-key"] : aws_ssm_parameter.secret[name].arn]
   }
 
   statement {

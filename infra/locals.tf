@@ -24,6 +24,7 @@ locals {
     environment = [
       { name = "LOG_FORMAT", value = "json" },
       { name = "WORKER_CONCURRENCY", value = tostring(var.worker_concurrency) },
+      { name = "HTTP_CONCURRENCY", value = tostring(var.worker_http_concurrency) },
       { name = "DRAIN_TIMEOUT_SECS", value = tostring(var.worker_drain_timeout_secs) },
       { name = "METRICS_PORT", value = tostring(var.worker_metrics_port) },
       { name = "DATABASE_MAX_CONNECTIONS", value = tostring(var.worker_db_max_connections) },
@@ -32,6 +33,7 @@ locals {
     secrets = [
       { name = "DATABASE_URL", valueFrom = aws_ssm_parameter.secret["database-url"].arn },
       { name = "REDIS_URL", valueFrom = aws_ssm_parameter.secret["redis-url"].arn },
+      { name = "SESSION_KEY", valueFrom = aws_ssm_parameter.secret["session-key"].arn },
     ]
     portMappings = [
       { containerPort = var.worker_metrics_port, protocol = "tcp" },

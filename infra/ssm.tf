@@ -9,6 +9,7 @@ locals {
     "redis-password"    = "Redis requirepass (hex, URL-safe)."
     "database-url"      = "DATABASE_URL of the Fargate workers: postgres://crawlfleet:<password>@<ec2_private_ip>:5432/crawlfleet"
     "redis-url"         = "REDIS_URL of the Fargate workers: redis://:<password>@<ec2_private_ip>:6379"
+    "session-key"       = "SESSION_KEY: 32 random bytes as 64 hex characters; seals kept site sessions (api and every worker)."
   }
   secret_placeholder = "set-me-see-docs-deploy-md"
 }

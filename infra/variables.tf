@@ -174,6 +174,12 @@ variable "worker_concurrency" {
   default     = 4
 }
 
+variable "worker_http_concurrency" {
+  description = "Plain HTTP and JSON crawls per Fargate worker, besides its browser crawls (HTTP_CONCURRENCY): they need no browser, little memory."
+  type        = number
+  default     = 32
+}
+
 variable "worker_db_max_connections" {
   description = "Postgres pool of one Fargate worker. 50 workers x this must stay under the host's Postgres max_connections (300)."
   type        = number

@@ -133,6 +133,26 @@ pub struct Config {
     #[arg(long, env = "WORKER_CONCURRENCY", default_value_t = 2)]
     pub worker_concurrency: usize,
 
+    /// Plain HTTP and JSON crawls one worker process runs at once, besides its
+    /// browser crawls (they need no browser, so they never wait for one).
+    #[arg(long, env = "HTTP_CONCURRENCY", default_value_t = 32)]
+    pub http_concurrency: usize,
+
+    /// Let crawls reach loopback, private, link-local and metadata addresses
+    /// (tests and the demo on 127.0.0.1). Off: such targets are refused (SSRF guard).
+    #[arg(long, env = "ALLOW_PRIVATE_TARGETS", default_value_t = false)]
+    pub allow_private_targets: bool,
+
+    /// Private targets allowed even so, comma-separated: `ip` or `ip:port`
+    /// (an intranet site crawled on purpose). Everything else private stays refused.
+    #[arg(long, env = "ALLOWED_PRIVATE_TARGETS", value_delimiter = ',')]
+    pub allowed_private_targets: Vec<AllowedTarget>,
+
+    /// Key sealing kept site sessions (cookies, local storage) in Postgres:
+    /// 32 bytes as 64 hex characters or base64. Needed by sites with keep_session.
+    #[arg(long, env = "SESSION_KEY", hide_env_values = true)]
+    pub session_key: Option<SessionKey>,
+
     /// chromedriver binary the worker starts and supervises (found on PATH by default).
     #[arg(long, env = "CHROMEDRIVER_PATH", default_value = "chromedriver")]
     pub chromedriver_path: String,
@@ -208,6 +228,62 @@ pub struct Config {
     pub demo_port: u16,
 }
 
+/// A private address let through the SSRF guard: any port, or one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllowedTarget {
+    Ip(std::net::IpAddr),
+    Socket(std::net::SocketAddr),
+}
+
+impl AllowedTarget {
+    pub fn admits(&self, addr: std::net::SocketAddr) -> bool {
+        match self {
+            AllowedTarget::Ip(ip) => *ip == addr.ip(),
+            AllowedTarget::Socket(socket) => *socket == addr,
+        }
+    }
+}
+
+impl std::str::FromStr for AllowedTarget {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        text.parse()
+            .map(AllowedTarget::Socket)
+            .or_else(|_| text.trim_matches(['[', ']']).parse().map(AllowedTarget::Ip))
+            .map_err(|_| format!("{text:?} is not an IP address or ip:port"))
+    }
+}
+
+/// The key that seals kept sessions (AES-256-GCM); never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SessionKey(pub [u8; 32]);
+
+impl std::str::FromStr for SessionKey {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        use base64::Engine as _;
+        let text = text.trim();
+        let bytes = if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            hex::decode(text).map_err(|e| e.to_string())?
+        } else {
+            base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .map_err(|_| "SESSION_KEY must be 64 hex characters or base64".to_owned())?
+        };
+        let key: [u8; 32] = bytes
+            .try_into()
+            .map_err(|b: Vec<u8>| format!("SESSION_KEY must be 32 bytes, not {}", b.len()))?;
+        Ok(SessionKey(key))
+    }
+}
+
+impl std::fmt::Debug for SessionKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SessionKey(***)")
+    }
+}
+
 impl Config {
     pub fn dispatch_interval(&self) -> Duration {
         Duration::from_millis(self.dispatch_interval_ms)
@@ -225,6 +301,17 @@ mod tests {
     use clap::CommandFactory;
 
     use super::*;
+
+    #[test]
+    fn a_session_key_is_32_bytes_of_hex_or_base64_and_never_printed() {
+        let hex_key = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+        let key: SessionKey = hex_key.parse().unwrap();
+        assert_eq!(key.0[1], 0x11);
+        let b64 = "ABEiM0RVZneImaq7zN3u/wARIjNEVWZ3iJmqu8zd7v8=";
+        assert_eq!(b64.parse::<SessionKey>().unwrap(), key);
+        assert!("short".parse::<SessionKey>().is_err());
+        assert_eq!(format!("{key:?}"), "SessionKey(***)");
+    }
 
     #[test]
     fn every_setting_is_documented_in_env_example() {

@@ -18,6 +18,10 @@ use crate::{
 };
 
 pub async fn start(config: &Config, pool: &PgPool) -> anyhow::Result<DemoSite> {
+    anyhow::ensure!(
+        config.allow_private_targets,
+        "--demo crawls a shop on 127.0.0.1, which the SSRF guard refuses: set ALLOW_PRIVATE_TARGETS=true"
+    );
     let site = DemoSite::start(config.demo_port).await?;
     tracing::info!(url = %site.base_url(), "demo shop serving");
     store::migrate(pool).await?;
@@ -27,11 +31,12 @@ pub async fn start(config: &Config, pool: &PgPool) -> anyhow::Result<DemoSite> {
     let field = |selector: &str, attr: Option<&str>| FieldInput {
         selector: Some(selector.to_owned()),
         attr: attr.map(str::to_owned),
+        ..FieldInput::default()
     };
     let spec = SiteInput {
         name: "demo-shop".into(),
         search_url: format!("{}/js-search?q={{keyword}}&page={{page}}", site.base_url()),
-        item_selector: "li.product".into(),
+        item_selector: Some("li.product".into()),
         fields: BTreeMap::from([
             ("title".to_owned(), field("a.title", None)),
             ("link".to_owned(), field("a.title", Some("href"))),
@@ -41,8 +46,7 @@ pub async fn start(config: &Config, pool: &PgPool) -> anyhow::Result<DemoSite> {
         wait_for: Some("#ready".into()),
         max_pages: Some(3),
         render: Some("browser".into()),
-        stuck_timeout_secs: None,
-        max_attempts: None,
+        ..SiteInput::default()
     }
     .parse()?;
     let demo_site = store::sites::create(pool, &spec).await?;

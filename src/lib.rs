@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod app;
+pub mod cloudwatch;
 pub mod config;
 pub mod demo;
 pub mod demo_site;
@@ -19,5 +20,6 @@ pub mod queue;
 pub mod scheduler;
 pub mod shutdown;
 pub mod store;
+pub mod target_guard;
 pub mod telemetry;
 pub mod worker;

@@ -29,8 +29,11 @@ pub struct Metrics {
     pub retries: IntCounterVec,
     pub browser_sessions_open: IntGauge,
     pub browser_restarts: IntCounterVec,
+    pub rate_limit_wait: HistogramVec,
+    pub site_refusals: IntCounterVec,
+    pub refused_targets: IntCounter,
     // scheduler
-    pub dispatch_window: IntGauge,
+    pub dispatch_window: IntGaugeVec,
     pub dispatched: IntCounter,
     pub watchdog_actions: IntCounterVec,
     pub scheduled_runs: IntCounterVec,
@@ -54,6 +57,14 @@ fn counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
 
 fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
     let metric = IntGauge::new(name, help).expect("valid metric");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("registered once");
+    metric
+}
+
+fn gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let metric = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
     registry
         .register(Box::new(metric.clone()))
         .expect("registered once");
@@ -94,18 +105,12 @@ impl Metrics {
                     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                 ],
             ),
-            queue_runs: {
-                let g = IntGaugeVec::new(
-                    Opts::new(
-                        "crawlfleet_queue_runs",
-                        "Runs by queue state (api, from Postgres).",
-                    ),
-                    &["state"],
-                )
-                .expect("valid metric");
-                r.register(Box::new(g.clone())).expect("registered once");
-                g
-            },
+            queue_runs: gauge_vec(
+                &r,
+                "crawlfleet_queue_runs",
+                "Runs by queue state (api, from Postgres).",
+                &["state"],
+            ),
             queue_oldest_queued_age: gauge(
                 &r,
                 "crawlfleet_queue_oldest_queued_age_seconds",
@@ -167,10 +172,31 @@ impl Metrics {
                 "Browser sessions killed and chromedriver restarts.",
                 &["what"],
             ),
-            dispatch_window: gauge(
+            rate_limit_wait: histogram_vec(
+                &r,
+                "crawlfleet_rate_limit_wait_seconds",
+                "Time a page request waited for its site's fleet-wide rate limit, by site.",
+                &["site"],
+                vec![
+                    0.0, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0,
+                ],
+            ),
+            site_refusals: counter_vec(
+                &r,
+                "crawlfleet_site_refusals_total",
+                "Pages a site refused (429, 503, blocked selector), slowing it fleet-wide.",
+                &["site", "reason"],
+            ),
+            refused_targets: counter(
+                &r,
+                "crawlfleet_refused_targets_total",
+                "Requests not made because the target is private or a metadata address.",
+            ),
+            dispatch_window: gauge_vec(
                 &r,
                 "crawlfleet_dispatch_window",
-                "Jobs the dispatcher lets into Redis at most.",
+                "Jobs the dispatcher lets into Redis at most, by lane (browser, http).",
+                &["lane"],
             ),
             dispatched: counter(
                 &r,

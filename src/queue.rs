@@ -8,6 +8,8 @@ use anyhow::Context;
 use apalis_redis::{Config as QueueConfig, ConnectionManager, RedisStorage};
 use serde::{Deserialize, Serialize};
 
+use crate::domain::site::RenderMode;
+
 /// A job message. Tagged and versioned so old and new binaries can share a
 /// queue during a rolling deploy; Postgres holds everything else about the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,6 +21,43 @@ pub enum Job {
 
 /// The queue backend of this crate's jobs.
 pub type JobQueue = RedisStorage<Job>;
+
+/// The two kinds of worker slots. Each has its own queue in Redis (and its own
+/// window), so cheap http/json crawls never wait behind browser crawls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lane {
+    /// Crawls in headless Chrome (`WORKER_CONCURRENCY` per worker).
+    Browser,
+    /// Plain HTTP and JSON crawls (`HTTP_CONCURRENCY` per worker).
+    Http,
+}
+
+impl Lane {
+    pub const ALL: [Lane; 2] = [Lane::Browser, Lane::Http];
+
+    /// The render modes whose crawls travel in this lane.
+    pub fn render_modes(self) -> &'static [RenderMode] {
+        match self {
+            Lane::Browser => &[RenderMode::Browser],
+            Lane::Http => &[RenderMode::Http, RenderMode::Json],
+        }
+    }
+
+    /// The lane's queue in Redis: the browser lane keeps the fleet's queue name.
+    pub fn queue_name(self, queue_name: &str) -> String {
+        match self {
+            Lane::Browser => queue_name.to_owned(),
+            Lane::Http => format!("{queue_name}:http"),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lane::Browser => "browser",
+            Lane::Http => "http",
+        }
+    }
+}
 
 /// A Redis connection manager whose commands wait long enough for apalis'
 /// scripts: redis-rs defaults to 500 ms, which turns one slow script into a

@@ -5,6 +5,7 @@
 
 use std::{collections::HashMap, fs, path::Path};
 
+use crawlfleet::cloudwatch;
 use hcl::expr::TraversalOperator;
 use hcl::{Expression, ObjectKey};
 use serde_json::{Value as Json, json};
@@ -202,6 +203,7 @@ fn the_fargate_worker_is_the_same_in_terraform_and_the_ecs_json() {
     assert_eq!(task["memory"], text(&tf.get("var", "worker_memory")));
     for name in [
         "WORKER_CONCURRENCY",
+        "HTTP_CONCURRENCY",
         "DRAIN_TIMEOUT_SECS",
         "METRICS_PORT",
         "DATABASE_MAX_CONNECTIONS",
@@ -220,6 +222,30 @@ fn the_fargate_worker_is_the_same_in_terraform_and_the_ecs_json() {
         "EC2 base workers: 2 crawls"
     );
     assert_eq!(base["command"], tf_worker["command"]);
+
+    // Secrets reach the task from Parameter Store, the same ones in both.
+    let secrets = |container: &Json| -> Vec<String> {
+        let mut names: Vec<String> = container["secrets"]
+            .as_array()
+            .expect("secrets")
+            .iter()
+            .map(|s| text(&s["name"]))
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(secrets(worker), secrets(&tf_worker));
+    assert_eq!(
+        secrets(worker),
+        ["DATABASE_URL", "REDIS_URL", "SESSION_KEY"]
+    );
+    for container in [worker, &tf_worker] {
+        let environment = container["environment"].to_string();
+        assert!(
+            !environment.contains("SESSION_KEY") && !environment.contains("DATABASE_URL"),
+            "a secret in plain environment"
+        );
+    }
 }
 
 #[test]
@@ -242,10 +268,14 @@ fn scaling_bounds_and_metrics_agree_with_the_code() {
         (namespace.as_str(), metric.as_str()),
         ("CrawlerService", "QueueWaitingJobs")
     );
-    assert_eq!(tf.get("local", "completed_metric"), "CrawlsCompleted");
-    assert_eq!(tf.get("local", "failed_metric"), "CrawlsFailed");
-    // The code's default namespace is the one the scaling alarms watch. (The
-    // metric names join this check when the CloudWatch publisher lands.)
+    // The names the api's publisher puts are the ones Terraform watches.
+    assert_eq!(metric, cloudwatch::QUEUE_WAITING_JOBS);
+    assert_eq!(
+        tf.get("local", "completed_metric"),
+        cloudwatch::CRAWLS_COMPLETED
+    );
+    assert_eq!(tf.get("local", "failed_metric"), cloudwatch::CRAWLS_FAILED);
+    // The code's default namespace is the one the scaling alarms watch.
     let code = code();
     assert!(
         code.contains(&format!("\"{namespace}\"")),
@@ -258,8 +288,8 @@ fn scaling_bounds_and_metrics_agree_with_the_code() {
     let dashboard = read("ecs/dashboard.json");
     for name in [
         metric.as_str(),
-        "CrawlsCompleted",
-        "CrawlsFailed",
+        cloudwatch::CRAWLS_COMPLETED,
+        cloudwatch::CRAWLS_FAILED,
         "RunningTaskCount",
         "DesiredTaskCount",
     ] {

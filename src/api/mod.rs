@@ -29,8 +29,10 @@ use utoipa::OpenApi as _;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{
+    cloudwatch::{self, PublisherSettings},
     config::Config,
     events::{Event, EventPublisher},
+    target_guard::TargetGuard,
 };
 
 pub use auth::Tokens;
@@ -53,6 +55,10 @@ pub struct AppState {
     pub live: broadcast::Sender<Event>,
     pub live_settings: LiveSettings,
     pub shutdown: CancellationToken,
+    /// Refuses sites whose targets are private or metadata addresses.
+    pub guard: TargetGuard,
+    /// Whether workers can keep sessions (SESSION_KEY is set).
+    pub sessions_enabled: bool,
 }
 
 /// Events a slow live client may fall behind by before it is told it lagged.
@@ -91,6 +97,8 @@ impl AppState {
                 send_timeout: Duration::from_secs(config.ws_send_timeout_secs.max(1)),
             },
             shutdown,
+            guard: TargetGuard::from_config(config),
+            sessions_enabled: config.session_key.is_some(),
         })
     }
 }
@@ -232,6 +240,9 @@ pub struct Application {
     state: AppState,
     redis_url: String,
     queue_name: String,
+    database_url: String,
+    /// `None`: CloudWatch publishing is off (`CLOUDWATCH_ENABLED` not set).
+    publisher: Option<PublisherSettings>,
 }
 
 impl Application {
@@ -246,6 +257,10 @@ impl Application {
             state,
             redis_url: config.redis_url.clone(),
             queue_name: config.queue_name.clone(),
+            database_url: config.database_url.clone(),
+            publisher: config
+                .cloudwatch_enabled
+                .then(|| PublisherSettings::from_config(config)),
         })
     }
 
@@ -255,8 +270,9 @@ impl Application {
             .expect("a bound listener has an address")
     }
 
-    /// Serves until the state's shutdown token fires, with the live feed:
-    /// events relayed from Redis and queue stats every 5 s.
+    /// Serves until the state's shutdown token fires, with the live feed
+    /// (events relayed from Redis, queue stats every 5 s) and, when enabled,
+    /// the CloudWatch publisher: each its own task, so neither can slow a request.
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         tracing::info!(addr = %self.local_addr(), "api listening");
         let shutdown = self.state.shutdown.clone();
@@ -267,11 +283,30 @@ impl Application {
             shutdown.clone(),
         ));
         let stats = tokio::spawn(live::publish_queue_stats(self.state.clone()));
+        let publisher = match self.publisher {
+            Some(settings) => {
+                let (database_url, pool, token) =
+                    (self.database_url, self.state.pool.clone(), shutdown.clone());
+                tokio::spawn(async move {
+                    let client = cloudwatch::client_from_env().await;
+                    cloudwatch::run(database_url, pool, client, settings, token).await
+                })
+            }
+            None => {
+                tracing::info!(
+                    "CloudWatch publishing is off (set CLOUDWATCH_ENABLED=true to publish QueueWaitingJobs)"
+                );
+                tokio::spawn(async { Ok(()) })
+            }
+        };
         let served = axum::serve(self.listener, self.router)
             .with_graceful_shutdown(shutdown.cancelled_owned())
             .await
             .context("serving the api");
-        let _ = tokio::join!(relay, stats);
+        let (_, _, published) = tokio::join!(relay, stats, publisher);
+        if let Ok(Err(e)) = published {
+            tracing::warn!(error = ?e, "CloudWatch publisher stopped with an error");
+        }
         served
     }
 }

@@ -7,7 +7,10 @@ use super::{
     extract::{ApiJson, Id},
 };
 use crate::{
-    domain::site::SiteInput,
+    domain::{
+        FieldError,
+        site::{ProxyUrl, SiteInput, SiteSpec},
+    },
     store::{
         self,
         sites::{DeleteOutcome, Site},
@@ -18,6 +21,33 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list, create))
         .routes(routes!(show, update, delete))
+        .routes(routes!(forget_session))
+}
+
+/// The rules a site must pass beyond its own: where it points must be a
+/// target crawlfleet may reach (the SSRF guard), and a kept session needs
+/// the key that seals it.
+async fn check_reachable(state: &AppState, spec: &SiteSpec) -> Result<(), ApiError> {
+    let sample = spec.search_url.sample_url();
+    if let Err(refused) = state.guard.check(&sample).await
+        && !matches!(refused, crate::target_guard::Refused::Unresolvable { .. })
+    {
+        return Err(FieldError::new("search_url", format!("is refused: {refused}")).into());
+    }
+    if let Some(proxy) = &spec.identity.proxy
+        && let Err(refused) = state.guard.resolve(proxy.host(), proxy.port()).await
+        && !matches!(refused, crate::target_guard::Refused::Unresolvable { .. })
+    {
+        return Err(FieldError::new("proxy", format!("is refused: {refused}")).into());
+    }
+    if spec.session.keep && !state.sessions_enabled {
+        return Err(FieldError::new(
+            "keep_session",
+            "needs SESSION_KEY set on the api and the workers (the key that seals sessions)",
+        )
+        .into());
+    }
+    Ok(())
 }
 
 const NAME_TAKEN: &str = "sites_name_key";
@@ -38,6 +68,7 @@ async fn create(
     ApiJson(input): ApiJson<SiteInput>,
 ) -> Result<(StatusCode, Json<Site>), ApiError> {
     let spec = input.parse()?;
+    check_reachable(&state, &spec).await?;
     match store::sites::create(&state.pool, &spec).await {
         Ok(site) => Ok((StatusCode::CREATED, Json(site))),
         Err(e) if store::violates(&e, NAME_TAKEN) => Err(name_taken()),
@@ -74,9 +105,22 @@ async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<Site>, A
 async fn update(
     State(state): State<AppState>,
     Id(id): Id,
-    ApiJson(input): ApiJson<SiteInput>,
+    ApiJson(mut input): ApiJson<SiteInput>,
 ) -> Result<Json<Site>, ApiError> {
+    // A proxy sent back as a response showed it (password masked) keeps its password.
+    if let Some(sent) = &input.proxy {
+        let stored = store::sites::get(&state.pool, id)
+            .await?
+            .and_then(|site| site.proxy)
+            .map(|p| p.expose().to_owned());
+        if let Some(stored) = stored
+            && ProxyUrl::is_redacted_form_of(sent, &stored)
+        {
+            input.proxy = Some(stored);
+        }
+    }
     let spec = input.parse()?;
+    check_reachable(&state, &spec).await?;
     match store::sites::update(&state.pool, id, &spec).await {
         Ok(Some(site)) => Ok(Json(site)),
         Ok(None) => Err(ApiError::not_found("site", id)),
@@ -98,5 +142,18 @@ async fn delete(State(state): State<AppState>, Id(id): Id) -> Result<StatusCode,
             ),
             field: None,
         }),
+    }
+}
+
+/// Forget a site's kept session: its next run starts as a new visitor.
+#[utoipa::path(delete, path = "/sites/{id}/session", tag = "sites", security(("bearer" = [])), params(("id" = i64, Path)),
+    responses((status = 204, description = "Forgotten"), (status = 404, description = "No such site, or it has no kept session", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+async fn forget_session(State(state): State<AppState>, Id(id): Id) -> Result<StatusCode, ApiError> {
+    if store::sessions::delete(&state.pool, id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else if store::sites::get(&state.pool, id).await?.is_none() {
+        Err(ApiError::not_found("site", id))
+    } else {
+        Err(ApiError::NotFound(format!("site {id} has no kept session")))
     }
 }

@@ -4,5 +4,6 @@ mod field_error;
 pub mod keyword;
 pub mod run;
 pub mod site;
+pub mod target;
 
 pub use field_error::FieldError;

@@ -1,4 +1,6 @@
-//! Moves queued runs from Postgres into Redis, never more than the window.
+//! Moves queued runs from Postgres into Redis, never more than the window of
+//! each lane (browser crawls, http/json crawls), and never more runs of a site
+//! at once than the site allows.
 
 use std::time::{Duration, Instant};
 
@@ -10,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     config::Config,
     metrics::metrics,
-    queue::{self, Job, JobQueue},
-    store,
+    queue::{self, Job, JobQueue, Lane},
+    store::{self, workers::Slots},
 };
 
 /// Hard cap of the window: apalis-redis 1.0 breaks near 8,000 due jobs.
@@ -43,7 +45,7 @@ impl DispatchSettings {
     }
 }
 
-/// The window for a fleet of `fleet_concurrency` slots.
+/// The window of a lane whose workers have `fleet_concurrency` slots in all.
 pub fn window_for(settings: &DispatchSettings, fleet_concurrency: i64) -> i64 {
     let window = match settings.window {
         Some(fixed) => fixed as i64,
@@ -54,38 +56,54 @@ pub fn window_for(settings: &DispatchSettings, fleet_concurrency: i64) -> i64 {
 
 pub struct Dispatcher {
     pool: PgPool,
-    queue: JobQueue,
+    lanes: Vec<(Lane, JobQueue)>,
     settings: DispatchSettings,
 }
 
 impl Dispatcher {
     pub fn new(pool: PgPool, redis: ConnectionManager, settings: DispatchSettings) -> Self {
-        let queue = queue::storage(redis, &settings.queue_name, 1);
+        let lanes = Lane::ALL
+            .into_iter()
+            .map(|lane| {
+                let queue =
+                    queue::storage(redis.clone(), &lane.queue_name(&settings.queue_name), 1);
+                (lane, queue)
+            })
+            .collect();
         Self {
             pool,
-            queue,
+            lanes,
             settings,
         }
     }
 
     pub async fn run(mut self, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let mut window = window_for(&self.settings, 0);
+        let mut fleet = Slots::default();
         let mut last_slow_check: Option<Instant> = None;
         while !shutdown.is_cancelled() {
             if last_slow_check.is_none_or(|t| t.elapsed() >= SLOW_CHECKS_EVERY) {
                 last_slow_check = Some(Instant::now());
                 match self.slow_checks().await {
-                    Ok(w) => {
-                        window = w;
-                        metrics().dispatch_window.set(w);
-                    }
+                    Ok(slots) => fleet = slots,
                     Err(e) => tracing::warn!(error = ?e, "dispatcher checks failed"),
                 }
             }
-            match self.dispatch_once(window).await {
-                Ok(n) if n > 0 => tracing::debug!(dispatched = n, window, "dispatched"),
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = ?e, "dispatch failed; retrying"),
+            for index in 0..self.lanes.len() {
+                let lane = self.lanes[index].0;
+                let window = window_for(&self.settings, lane_slots(fleet, lane));
+                metrics()
+                    .dispatch_window
+                    .with_label_values(&[lane.as_str()])
+                    .set(window);
+                match self.dispatch_once(lane, window).await {
+                    Ok(n) if n > 0 => {
+                        tracing::debug!(dispatched = n, window, lane = lane.as_str(), "dispatched")
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(error = ?e, lane = lane.as_str(), "dispatch failed; retrying")
+                    }
+                }
             }
             tokio::select! {
                 _ = shutdown.cancelled() => {}
@@ -95,8 +113,8 @@ impl Dispatcher {
         Ok(())
     }
 
-    /// Re-dispatches lost messages and sizes the window to the fleet.
-    async fn slow_checks(&self) -> anyhow::Result<i64> {
+    /// Re-dispatches lost messages and reads the fleet's slots.
+    async fn slow_checks(&self) -> anyhow::Result<Slots> {
         let lost =
             store::runs::redispatch_unclaimed(&self.pool, self.settings.claim_timeout).await?;
         if lost > 0 {
@@ -105,18 +123,18 @@ impl Dispatcher {
                 "dispatched runs never claimed; dispatching them again"
             );
         }
-        let fleet = store::workers::fleet_concurrency(&self.pool).await?;
-        Ok(window_for(&self.settings, fleet))
+        Ok(store::workers::fleet_slots(&self.pool).await?)
     }
 
-    /// Fills the window once; returns how many jobs were pushed.
-    pub async fn dispatch_once(&mut self, window: i64) -> anyhow::Result<usize> {
-        let in_redis = store::runs::count_in_redis(&self.pool).await?;
+    /// Fills one lane's window once; returns how many jobs were pushed.
+    pub async fn dispatch_once(&mut self, lane: Lane, window: i64) -> anyhow::Result<usize> {
+        let modes = lane.render_modes();
+        let in_redis = store::runs::count_in_redis(&self.pool, modes).await?;
         let room = window - in_redis;
         if room <= 0 {
             return Ok(0);
         }
-        let runs = store::runs::take_for_dispatch(&self.pool, room).await?;
+        let runs = store::runs::take_for_dispatch(&self.pool, modes, room).await?;
         if runs.is_empty() {
             return Ok(0);
         }
@@ -127,7 +145,13 @@ impl Dispatcher {
                 attempt: r.attempt,
             })
             .collect();
-        if let Err(e) = self.queue.push_bulk(jobs).await {
+        let queue = &mut self
+            .lanes
+            .iter_mut()
+            .find(|(l, _)| *l == lane)
+            .expect("every lane has a queue")
+            .1;
+        if let Err(e) = queue.push_bulk(jobs).await {
             let ids: Vec<i64> = runs.iter().map(|r| r.run_id).collect();
             store::runs::undispatch(&self.pool, &ids).await?;
             return Err(anyhow::anyhow!(
@@ -137,5 +161,12 @@ impl Dispatcher {
         }
         metrics().dispatched.inc_by(runs.len() as u64);
         Ok(runs.len())
+    }
+}
+
+fn lane_slots(fleet: Slots, lane: Lane) -> i64 {
+    match lane {
+        Lane::Browser => fleet.browser,
+        Lane::Http => fleet.http,
     }
 }

@@ -37,14 +37,23 @@ pub(super) async fn run(
                     Ok(n) => tracing::info!(runs = n, "retention: old runs and results deleted"),
                     Err(e) => tracing::warn!(error = ?e, "retention: deleting old runs failed"),
                 }
+                match store::results::forget_unseen_for(&pool, keep).await {
+                    Ok(n) => {
+                        tracing::info!(items = n, "retention: items unseen for long forgotten")
+                    }
+                    Err(e) => tracing::warn!(error = ?e, "retention: forgetting old items failed"),
+                }
             }
         }
-        match queue::trim(&mut redis, &settings.queue_name, STALE_CONSUMER).await {
-            Ok(n) if n > 0 => {
-                tracing::debug!(jobs = n, "retention: finished jobs trimmed from Redis")
+        for lane in queue::Lane::ALL {
+            let queue_name = lane.queue_name(&settings.queue_name);
+            match queue::trim(&mut redis, &queue_name, STALE_CONSUMER).await {
+                Ok(n) if n > 0 => {
+                    tracing::debug!(jobs = n, queue = %queue_name, "retention: finished jobs trimmed from Redis")
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = ?e, "retention: trimming Redis failed"),
             }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = ?e, "retention: trimming Redis failed"),
         }
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(()),

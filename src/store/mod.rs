@@ -4,6 +4,7 @@ pub mod keywords;
 pub mod leader;
 pub mod results;
 pub mod runs;
+pub mod sessions;
 pub mod sites;
 pub mod stats;
 pub mod workers;

@@ -17,6 +17,10 @@ pub struct CrawlResult {
     pub fields: serde_json::Value,
     pub content_hash: String,
     pub fetched_at: DateTime<Utc>,
+    /// When any run of this keyword/site first saw the item (by URL, else content).
+    pub first_seen_at: DateTime<Utc>,
+    /// When a run last saw it.
+    pub last_seen_at: DateTime<Utc>,
 }
 
 /// Filters of a result listing; `after` is the cursor (results are listed in
@@ -33,14 +37,18 @@ pub struct ResultFilter {
 pub async fn list(pool: &PgPool, filter: &ResultFilter) -> sqlx::Result<Vec<CrawlResult>> {
     sqlx::query_as!(
         CrawlResult,
-        r#"SELECT id, run_id, keyword_id, site_id, page, position, page_url, item_url, fields,
-                  content_hash, fetched_at
-           FROM crawl_results
-           WHERE ($1::bigint IS NULL OR keyword_id = $1)
-             AND ($2::bigint IS NULL OR site_id = $2)
-             AND ($3::bigint IS NULL OR run_id = $3)
-             AND ($4::bigint IS NULL OR id > $4)
-           ORDER BY id
+        r#"SELECT r.id, r.run_id, r.keyword_id, r.site_id, r.page, r.position, r.page_url, r.item_url,
+                  r.fields, r.content_hash, r.fetched_at,
+                  COALESCE(s.first_seen_at, r.fetched_at) AS "first_seen_at!",
+                  COALESCE(s.last_seen_at, r.fetched_at) AS "last_seen_at!"
+           FROM crawl_results r
+           LEFT JOIN seen_items s
+             ON s.keyword_id = r.keyword_id AND s.site_id = r.site_id AND s.item_key = r.item_key
+           WHERE ($1::bigint IS NULL OR r.keyword_id = $1)
+             AND ($2::bigint IS NULL OR r.site_id = $2)
+             AND ($3::bigint IS NULL OR r.run_id = $3)
+             AND ($4::bigint IS NULL OR r.id > $4)
+           ORDER BY r.id
            LIMIT $5"#,
         filter.keyword_id,
         filter.site_id,
@@ -50,4 +58,47 @@ pub async fn list(pool: &PgPool, filter: &ResultFilter) -> sqlx::Result<Vec<Craw
     )
     .fetch_all(pool)
     .await
+}
+
+/// Whether every one of `item_keys` was stored for this keyword/site by an
+/// earlier run that completed: an incremental crawl stops at such a page.
+pub async fn all_stored_by_completed_run(
+    pool: &PgPool,
+    keyword_id: i64,
+    site_id: i64,
+    this_run: i64,
+    item_keys: &[String],
+) -> sqlx::Result<bool> {
+    if item_keys.is_empty() {
+        return Ok(false);
+    }
+    sqlx::query_scalar!(
+        r#"SELECT NOT EXISTS (
+               SELECT 1 FROM UNNEST($4::text[]) AS page(item_key)
+               WHERE NOT EXISTS (
+                   SELECT 1 FROM crawl_results r JOIN crawl_runs c ON c.id = r.run_id
+                   WHERE r.keyword_id = $1 AND r.site_id = $2 AND r.item_key = page.item_key
+                     AND r.run_id <> $3 AND c.state = 'completed')
+           ) AS "all_seen!""#,
+        keyword_id,
+        site_id,
+        this_run,
+        item_keys
+    )
+    .fetch_one(pool)
+    .await
+}
+
+/// Forgets items no run has seen for `older_than` (retention).
+pub async fn forget_unseen_for(
+    pool: &PgPool,
+    older_than: std::time::Duration,
+) -> sqlx::Result<u64> {
+    let done = sqlx::query!(
+        "DELETE FROM seen_items WHERE last_seen_at < now() - make_interval(secs => $1)",
+        older_than.as_secs_f64()
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
 }

@@ -1,119 +1,241 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use sqlx::{PgPool, types::Json};
 
-use crate::domain::site::{CssSelector, FieldSpec, RenderMode, SearchUrlTemplate, SiteSpec};
+use crate::domain::site::{
+    Extraction, FieldInput, FieldSpec, JsonInput, ProxyUrl, SiteInput, SiteSpec,
+};
 
-/// A stored site, as the API shows it.
+/// A stored site, as the API shows it (the proxy's password masked).
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Site {
     pub id: i64,
     pub name: String,
     pub search_url: String,
-    pub item_selector: String,
+    pub render: String,
+    pub item_selector: Option<String>,
     pub fields: BTreeMap<String, FieldSpec>,
     pub wait_for: Option<String>,
+    pub blocked_selector: Option<String>,
+    pub json: Option<JsonInput>,
     pub max_pages: i32,
-    pub render: String,
     pub stuck_timeout_secs: Option<i32>,
     pub max_attempts: Option<i32>,
+    pub max_requests_per_sec: Option<f64>,
+    pub max_concurrent_runs: i32,
+    pub stop_on_seen: bool,
+    pub keep_session: bool,
+    pub exclusive_session: bool,
+    pub user_agent: Option<String>,
+    pub headers: BTreeMap<String, String>,
+    /// The password, if any, is shown as `***`; sending this form back keeps it.
+    #[schema(value_type = Option<String>)]
+    pub proxy: Option<StoredProxy>,
+    /// When a run last saved the site's session (keep_session).
+    pub session_saved_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
 
+/// A stored proxy URL: shown and printed with its password masked.
+#[derive(Clone)]
+pub struct StoredProxy(String);
+
+impl StoredProxy {
+    /// The URL with its password, for the crawl and for comparisons only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    pub fn masked(&self) -> String {
+        ProxyUrl::parse(&self.0).map_or_else(|_| "(unreadable)".to_owned(), |p| p.redacted())
+    }
+}
+
+impl std::fmt::Debug for StoredProxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.masked())
+    }
+}
+
+impl Serialize for StoredProxy {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.masked().serialize(s)
+    }
+}
+
 impl Site {
-    /// The site as the domain rules see it (it was checked when stored).
-    pub fn spec(&self) -> Result<SiteSpec, crate::domain::FieldError> {
-        Ok(SiteSpec {
+    /// The site as a client would send it (the proxy unmasked).
+    pub fn input(&self) -> SiteInput {
+        SiteInput {
             name: self.name.clone(),
-            search_url: SearchUrlTemplate::parse(&self.search_url)?,
-            item_selector: CssSelector::parse(&self.item_selector, "item_selector")?,
-            fields: self.fields.clone(),
-            wait_for: self
-                .wait_for
-                .as_deref()
-                .map(|s| CssSelector::parse(s, "wait_for"))
-                .transpose()?,
-            max_pages: self.max_pages,
-            render: RenderMode::parse(&self.render)?,
+            search_url: self.search_url.clone(),
+            render: Some(self.render.clone()),
+            item_selector: self.item_selector.clone(),
+            fields: self
+                .fields
+                .iter()
+                .map(|(name, spec)| (name.clone(), FieldInput::from(spec)))
+                .collect(),
+            wait_for: self.wait_for.clone(),
+            blocked_selector: self.blocked_selector.clone(),
+            json: self.json.clone(),
+            max_pages: Some(self.max_pages),
             stuck_timeout_secs: self.stuck_timeout_secs,
             max_attempts: self.max_attempts,
-        })
+            max_requests_per_sec: self.max_requests_per_sec,
+            max_concurrent_runs: Some(self.max_concurrent_runs),
+            stop_on_seen: Some(self.stop_on_seen),
+            keep_session: Some(self.keep_session),
+            exclusive_session: Some(self.exclusive_session),
+            user_agent: self.user_agent.clone(),
+            headers: Some(self.headers.clone()),
+            proxy: self.proxy.as_ref().map(|p| p.expose().to_owned()),
+        }
+    }
+
+    /// The site as the domain rules see it (it was checked when stored).
+    pub fn spec(&self) -> Result<SiteSpec, crate::domain::FieldError> {
+        self.input().parse()
+    }
+}
+
+/// The columns a spec is stored in.
+struct Columns<'a> {
+    item_selector: Option<&'a str>,
+    wait_for: Option<&'a str>,
+    blocked_selector: Option<&'a str>,
+    json: Option<JsonInput>,
+}
+
+fn columns(spec: &SiteSpec) -> Columns<'_> {
+    match &spec.extraction {
+        Extraction::Html {
+            item_selector,
+            wait_for,
+            blocked_selector,
+            ..
+        } => Columns {
+            item_selector: Some(item_selector.as_str()),
+            wait_for: wait_for.as_ref().map(|s| s.as_str()),
+            blocked_selector: blocked_selector.as_ref().map(|s| s.as_str()),
+            json: None,
+        },
+        Extraction::Json { items, paging, .. } => Columns {
+            item_selector: None,
+            wait_for: None,
+            blocked_selector: None,
+            json: Some(JsonInput {
+                items: items.as_str().to_owned(),
+                next_token: paging.as_ref().map(|p| p.next_token.as_str().to_owned()),
+                token_param: paging.as_ref().map(|p| p.token_param.clone()),
+            }),
+        },
     }
 }
 
 pub async fn create(pool: &PgPool, spec: &SiteSpec) -> sqlx::Result<Site> {
-    sqlx::query_as!(
-        SiteRow,
-        r#"INSERT INTO sites (name, search_url, item_selector, fields, wait_for, max_pages, render,
-                              stuck_timeout_secs, max_attempts)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-           RETURNING id, name, search_url, item_selector, fields AS "fields: Json<BTreeMap<String, FieldSpec>>",
-                     wait_for, max_pages, render, stuck_timeout_secs, max_attempts, created_at, updated_at"#,
+    let c = columns(spec);
+    let id = sqlx::query_scalar!(
+        r#"INSERT INTO sites (name, search_url, render, item_selector, fields, wait_for, blocked_selector,
+                              json, max_pages, stuck_timeout_secs, max_attempts, max_requests_per_sec,
+                              max_concurrent_runs, stop_on_seen, keep_session, exclusive_session,
+                              user_agent, headers, proxy)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+           RETURNING id"#,
         spec.name,
         spec.search_url.as_str(),
-        spec.item_selector.as_str(),
-        Json(&spec.fields) as _,
-        spec.wait_for.as_ref().map(|s| s.as_str()),
-        spec.max_pages,
         spec.render.as_str(),
+        c.item_selector,
+        Json(spec.extraction.fields()) as _,
+        c.wait_for,
+        c.blocked_selector,
+        c.json.map(Json) as _,
+        spec.max_pages,
         spec.stuck_timeout_secs,
         spec.max_attempts,
+        spec.politeness.max_requests_per_sec,
+        spec.politeness.max_concurrent_runs,
+        spec.stop_on_seen,
+        spec.session.keep,
+        spec.session.exclusive,
+        spec.identity.user_agent,
+        Json(&spec.identity.headers) as _,
+        spec.identity.proxy.as_ref().map(ProxyUrl::expose),
     )
     .fetch_one(pool)
-    .await
-    .map(Site::from)
+    .await?;
+    Ok(get(pool, id).await?.expect("just inserted"))
 }
 
 pub async fn update(pool: &PgPool, id: i64, spec: &SiteSpec) -> sqlx::Result<Option<Site>> {
-    sqlx::query_as!(
-        SiteRow,
-        r#"UPDATE sites SET name = $2, search_url = $3, item_selector = $4, fields = $5, wait_for = $6,
-                  max_pages = $7, render = $8, stuck_timeout_secs = $9, max_attempts = $10, updated_at = now()
+    let c = columns(spec);
+    let updated = sqlx::query_scalar!(
+        r#"UPDATE sites SET name = $2, search_url = $3, render = $4, item_selector = $5, fields = $6,
+                  wait_for = $7, blocked_selector = $8, json = $9, max_pages = $10, stuck_timeout_secs = $11,
+                  max_attempts = $12, max_requests_per_sec = $13, max_concurrent_runs = $14,
+                  stop_on_seen = $15, keep_session = $16, exclusive_session = $17, user_agent = $18,
+                  headers = $19, proxy = $20, updated_at = now()
            WHERE id = $1
-           RETURNING id, name, search_url, item_selector, fields AS "fields: Json<BTreeMap<String, FieldSpec>>",
-                     wait_for, max_pages, render, stuck_timeout_secs, max_attempts, created_at, updated_at"#,
+           RETURNING id"#,
         id,
         spec.name,
         spec.search_url.as_str(),
-        spec.item_selector.as_str(),
-        Json(&spec.fields) as _,
-        spec.wait_for.as_ref().map(|s| s.as_str()),
-        spec.max_pages,
         spec.render.as_str(),
+        c.item_selector,
+        Json(spec.extraction.fields()) as _,
+        c.wait_for,
+        c.blocked_selector,
+        c.json.map(Json) as _,
+        spec.max_pages,
         spec.stuck_timeout_secs,
         spec.max_attempts,
+        spec.politeness.max_requests_per_sec,
+        spec.politeness.max_concurrent_runs,
+        spec.stop_on_seen,
+        spec.session.keep,
+        spec.session.exclusive,
+        spec.identity.user_agent,
+        Json(&spec.identity.headers) as _,
+        spec.identity.proxy.as_ref().map(ProxyUrl::expose),
     )
     .fetch_optional(pool)
-    .await
-    .map(|row| row.map(Site::from))
+    .await?;
+    match updated {
+        Some(id) => get(pool, id).await,
+        None => Ok(None),
+    }
 }
 
 pub async fn get(pool: &PgPool, id: i64) -> sqlx::Result<Option<Site>> {
-    sqlx::query_as!(
-        SiteRow,
-        r#"SELECT id, name, search_url, item_selector, fields AS "fields: Json<BTreeMap<String, FieldSpec>>",
-                  wait_for, max_pages, render, stuck_timeout_secs, max_attempts, created_at, updated_at
-           FROM sites WHERE id = $1"#,
-        id
-    )
-    .fetch_optional(pool)
-    .await
-    .map(|row| row.map(Site::from))
+    Ok(select(pool, Some(id)).await?.pop())
 }
 
 pub async fn list(pool: &PgPool) -> sqlx::Result<Vec<Site>> {
-    sqlx::query_as!(
+    select(pool, None).await
+}
+
+/// One site (`id`) or all of them, in id order.
+async fn select(pool: &PgPool, id: Option<i64>) -> sqlx::Result<Vec<Site>> {
+    let rows = sqlx::query_as!(
         SiteRow,
-        r#"SELECT id, name, search_url, item_selector, fields AS "fields: Json<BTreeMap<String, FieldSpec>>",
-                  wait_for, max_pages, render, stuck_timeout_secs, max_attempts, created_at, updated_at
-           FROM sites ORDER BY id"#
+        r#"SELECT s.id, s.name, s.search_url, s.render, s.item_selector,
+                  s.fields AS "fields: Json<BTreeMap<String, FieldSpec>>",
+                  s.wait_for, s.blocked_selector, s.json AS "json: Json<JsonInput>",
+                  s.max_pages, s.stuck_timeout_secs, s.max_attempts, s.max_requests_per_sec,
+                  s.max_concurrent_runs, s.stop_on_seen, s.keep_session, s.exclusive_session,
+                  s.user_agent, s.headers AS "headers: Json<BTreeMap<String, String>>", s.proxy,
+                  ss.saved_at AS "session_saved_at?", s.created_at, s.updated_at
+           FROM sites s LEFT JOIN site_sessions ss ON ss.site_id = s.id
+           WHERE ($1::bigint IS NULL OR s.id = $1)
+           ORDER BY s.id"#,
+        id
     )
     .fetch_all(pool)
-    .await
-    .map(|rows| rows.into_iter().map(Site::from).collect())
+    .await?;
+    Ok(rows.into_iter().map(Site::from).collect())
 }
 
 /// Deletes a site with its runs and results. Refused (`Ok(None)` is "not found")
@@ -163,18 +285,29 @@ pub async fn missing(executor: impl sqlx::PgExecutor<'_>, ids: &[i64]) -> sqlx::
     .await
 }
 
-/// A `sites` row as sqlx reads it (the field map is JSONB).
+/// A `sites` row as sqlx reads it (maps are JSONB).
 struct SiteRow {
     id: i64,
     name: String,
     search_url: String,
-    item_selector: String,
+    render: String,
+    item_selector: Option<String>,
     fields: Json<BTreeMap<String, FieldSpec>>,
     wait_for: Option<String>,
+    blocked_selector: Option<String>,
+    json: Option<Json<JsonInput>>,
     max_pages: i32,
-    render: String,
     stuck_timeout_secs: Option<i32>,
     max_attempts: Option<i32>,
+    max_requests_per_sec: Option<f64>,
+    max_concurrent_runs: i32,
+    stop_on_seen: bool,
+    keep_session: bool,
+    exclusive_session: bool,
+    user_agent: Option<String>,
+    headers: Json<BTreeMap<String, String>>,
+    proxy: Option<String>,
+    session_saved_at: Option<DateTime<Utc>>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -185,13 +318,24 @@ impl From<SiteRow> for Site {
             id: row.id,
             name: row.name,
             search_url: row.search_url,
+            render: row.render,
             item_selector: row.item_selector,
             fields: row.fields.0,
             wait_for: row.wait_for,
+            blocked_selector: row.blocked_selector,
+            json: row.json.map(|j| j.0),
             max_pages: row.max_pages,
-            render: row.render,
             stuck_timeout_secs: row.stuck_timeout_secs,
             max_attempts: row.max_attempts,
+            max_requests_per_sec: row.max_requests_per_sec,
+            max_concurrent_runs: row.max_concurrent_runs,
+            stop_on_seen: row.stop_on_seen,
+            keep_session: row.keep_session,
+            exclusive_session: row.exclusive_session,
+            user_agent: row.user_agent,
+            headers: row.headers.0,
+            proxy: row.proxy.map(StoredProxy),
+            session_saved_at: row.session_saved_at,
             created_at: row.created_at,
             updated_at: row.updated_at,
         }

@@ -87,7 +87,10 @@ pub async fn finished_since(pool: &PgPool, since: DateTime<Utc>) -> sqlx::Result
 pub struct WorkerSeen {
     pub id: String,
     pub host: String,
+    /// Browser crawls at once.
     pub concurrency: i32,
+    /// Plain HTTP and JSON crawls at once.
+    pub http_concurrency: i32,
     pub in_flight: i64,
     pub started_at: DateTime<Utc>,
     pub last_seen_at: DateTime<Utc>,
@@ -96,7 +99,7 @@ pub struct WorkerSeen {
 pub async fn workers_seen(pool: &PgPool) -> sqlx::Result<Vec<WorkerSeen>> {
     sqlx::query_as!(
         WorkerSeen,
-        r#"SELECT w.id, w.host, w.concurrency, w.started_at, w.last_seen_at,
+        r#"SELECT w.id, w.host, w.concurrency, w.http_concurrency, w.started_at, w.last_seen_at,
                   (SELECT count(*) FROM crawl_runs r
                    WHERE r.worker_id = w.id AND r.state IN ('running', 'url_call', 'call_done')) AS "in_flight!"
            FROM workers w

@@ -1,6 +1,8 @@
 //! Headless Chrome sessions over WebDriver, reused across jobs and never more
 //! than the worker's concurrency. Each session has its own profile folder: the
-//! handle to kill its processes when it hangs, removed when it closes.
+//! handle to kill its processes when it hangs, removed when it closes. A
+//! session is opened for one way out (direct, or a site's proxy) and reused
+//! only by crawls that leave the same way.
 
 use std::{
     path::{Path, PathBuf},
@@ -17,9 +19,13 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
-use crate::metrics::metrics;
+use crate::{domain::site::ProxyUrl, metrics::metrics};
 
-use super::processes::{kill_chrome_under, kill_chrome_under_and_wait};
+use super::{
+    cdp::cdp,
+    processes::{kill_chrome_under, kill_chrome_under_and_wait},
+    proxy_relay::ProxyRelay,
+};
 
 /// Flags measured necessary or useful on these machines (BROWSER-NOTES.md).
 const CHROME_FLAGS: &[&str] = &[
@@ -48,6 +54,16 @@ pub struct BrowserSession {
     pages: u32,
     /// The chromedriver generation the session was opened under.
     generation: u64,
+    /// The proxy the session's Chrome leaves through (`None`: direct).
+    proxy: Option<String>,
+    /// Gives the proxy its credentials; lives as long as the session.
+    _relay: Option<ProxyRelay>,
+    /// Chrome's own user agent without "Headless": what a site sees when it
+    /// sets none (many refuse headless browsers on sight).
+    pub default_user_agent: String,
+    /// A script restoring a kept session's local storage, removed after the
+    /// first page so it never overwrites what the site writes later.
+    pub restore_script: Option<String>,
 }
 
 impl BrowserSession {
@@ -120,6 +136,7 @@ pub struct BrowserPool {
     chrome_path: Option<String>,
     profile_root: PathBuf,
     slots: Arc<Semaphore>,
+    size: usize,
     idle: Mutex<Vec<BrowserSession>>,
     next_profile: AtomicU64,
     /// Bumped by the chromedriver supervisor on each restart: sessions of an
@@ -129,8 +146,34 @@ pub struct BrowserPool {
 
 /// A session lent to one crawl; hand it back with [`BrowserPool::give_back`].
 pub struct BrowserLease {
-    pub session: BrowserSession,
+    session: Option<BrowserSession>,
     _slot: OwnedSemaphorePermit,
+}
+
+impl BrowserLease {
+    pub fn session(&mut self) -> &mut BrowserSession {
+        self.session.as_mut().expect("held until given back")
+    }
+}
+
+/// A lease dropped without being given back (its crawl was cancelled, taken
+/// over or drained mid-page): the session's browser is killed at once, so it
+/// neither lives on nor lets the pool run more browsers than its slots.
+impl Drop for BrowserLease {
+    fn drop(&mut self) {
+        let Some(session) = self.session.take() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(session.kill());
+            }
+            // No runtime to finish on: kill what runs; the pool's sweep takes the folder.
+            Err(_) => {
+                kill_chrome_under(&session.profile_dir);
+            }
+        }
+    }
 }
 
 impl BrowserPool {
@@ -147,37 +190,58 @@ impl BrowserPool {
             chrome_path,
             profile_root,
             slots: Arc::new(Semaphore::new(size)),
+            size,
             idle: Mutex::new(Vec::new()),
             next_profile: AtomicU64::new(1),
         }
     }
 
-    /// Waits for a free slot and lends an idle session, or opens a new one.
-    pub async fn lease(&self) -> anyhow::Result<BrowserLease> {
+    /// Waits for a free slot and lends an idle session leaving through
+    /// `proxy`, or opens a new one (closing an idle one of another way out, so
+    /// the worker never runs more browsers than its slots).
+    pub async fn lease(&self, proxy: Option<&ProxyUrl>) -> anyhow::Result<BrowserLease> {
         let slot = self
             .slots
             .clone()
             .acquire_owned()
             .await
             .context("browser pool closed")?;
-        let idle = self.idle.lock().expect("pool lock").pop();
-        let session = match idle {
+        let wanted = proxy.map(|p| p.expose().to_owned());
+        let (matching, surplus) = {
+            let mut idle = self.idle.lock().expect("pool lock");
+            let matching = idle
+                .iter()
+                .rposition(|s| s.proxy == wanted)
+                .map(|i| idle.remove(i));
+            // Sessions held by others plus idle ones plus the one about to open.
+            let leased = self.size - self.slots.available_permits();
+            let surplus = if matching.is_none() && leased + idle.len() > self.size {
+                Some(idle.remove(0))
+            } else {
+                None
+            };
+            (matching, surplus)
+        };
+        if let Some(surplus) = surplus {
+            surplus.close().await;
+        }
+        let session = match matching {
             Some(session) if session.generation == self.current_generation() => session,
             Some(stale) => {
                 stale.kill().await;
-                self.open().await?
+                self.open(proxy).await?
             }
-            None => self.open().await?,
+            None => self.open(proxy).await?,
         };
         Ok(BrowserLease {
-            session,
+            session: Some(session),
             _slot: slot,
         })
     }
 
     /// Returns a session: kept for the next job when healthy, killed otherwise.
-    pub async fn give_back(&self, lease: BrowserLease, healthy: bool) {
-        let BrowserLease { session, _slot } = lease;
+    pub async fn give_back(&self, mut lease: BrowserLease, healthy: bool) {
+        let session = lease.session.take().expect("held until given back");
         if !healthy || session.generation != self.current_generation() {
             session.kill().await;
         } else if session.pages >= PAGES_PER_SESSION {
@@ -191,7 +255,7 @@ impl BrowserPool {
         *self.generation.borrow()
     }
 
-    async fn open(&self) -> anyhow::Result<BrowserSession> {
+    async fn open(&self, proxy: Option<&ProxyUrl>) -> anyhow::Result<BrowserSession> {
         let generation = self.current_generation();
         let n = self.next_profile.fetch_add(1, Ordering::Relaxed);
         let profile_dir = self.profile_root.join(format!("session-{n}"));
@@ -200,6 +264,27 @@ impl BrowserPool {
             .with_context(|| format!("creating {}", profile_dir.display()))?;
         let mut args: Vec<String> = CHROME_FLAGS.iter().map(|f| f.to_string()).collect();
         args.push(format!("--user-data-dir={}", profile_dir.display()));
+        let relay = match proxy {
+            Some(proxy) if proxy.credentials().is_some() => {
+                Some(ProxyRelay::start(proxy.clone()).await?)
+            }
+            _ => None,
+        };
+        if let Some(proxy) = proxy {
+            let server = match &relay {
+                Some(relay) => relay.proxy_server(),
+                // Chrome's socks5 already lets the proxy resolve names.
+                None => format!(
+                    "{}://{}:{}",
+                    proxy.scheme().trim_end_matches('h'),
+                    proxy.host(),
+                    proxy.port()
+                ),
+            };
+            args.push(format!("--proxy-server={server}"));
+            // Every request goes through the proxy, loopback included.
+            args.push("--proxy-bypass-list=<-loopback>".to_owned());
+        }
         let mut chrome_options = json!({ "args": args });
         if let Some(path) = &self.chrome_path {
             chrome_options["binary"] = json!(path);
@@ -220,12 +305,23 @@ impl BrowserPool {
             Ok(client) => {
                 // Counted down by `close` or `kill`.
                 metrics().browser_sessions_open.inc();
-                Ok(BrowserSession {
+                let session = BrowserSession {
                     client,
                     profile_dir,
                     pages: 0,
                     generation,
-                })
+                    proxy: proxy.map(|p| p.expose().to_owned()),
+                    _relay: relay,
+                    default_user_agent: String::new(),
+                    restore_script: None,
+                };
+                match prepare_new(session).await {
+                    Ok(session) => Ok(session),
+                    Err((session, e)) => {
+                        session.kill().await;
+                        Err(e)
+                    }
+                }
             }
             Err(e) => {
                 kill_chrome_under(&profile_dir);
@@ -249,5 +345,34 @@ impl BrowserPool {
             tracing::warn!("browser processes still running after shutdown");
         }
         remove_profile(&self.profile_root).await;
+    }
+}
+
+/// Turns on what every crawl uses (network events for headers and cookies)
+/// and learns the browser's user agent.
+async fn prepare_new(
+    mut session: BrowserSession,
+) -> Result<BrowserSession, (BrowserSession, anyhow::Error)> {
+    let prepared = async {
+        cdp(&session.client, "Network.enable", serde_json::json!({})).await?;
+        let agent = session
+            .client
+            .execute("return navigator.userAgent", vec![])
+            .await
+            .context("reading the user agent")?;
+        anyhow::Ok(
+            agent
+                .as_str()
+                .unwrap_or_default()
+                .replace("HeadlessChrome", "Chrome"),
+        )
+    }
+    .await;
+    match prepared {
+        Ok(agent) => {
+            session.default_user_agent = agent;
+            Ok(session)
+        }
+        Err(e) => Err((session, e)),
     }
 }

@@ -1,4 +1,4 @@
-//! One crawl attempt: claim, fetch each page in Chrome, extract, store, end.
+//! One crawl attempt: claim, crawl the pages in the site's render mode, end.
 //! Every write is fenced on (run, attempt, worker); a write that does not land
 //! means the attempt was taken away, and the crawl stops at once.
 
@@ -7,38 +7,34 @@ use std::{
     time::{Duration, Instant},
 };
 
-use fantoccini::{Locator, error::CmdError};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    browser::{BrowserPool, BrowserSession},
-    extract::{extract_items, response_status},
+    browser::BrowserPool,
+    crawl_error::CrawlError,
+    fetch::{BrowserPage, HttpClient, PageSource, prepare_for_crawl},
+    limiter::SiteLimiter,
+    pages::Crawl,
+    session::{self, KeptSession, SessionCookies},
 };
 use crate::{
-    domain::site::SiteSpec,
-    events::{Event, EventPublisher},
+    config::SessionKey,
+    domain::site::{RenderMode, SiteSpec},
+    events::EventPublisher,
     metrics::metrics,
     queue::Job,
     store::{
         self,
-        runs::{Fence, FenceError},
+        runs::{CrawlRun, Fence, FenceError},
     },
+    target_guard::TargetGuard,
 };
 
-/// Longest wait for a site's `wait_for` element before the page counts as empty.
-const WAIT_FOR_LIMIT: Duration = Duration::from_secs(10);
-/// How often `wait_for` looks for its element.
-const WAIT_FOR_POLL: Duration = Duration::from_millis(50);
 /// How often a crawl checks it still holds its run (a user may cancel it).
 const HELD_CHECK_EVERY: Duration = Duration::from_secs(2);
 /// How long finished work is kept trying to reach an unreachable Postgres.
-const OUTAGE_PATIENCE: Duration = Duration::from_secs(600);
-/// How long a session gets to answer a trivial script after a page-load timeout.
-const RESPONSIVE_PROBE: Duration = Duration::from_secs(3);
-/// Beyond the page-load timeout, how long a silent browser gets before it is
-/// considered hung and killed.
-const HUNG_BROWSER_GRACE: Duration = Duration::from_secs(5);
+pub(super) const OUTAGE_PATIENCE: Duration = Duration::from_secs(600);
 
 /// What a worker's crawls share.
 pub struct CrawlContext {
@@ -56,49 +52,12 @@ pub struct CrawlContext {
     pub events: EventPublisher,
     /// On ECS: protects the task from scale-in while it holds runs.
     pub scale_in: Option<super::scale_in::ScaleInProtection>,
-}
-
-/// Why an attempt ended without completing.
-#[derive(Debug, thiserror::Error)]
-enum CrawlError {
-    #[error(transparent)]
-    Fence(#[from] FenceError),
-    #[error("worker draining")]
-    Drained,
-    /// The attempt failed; `retry` says whether another attempt may succeed.
-    #[error("{reason}")]
-    Attempt {
-        reason: String,
-        retry: bool,
-        /// The browser session is unusable and must be replaced.
-        broken_session: bool,
-    },
-}
-
-impl CrawlError {
-    fn transient(reason: impl Into<String>) -> Self {
-        CrawlError::Attempt {
-            reason: reason.into(),
-            retry: true,
-            broken_session: false,
-        }
-    }
-
-    fn permanent(reason: impl Into<String>) -> Self {
-        CrawlError::Attempt {
-            reason: reason.into(),
-            retry: false,
-            broken_session: false,
-        }
-    }
-
-    fn broken(reason: impl Into<String>) -> Self {
-        CrawlError::Attempt {
-            reason: reason.into(),
-            retry: true,
-            broken_session: true,
-        }
-    }
+    /// Each site's fleet-wide rate limit and refusal pauses.
+    pub limiter: SiteLimiter,
+    /// Refuses private and metadata targets unless allowed.
+    pub guard: TargetGuard,
+    /// Seals kept site sessions; `None`: sites that keep one cannot be crawled.
+    pub session_key: Option<SessionKey>,
 }
 
 /// Handles one job message. Failures are recorded in Postgres (our state
@@ -132,7 +91,7 @@ pub async fn handle(job: Job, ctx: &CrawlContext) {
         lost.clone(),
     ));
     let result = tokio::select! {
-        result = crawl(ctx, &fence, claimed.run.keyword_id, claimed.run.site_id) => result,
+        result = crawl(ctx, &fence, &claimed.run) => result,
         _ = lost.cancelled() => Err(FenceError::Superseded { run_id, attempt }.into()),
         _ = ctx.drain_deadline.cancelled() => Err(CrawlError::Drained),
     };
@@ -208,7 +167,11 @@ pub async fn handle(job: Job, ctx: &CrawlContext) {
 /// Retries a fenced write while Postgres is unreachable: the work is done and
 /// must not be lost to an outage. Stops when the write lands, when the attempt
 /// turns out to be superseded, or after `patience`.
-async fn persist<T, F, Fut>(what: &str, patience: Duration, mut write: F) -> Result<T, FenceError>
+pub(super) async fn persist<T, F, Fut>(
+    what: &str,
+    patience: Duration,
+    mut write: F,
+) -> Result<T, FenceError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, FenceError>>,
@@ -260,17 +223,14 @@ async fn watch_hold(
     }
 }
 
-/// Crawls every page; returns the last page number crawled.
-async fn crawl(
-    ctx: &CrawlContext,
-    fence: &Fence,
-    keyword_id: i64,
-    site_id: i64,
-) -> Result<i32, CrawlError> {
-    let site = store::sites::get(&ctx.pool, site_id)
+/// Crawls the run's site for its keyword, in the site's render mode; returns
+/// the last page number crawled. A site that keeps its session starts from
+/// the kept one and, when the crawl completes, keeps what it ends with.
+async fn crawl(ctx: &CrawlContext, fence: &Fence, run: &CrawlRun) -> Result<i32, CrawlError> {
+    let site = store::sites::get(&ctx.pool, run.site_id)
         .await
         .map_err(FenceError::from)?;
-    let keyword = store::keywords::text_of(&ctx.pool, keyword_id)
+    let keyword = store::keywords::text_of(&ctx.pool, run.keyword_id)
         .await
         .map_err(FenceError::from)?;
     let (Some(site), Some(keyword)) = (site, keyword) else {
@@ -284,187 +244,99 @@ async fn crawl(
     let spec = site
         .spec()
         .map_err(|e| CrawlError::permanent(format!("site is misconfigured: {e}")))?;
-    let stuck_timeout = spec
-        .stuck_timeout_secs
-        .map(|s| Duration::from_secs(s as u64))
-        .unwrap_or(ctx.default_stuck_timeout);
-    let mut lease = ctx
-        .browsers
-        .lease()
-        .await
-        .map_err(|e| CrawlError::transient(format!("no browser: {e:#}")))?;
-    let result = crawl_pages(
+    let crawl = Crawl {
         ctx,
         fence,
-        &spec,
-        &keyword,
-        stuck_timeout,
-        &mut lease.session,
-    )
-    .await;
-    let healthy = !matches!(
-        result,
-        Err(CrawlError::Attempt {
-            broken_session: true,
-            ..
-        })
-    );
-    ctx.browsers.give_back(lease, healthy).await;
-    result
-}
-
-async fn crawl_pages(
-    ctx: &CrawlContext,
-    fence: &Fence,
-    spec: &SiteSpec,
-    keyword: &str,
-    stuck_timeout: Duration,
-    session: &mut BrowserSession,
-) -> Result<i32, CrawlError> {
-    session
-        .set_page_load_timeout(stuck_timeout)
-        .await
-        .map_err(|e| CrawlError::broken(format!("{e:#}")))?;
-    let last_page = if spec.search_url.is_paged() {
-        spec.max_pages
-    } else {
-        1
+        run,
+        spec: &spec,
+        keyword: &keyword,
+        stuck_timeout: spec
+            .stuck_timeout_secs
+            .map(|s| Duration::from_secs(s as u64))
+            .unwrap_or(ctx.default_stuck_timeout),
     };
-    for page in 1..=last_page {
-        let url = spec.search_url.url_for(keyword, page as u32).map_err(|e| {
-            CrawlError::permanent(format!("search URL for {keyword:?} is invalid: {e}"))
-        })?;
-        let calling = persist("page start", OUTAGE_PATIENCE, || {
-            store::runs::enter_url_call(&ctx.pool, fence, url.as_str())
-        })
-        .await?;
-        ctx.events.run_updated(&calling).await;
-        let fetch_started = std::time::Instant::now();
-        let fetched = fetch_page(session, spec, &url, page, stuck_timeout).await;
-        metrics()
-            .page_fetch_duration
-            .with_label_values(&[&calling.site_id.to_string()])
-            .observe(fetch_started.elapsed().as_secs_f64());
-        let items = match fetched? {
-            PageOutcome::Items(items) => items,
-            PageOutcome::PastTheEnd => Vec::new(),
-        };
-        let found = items.len();
-        let stored = persist("page results", OUTAGE_PATIENCE, || {
-            store::runs::store_page(&ctx.pool, fence, page, url.as_str(), &items)
-        })
-        .await?;
-        ctx.events
-            .publish(&Event::ResultStored {
-                run_id: stored.id,
-                keyword_id: stored.keyword_id,
-                site_id: stored.site_id,
-                page,
-                count: found,
-            })
-            .await;
-        ctx.events.run_updated(&stored).await;
-        tracing::debug!(run_id = fence.run_id, page, found, "page stored");
-        if found == 0 {
-            return Ok(page);
+    let kept = load_session(ctx, &spec, run.site_id).await?;
+    let (last_page, ended_with) = match spec.render {
+        RenderMode::Browser => crawl_in_browser(&crawl, kept.as_ref()).await?,
+        RenderMode::Http | RenderMode::Json => {
+            let cookies = kept
+                .as_ref()
+                .map_or_else(SessionCookies::empty, KeptSession::cookie_store);
+            let client = HttpClient::new(
+                &spec.identity,
+                ctx.guard.clone(),
+                crawl.stuck_timeout,
+                cookies.clone(),
+            )?;
+            let last_page = crawl.pages(&mut PageSource::Http(client)).await?;
+            (last_page, spec.session.keep.then(|| cookies.session()))
+        }
+    };
+    if let (Some(ended_with), Some(key)) = (ended_with, &ctx.session_key) {
+        // A session lost to a hiccup costs a login, not the crawl's results.
+        if let Err(e) = session::save(&ctx.pool, key, run.site_id, run.id, &ended_with).await {
+            tracing::warn!(run_id = run.id, error = ?e, "could not keep the site's session");
         }
     }
     Ok(last_page)
 }
 
-enum PageOutcome {
-    Items(Vec<store::runs::PageItem>),
-    /// A later page answered 404/410: the results ended before `max_pages`.
-    PastTheEnd,
-}
-
-/// Loads one results page and reads its items.
-async fn fetch_page(
-    session: &mut BrowserSession,
+/// The site's kept session, when it keeps one.
+async fn load_session(
+    ctx: &CrawlContext,
     spec: &SiteSpec,
-    url: &url::Url,
-    page: i32,
-    stuck_timeout: Duration,
-) -> Result<PageOutcome, CrawlError> {
-    session.count_page();
-    // The page-load timeout ends a slow load; this bound catches a session
-    // that stopped answering at all (hung renderer, script loop): the session
-    // is then killed by its profile folder and replaced.
-    let load = tokio::time::timeout(
-        stuck_timeout + HUNG_BROWSER_GRACE,
-        session.client.goto(url.as_str()),
-    )
+    site_id: i64,
+) -> Result<Option<KeptSession>, CrawlError> {
+    if !spec.session.keep {
+        return Ok(None);
+    }
+    let Some(key) = &ctx.session_key else {
+        return Err(CrawlError::permanent(
+            "the site keeps its session, but SESSION_KEY is not set on this worker",
+        ));
+    };
+    session::load(&ctx.pool, key, site_id)
+        .await
+        .map_err(|e| CrawlError::transient(format!("opening the kept session: {e:#}")))
+}
+
+/// A crawl in a pooled browser session, made the site's for the time of the
+/// crawl; returns the last page and, when the site keeps it, the session.
+async fn crawl_in_browser(
+    crawl: &Crawl<'_>,
+    kept: Option<&KeptSession>,
+) -> Result<(i32, Option<KeptSession>), CrawlError> {
+    let browsers = &crawl.ctx.browsers;
+    let mut lease = browsers
+        .lease(crawl.spec.identity.proxy.as_ref())
+        .await
+        .map_err(|e| CrawlError::transient(format!("no browser: {e:#}")))?;
+    let session = lease.session();
+    let result: Result<_, CrawlError> = async {
+        session
+            .set_page_load_timeout(crawl.stuck_timeout)
+            .await
+            .map_err(|e| CrawlError::broken(format!("{e:#}")))?;
+        prepare_for_crawl(session, crawl.spec, kept)
+            .await
+            .map_err(|e| CrawlError::broken(format!("preparing the browser: {e:#}")))?;
+        let last_page = crawl
+            .pages(&mut PageSource::Browser(BrowserPage {
+                session: &mut *session,
+            }))
+            .await?;
+        let ended_with = match crawl.spec.session.keep {
+            true => Some(
+                KeptSession::from_browser(&session.client)
+                    .await
+                    .map_err(|e| CrawlError::broken(format!("reading the session: {e:#}")))?,
+            ),
+            false => None,
+        };
+        Ok((last_page, ended_with))
+    }
     .await;
-    match load {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) if is_timeout(&e) => {
-            let reason = format!(
-                "stuck: page did not load within {}s at {url}",
-                stuck_timeout.as_secs()
-            );
-            // A slow server leaves the session usable; a renderer stuck in a
-            // script does not answer even this, and the session is replaced.
-            let probe =
-                tokio::time::timeout(RESPONSIVE_PROBE, session.client.execute("return 1", vec![]))
-                    .await;
-            return Err(if matches!(probe, Ok(Ok(_))) {
-                CrawlError::transient(reason)
-            } else {
-                CrawlError::broken(reason)
-            });
-        }
-        Ok(Err(e)) => return Err(CrawlError::broken(format!("loading {url}: {e}"))),
-        Err(_) => {
-            return Err(CrawlError::broken(format!(
-                "stuck: browser stopped answering at {url}"
-            )));
-        }
-    }
-    let status = response_status(&session.client)
-        .await
-        .map_err(|e| CrawlError::broken(format!("{e:#} at {url}")))?;
-    match status {
-        Some(404 | 410) if page > 1 => return Ok(PageOutcome::PastTheEnd),
-        Some(s @ (408 | 429)) | Some(s @ 500..=599) => {
-            return Err(CrawlError::transient(format!("HTTP {s} at {url}")));
-        }
-        Some(s @ 400..=499) => {
-            return Err(CrawlError::permanent(format!(
-                "HTTP {s} at {url}: the site refused the search page"
-            )));
-        }
-        _ => {}
-    }
-    if let Some(wait_for) = &spec.wait_for {
-        let appeared = session
-            .client
-            .wait()
-            .at_most(WAIT_FOR_LIMIT.min(stuck_timeout))
-            .every(WAIT_FOR_POLL)
-            .for_element(Locator::Css(wait_for.as_str()))
-            .await;
-        if let Err(e) = appeared {
-            if !is_timeout_or_missing(&e) {
-                return Err(CrawlError::broken(format!(
-                    "waiting for {} at {url}: {e}",
-                    wait_for.as_str()
-                )));
-            }
-            tracing::info!(%url, "wait_for element never appeared; page counts as empty");
-        }
-    }
-    let items = extract_items(&session.client, spec.item_selector.as_str(), &spec.fields)
-        .await
-        .map_err(|e| CrawlError::broken(format!("extracting at {url}: {e:#}")))?;
-    Ok(PageOutcome::Items(items))
-}
-
-fn is_timeout(e: &CmdError) -> bool {
-    matches!(e, CmdError::Standard(wd) if wd.error == fantoccini::error::ErrorStatus::Timeout)
-}
-
-fn is_timeout_or_missing(e: &CmdError) -> bool {
-    is_timeout(e)
-        || matches!(e, CmdError::WaitTimeout)
-        || matches!(e, CmdError::Standard(wd) if wd.error == fantoccini::error::ErrorStatus::NoSuchElement)
+    let healthy = !matches!(&result, Err(e) if e.breaks_session());
+    browsers.give_back(lease, healthy).await;
+    result
 }

@@ -1,13 +1,22 @@
 //! The worker room: takes crawl jobs from Redis and crawls them in headless
-//! Chrome, with its own supervised chromedriver.
+//! Chrome (with its own supervised chromedriver) or over plain HTTP, each kind
+//! from its own lane with its own slots.
 
 mod browser;
+mod cdp;
 mod chromedriver;
 mod crawl;
+mod crawl_error;
 mod extract;
-pub use extract::content_hash;
+mod fetch;
+pub mod limiter;
+mod pages;
 pub mod processes;
+mod proxy_relay;
 mod scale_in;
+mod session;
+
+pub use extract::content_hash;
 
 use std::{
     collections::VecDeque,
@@ -24,8 +33,9 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     config::Config,
     events::EventPublisher,
-    queue::{self, Job},
-    store,
+    queue::{self, Job, Lane},
+    store::{self, workers::Slots},
+    target_guard::TargetGuard,
 };
 
 use browser::BrowserPool;
@@ -59,10 +69,14 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let worker_id = worker_id();
     let concurrency = config.worker_concurrency.max(1);
+    let slots = Slots {
+        browser: concurrency as i64,
+        http: config.http_concurrency.max(1) as i64,
+    };
     if processes::become_subreaper() {
         tracing::debug!("worker is a child subreaper");
     }
-    if !announce_when_ready(&pool, &worker_id, concurrency as i32, &shutdown).await? {
+    if !announce_when_ready(&pool, &worker_id, slots, &shutdown).await? {
         return Ok(());
     }
     let profile_root = std::env::temp_dir().join(format!("crawlfleet-{worker_id}"));
@@ -106,14 +120,17 @@ pub async fn run(
             .ecs_agent_uri
             .as_deref()
             .map(scale_in::ScaleInProtection::new),
+        limiter: limiter::SiteLimiter::new(redis.clone(), &config.queue_name),
+        guard: TargetGuard::from_config(&config),
+        session_key: config.session_key.clone(),
     });
-    tracing::info!(%worker_id, concurrency, "worker started");
+    tracing::info!(%worker_id, browser_slots = slots.browser, http_slots = slots.http, "worker started");
 
     let housekeeping = tokio::spawn(housekeeping(
         ctx.clone(),
         pool.clone(),
         worker_id.clone(),
-        concurrency as i32,
+        slots,
         chromedriver.as_ref().map(ChromeDriver::pid_watch),
         shutdown.clone(),
     ));
@@ -127,7 +144,32 @@ pub async fn run(
         })
     };
 
-    let consumed = consume(&config, redis, &worker_id, concurrency, &ctx, &shutdown).await;
+    // Two lanes, each its own consumer: http/json crawls never wait for a browser.
+    let consumed = tokio::try_join!(
+        consume(
+            &config,
+            redis.clone(),
+            Lane::Browser,
+            &worker_id,
+            slots.browser as usize,
+            &ctx,
+            &shutdown
+        ),
+        consume(
+            &config,
+            redis,
+            Lane::Http,
+            &worker_id,
+            slots.http as usize,
+            &ctx,
+            &shutdown
+        ),
+    )
+    .map(|_| ());
+    if consumed.is_err() {
+        // One lane gave up: stop the other too, and exit non-zero after the drain.
+        shutdown.cancel();
+    }
     // In-flight crawls end by themselves, or hand their runs back at the drain deadline.
     ctx.crawls.close();
     ctx.crawls.wait().await;
@@ -157,12 +199,12 @@ const SCHEMA_WAIT: Duration = Duration::from_secs(120);
 async fn announce_when_ready(
     pool: &PgPool,
     worker_id: &str,
-    concurrency: i32,
+    slots: Slots,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<bool> {
     let started = Instant::now();
     loop {
-        match store::workers::announce(pool, worker_id, &host_of(worker_id), concurrency).await {
+        match store::workers::announce(pool, worker_id, &host_of(worker_id), slots).await {
             Ok(()) => return Ok(true),
             Err(e) if started.elapsed() < SCHEMA_WAIT => {
                 tracing::info!(error = %e, "database not ready for workers yet; waiting");
@@ -180,13 +222,14 @@ async fn announce_when_ready(
 const MAX_RESTARTS: usize = 5;
 const RESTART_WINDOW: Duration = Duration::from_secs(60);
 
-/// Takes jobs until `shutdown`. A consumer that stops by itself (Redis flushed
-/// or restarted under it, a fetch script failing) is started again; one that
-/// keeps stopping makes the process exit non-zero so its supervisor (ECS,
-/// compose) replaces it, never a silent exit 0.
+/// Takes jobs of one lane until `shutdown`. A consumer that stops by itself
+/// (Redis flushed or restarted under it, a fetch script failing) is started
+/// again; one that keeps stopping makes the process exit non-zero so its
+/// supervisor (ECS, compose) replaces it, never a silent exit 0.
 async fn consume(
     config: &Config,
     redis: ConnectionManager,
+    lane: Lane,
     worker_id: &str,
     concurrency: usize,
     ctx: &Arc<CrawlContext>,
@@ -194,10 +237,14 @@ async fn consume(
 ) -> anyhow::Result<()> {
     let mut stops: VecDeque<Instant> = VecDeque::new();
     for generation in 1.. {
-        let backend = queue::storage(redis.clone(), &config.queue_name, concurrency)
-            .poll_with_interval(POLL_EVERY);
+        let backend = queue::storage(
+            redis.clone(),
+            &lane.queue_name(&config.queue_name),
+            concurrency,
+        )
+        .poll_with_interval(POLL_EVERY);
         // apalis-redis refuses, silently, a name still registered: one per start.
-        let consumer = WorkerBuilder::new(format!("{worker_id}-c{generation}"))
+        let consumer = WorkerBuilder::new(format!("{worker_id}-{}{generation}", lane.as_str()))
             .backend(backend)
             .concurrency(concurrency)
             .data(ctx.clone())
@@ -226,10 +273,11 @@ async fn consume(
         };
         if stops.len() > MAX_RESTARTS {
             anyhow::bail!(
-                "the job consumer keeps stopping ({why}); giving up so the supervisor restarts the worker"
+                "the {} job consumer keeps stopping ({why}); giving up so the supervisor restarts the worker",
+                lane.as_str()
             );
         }
-        tracing::error!(reason = %why, "job consumer stopped; starting it again");
+        tracing::error!(reason = %why, lane = lane.as_str(), "job consumer stopped; starting it again");
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(()),
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
@@ -266,7 +314,7 @@ async fn housekeeping(
     ctx: Arc<CrawlContext>,
     pool: PgPool,
     worker_id: String,
-    concurrency: i32,
+    slots: Slots,
     chromedriver_pid: Option<tokio::sync::watch::Receiver<u32>>,
     shutdown: CancellationToken,
 ) {
@@ -278,7 +326,7 @@ async fn housekeeping(
             _ = shutdown.cancelled() => return,
             _ = announce.tick() => {
                 let host = host_of(&worker_id);
-                if let Err(e) = store::workers::announce(&pool, &worker_id, &host, concurrency).await {
+                if let Err(e) = store::workers::announce(&pool, &worker_id, &host, slots).await {
                     tracing::warn!(error = ?e, "could not announce the worker");
                 }
             }

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crawlfleet::store::runs::CrawledPage;
 use crawlfleet::{
     demo_site::expected_products,
     domain::run::Trigger,
@@ -17,16 +18,9 @@ use crate::helpers::{Roles, TestApp};
 
 const CRAWL_LIMIT: Duration = Duration::from_secs(90);
 
-fn with_worker() -> Roles {
-    Roles {
-        scheduler: true,
-        worker: true,
-    }
-}
-
 #[tokio::test]
 async fn a_keyword_is_crawled_in_chrome_with_items_in_order_across_pages() {
-    let app = TestApp::spawn_with(with_worker(), |_| {}).await;
+    let app = TestApp::spawn_with(Roles::fleet(), |_| {}).await;
     let mut site = app.site_body("js-shop", "/js-search");
     site["wait_for"] = json!("#ready");
     site["fields"]["image"] = json!({"selector": "img.thumb", "attr": "src"});
@@ -77,7 +71,7 @@ async fn a_keyword_is_crawled_in_chrome_with_items_in_order_across_pages() {
 
 #[tokio::test]
 async fn a_single_static_page_and_a_slow_paged_search_are_crawled() {
-    let app = TestApp::spawn_with(with_worker(), |_| {}).await;
+    let app = TestApp::spawn_with(Roles::fleet(), |_| {}).await;
     let mut single = app.site_body("static", "/static");
     single["search_url"] = json!(format!("{}/static?q={{keyword}}", app.site.base_url()));
     let single = app.create_site(single).await;
@@ -160,9 +154,18 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
     store::runs::enter_url_call(pool, &first, "http://x/1")
         .await
         .unwrap();
-    store::runs::store_page(pool, &first, 1, "http://x/1", &items(5, "old"))
-        .await
-        .unwrap();
+    store::runs::store_page(
+        pool,
+        &first,
+        &CrawledPage {
+            page: 1,
+            url: "http://x/1",
+            items: &items(5, "old"),
+            already_stored: false,
+        },
+    )
+    .await
+    .unwrap();
     let run = store::runs::fail_attempt(pool, &first, "stuck: test", false)
         .await
         .unwrap();
@@ -178,9 +181,18 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
     store::runs::enter_url_call(pool, &second, "http://x/1")
         .await
         .unwrap();
-    let found = store::runs::store_page(pool, &second, 1, "http://x/1", &items(4, "new"))
-        .await
-        .unwrap();
+    let found = store::runs::store_page(
+        pool,
+        &second,
+        &CrawledPage {
+            page: 1,
+            url: "http://x/1",
+            items: &items(4, "new"),
+            already_stored: false,
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!(found.items_found, 4, "the retried page replaced its rows");
 
     // The first worker comes back: none of its writes land.
@@ -189,9 +201,18 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
             .await
             .map(|_| ()),
         store::runs::heartbeat(pool, &first).await,
-        store::runs::store_page(pool, &first, 2, "http://x/2", &items(5, "late"))
-            .await
-            .map(|_| ()),
+        store::runs::store_page(
+            pool,
+            &first,
+            &CrawledPage {
+                page: 2,
+                url: "http://x/2",
+                items: &items(5, "late"),
+                already_stored: false,
+            },
+        )
+        .await
+        .map(|_| ()),
         store::runs::complete(pool, &first, 2).await.map(|_| ()),
         store::runs::fail_attempt(pool, &first, "late", false)
             .await

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crawlfleet::{queue, store};
+use crawlfleet::{domain::site::RenderMode, queue, store};
 
 use crate::helpers::{Roles, TestApp, count_states};
 
@@ -12,16 +12,10 @@ const WINDOW: u32 = 16;
 
 #[tokio::test]
 async fn a_backlog_of_20000_runs_drains_through_a_bounded_window() {
-    let mut app = TestApp::spawn_with(
-        Roles {
-            scheduler: true,
-            worker: true,
-        },
-        |c| {
-            c.dispatch_window = Some(WINDOW);
-            c.dispatch_interval_ms = 50;
-        },
-    )
+    let mut app = TestApp::spawn_with(Roles::fleet(), |c| {
+        c.dispatch_window = Some(WINDOW);
+        c.dispatch_interval_ms = 50;
+    })
     .await;
     let pool = &app.pool().clone();
     let template = format!("{}/static?q={{keyword}}", app.site.base_url());
@@ -61,7 +55,9 @@ async fn a_backlog_of_20000_runs_drains_through_a_bounded_window() {
         let in_redis = queue::pending_in_redis(&mut redis, &app.config.queue_name)
             .await
             .unwrap();
-        let dispatched = store::runs::count_in_redis(pool).await.unwrap();
+        let dispatched = store::runs::count_in_redis(pool, &RenderMode::ALL)
+            .await
+            .unwrap();
         max_in_redis = max_in_redis.max(in_redis);
         max_dispatched = max_dispatched.max(dispatched);
         samples += 1;

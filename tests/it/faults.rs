@@ -5,20 +5,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::helpers::{Roles, TestApp};
+use crate::helpers::{Roles, TestApp, eventually};
 
 const LIMIT: Duration = Duration::from_secs(90);
 
 async fn app_with_worker(concurrency: usize) -> TestApp {
-    TestApp::spawn_with(
-        Roles {
-            scheduler: true,
-            worker: true,
-        },
-        |c| {
-            c.worker_concurrency = concurrency;
-        },
-    )
+    TestApp::spawn_with(Roles::fleet(), |c| {
+        c.worker_concurrency = concurrency;
+    })
     .await
 }
 
@@ -100,7 +94,7 @@ async fn http_errors_fail_permanently_or_retry_and_an_empty_page_completes() {
         .one_page_site("404", "/status/404?q={keyword}", json!({"max_attempts": 3}))
         .await;
     let broken = app
-        .one_page_site("500", "/status/503?q={keyword}", json!({"max_attempts": 2}))
+        .one_page_site("500", "/status/500?q={keyword}", json!({"max_attempts": 2}))
         .await;
     let flaky = app
         .one_page_site(
@@ -181,6 +175,25 @@ async fn a_running_crawl_is_cancelled_within_seconds_and_a_failed_run_can_be_ret
     let (_, run_now) = app.get(&format!("/api/runs/{run}")).await;
     assert_eq!(run_now["state"], "cancelled");
     assert_eq!(attempts(&run_now)[0]["outcome"], "cancelled");
+    // The cancelled crawl's browser is gone, not left running beside the new one.
+    let root = std::env::temp_dir().join(format!(
+        "crawlfleet-{}",
+        run_now["worker_id"].as_str().unwrap()
+    ));
+    eventually(Duration::from_secs(5), "one browser profile left", || {
+        let root = root.clone();
+        async move {
+            let profiles = std::fs::read_dir(&root)
+                .map(|dir| {
+                    dir.flatten()
+                        .filter(|e| e.file_name().to_string_lossy().starts_with("session-"))
+                        .count()
+                })
+                .unwrap_or(0);
+            (profiles == 1).then_some(())
+        }
+    })
+    .await;
 
     // Retry: a cancelled run comes back with a fresh budget; a completed one cannot.
     let (status, retried) = app.post(&format!("/api/runs/{run}/retry"), json!({})).await;

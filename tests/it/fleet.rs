@@ -35,14 +35,7 @@ async fn duplicate_results(app: &TestApp) -> i64 {
 #[tokio::test]
 async fn two_worker_processes_share_a_queue_and_complete_each_run_once() {
     let _slots = browser_slots(2).await;
-    let app = TestApp::spawn_with(
-        Roles {
-            scheduler: true,
-            worker: false,
-        },
-        |_| {},
-    )
-    .await;
+    let app = TestApp::spawn_with(Roles::scheduler_only(), |_| {}).await;
     let mut site = app.site_body("static", "/static");
     site["search_url"] = json!(format!("{}/static?q={{keyword}}", app.site.base_url()));
     let site = app.create_site(site).await;
@@ -83,18 +76,12 @@ async fn two_worker_processes_share_a_queue_and_complete_each_run_once() {
 #[tokio::test]
 async fn a_worker_killed_mid_queue_loses_nothing() {
     let _slots = browser_slots(2).await;
-    let app = TestApp::spawn_with(
-        Roles {
-            scheduler: true,
-            worker: false,
-        },
-        |c| {
-            c.heartbeat_interval_secs = 1;
-            c.heartbeat_timeout_secs = 5;
-            c.watchdog_interval_secs = 1;
-            c.dispatch_claim_timeout_secs = 8;
-        },
-    )
+    let app = TestApp::spawn_with(Roles::scheduler_only(), |c| {
+        c.heartbeat_interval_secs = 1;
+        c.heartbeat_timeout_secs = 5;
+        c.watchdog_interval_secs = 1;
+        c.dispatch_claim_timeout_secs = 8;
+    })
     .await;
     let mut site = app.site_body("slow", "/slow");
     site["search_url"] = json!(format!("{}/slow?ms=600&q={{keyword}}", app.site.base_url()));

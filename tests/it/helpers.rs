@@ -23,6 +23,10 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+/// The key sealing kept sessions in tests (64 hex characters).
+pub const TEST_SESSION_KEY: &str =
+    "5e55105e55105e55105e55105e55105e55105e55105e55105e55105e55105e55";
+
 /// Browser tests running at once (2 cores: more only adds latency and flakes).
 static BROWSER_SLOTS: Semaphore = Semaphore::const_new(2);
 
@@ -108,6 +112,11 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
         ws_send_timeout_secs: 10,
         log_format: LogFormat::Pretty,
         worker_concurrency: 2,
+        http_concurrency: 8,
+        // The fixture site is on loopback.
+        allow_private_targets: true,
+        allowed_private_targets: vec![],
+        session_key: Some(TEST_SESSION_KEY.parse().expect("a valid key")),
         chromedriver_path: std::env::var("CHROMEDRIVER_PATH")
             .unwrap_or_else(|_| "chromedriver".into()),
         webdriver_url: None,
@@ -136,6 +145,24 @@ pub struct Roles {
     pub worker: bool,
 }
 
+impl Roles {
+    /// Scheduler and worker beside the api: crawls run end to end.
+    pub fn fleet() -> Roles {
+        Roles {
+            scheduler: true,
+            worker: true,
+        }
+    }
+
+    /// Scheduler beside the api; the test brings its own workers (processes).
+    pub fn scheduler_only() -> Roles {
+        Roles {
+            scheduler: true,
+            worker: false,
+        }
+    }
+}
+
 pub struct TestApp {
     pub base: String,
     pub http: reqwest::Client,
@@ -155,11 +182,25 @@ impl TestApp {
 
     /// The api and the chosen roles, with `tune` applied to their config.
     pub async fn spawn_with(roles: Roles, tune: impl FnOnce(&mut Config)) -> TestApp {
+        Self::spawn_inner(roles, roles.worker, tune).await
+    }
+
+    /// Like [`Self::spawn_with`], for tests whose sites need no browser: they
+    /// do not wait for one of the browser slots.
+    pub async fn spawn_without_browsers(roles: Roles, tune: impl FnOnce(&mut Config)) -> TestApp {
+        Self::spawn_inner(roles, false, tune).await
+    }
+
+    async fn spawn_inner(
+        roles: Roles,
+        uses_browsers: bool,
+        tune: impl FnOnce(&mut Config),
+    ) -> TestApp {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(std::env::var("TEST_LOG").unwrap_or_else(|_| "warn".into()))
             .with_test_writer()
             .try_init();
-        let browsers = if roles.worker {
+        let browsers = if uses_browsers {
             Some(BROWSER_SLOTS.acquire().await.expect("slots never close"))
         } else {
             None
@@ -309,6 +350,13 @@ impl TestApp {
         self.crawl(kw).await[0]
     }
 
+    /// A new keyword on one site, crawled until its run ends; returns the run.
+    pub async fn crawl_to_end(&self, keyword: &str, site: i64, limit: Duration) -> Value {
+        let run = self.crawl_once(keyword, site).await;
+        self.wait_for_run(run, &["completed", "failed"], limit)
+            .await
+    }
+
     /// Asks for a crawl of a keyword; returns the ids of the runs queued.
     pub async fn crawl(&self, keyword_id: i64) -> Vec<i64> {
         let (status, body) = self
@@ -432,6 +480,12 @@ impl RoleProcess {
             .env("AUTH_DISABLED", config.auth_disabled.to_string())
             .env("API_TOKENS", config.api_tokens.join(","))
             .env("WORKER_CONCURRENCY", config.worker_concurrency.to_string())
+            .env("HTTP_CONCURRENCY", config.http_concurrency.to_string())
+            .env(
+                "ALLOW_PRIVATE_TARGETS",
+                config.allow_private_targets.to_string(),
+            )
+            .env("SESSION_KEY", TEST_SESSION_KEY)
             .env(
                 "DISPATCH_INTERVAL_MS",
                 config.dispatch_interval_ms.to_string(),

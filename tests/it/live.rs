@@ -164,14 +164,7 @@ async fn the_api_refuses_to_start_without_tokens_unless_told_to() {
 #[tokio::test]
 async fn a_crawl_on_a_worker_process_streams_its_states_in_order_to_subscribers() {
     let _slots = browser_slots(1).await;
-    let app = TestApp::spawn_with(
-        Roles {
-            scheduler: true,
-            worker: false,
-        },
-        with_tokens,
-    )
-    .await;
+    let app = TestApp::spawn_with(Roles::scheduler_only(), with_tokens).await;
     let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -2,14 +2,22 @@
 //! site on loopback. One binary (faster to link); modules by subject.
 
 mod helpers;
+mod test_proxy;
 
 mod api_contract;
+mod cloudwatch;
 mod crawl;
 mod dispatch;
 mod faults;
 mod fleet;
+mod identity;
+mod incremental;
 mod live;
 mod openapi;
 mod operations;
+mod politeness;
+mod render_modes;
 mod scheduling;
+mod sessions;
+mod ssrf;
 mod worker_faults;

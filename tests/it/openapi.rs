@@ -13,6 +13,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/sites/{id}"),
     ("put", "/api/sites/{id}"),
     ("delete", "/api/sites/{id}"),
+    ("delete", "/api/sites/{id}/session"),
     ("get", "/api/keywords"),
     ("post", "/api/keywords"),
     ("get", "/api/keywords/{id}"),

@@ -8,6 +8,7 @@ use std::{
 
 use apalis::prelude::TaskSink;
 use axum::{Json, Router, routing::put};
+use crawlfleet::store::runs::CrawledPage;
 use crawlfleet::{
     queue::{self, Job},
     store,
@@ -28,15 +29,9 @@ async fn a_worker_holds_its_results_through_a_postgres_outage_and_everything_res
         server.port().unwrap_or(5432),
     ))
     .await;
-    let app = TestApp::spawn_with(
-        Roles {
-            scheduler: true,
-            worker: true,
-        },
-        |c| {
-            c.database_url = proxy.route(&c.database_url);
-        },
-    )
+    let app = TestApp::spawn_with(Roles::fleet(), |c| {
+        c.database_url = proxy.route(&c.database_url);
+    })
     .await;
     let slow = app
         .one_page_site("slow", "/slow?ms=3000&q={keyword}", json!({}))
@@ -79,15 +74,9 @@ async fn on_ecs_the_task_is_protected_from_scale_in_exactly_while_it_holds_runs(
     let agent_uri = format!("http://{}", listener.local_addr().unwrap());
     let server = tokio::spawn(async move { axum::serve(listener, agent).await });
 
-    let app = TestApp::spawn_with(
-        Roles {
-            scheduler: true,
-            worker: true,
-        },
-        |c| {
-            c.ecs_agent_uri = Some(agent_uri.clone());
-        },
-    )
+    let app = TestApp::spawn_with(Roles::fleet(), |c| {
+        c.ecs_agent_uri = Some(agent_uri.clone());
+    })
     .await;
     let slow = app
         .one_page_site("slow", "/slow?ms=1500&q={keyword}", json!({}))
@@ -136,9 +125,18 @@ async fn retention_deletes_old_runs_with_their_results_and_keeps_recent_ones() {
             item_url: None,
             content_hash: "h".into(),
         };
-        store::runs::store_page(pool, &fence, 1, "http://x/", &[item])
-            .await
-            .unwrap();
+        store::runs::store_page(
+            pool,
+            &fence,
+            &CrawledPage {
+                page: 1,
+                url: "http://x/",
+                items: &[item],
+                already_stored: false,
+            },
+        )
+        .await
+        .unwrap();
         store::runs::complete(pool, &fence, 1).await.unwrap();
     }
     sqlx::query(

@@ -18,14 +18,7 @@ const LIMIT: Duration = Duration::from_secs(90);
 #[tokio::test]
 async fn sigterm_drains_hands_unfinished_runs_back_and_exits_0_within_the_deadline() {
     let _slots = browser_slots(1).await;
-    let app = TestApp::spawn_with(
-        Roles {
-            scheduler: true,
-            worker: false,
-        },
-        |c| c.drain_timeout_secs = 2,
-    )
-    .await;
+    let app = TestApp::spawn_with(Roles::scheduler_only(), |c| c.drain_timeout_secs = 2).await;
     let slow = app
         .one_page_site(
             "slow",
@@ -62,17 +55,11 @@ async fn sigterm_drains_hands_unfinished_runs_back_and_exits_0_within_the_deadli
 #[tokio::test]
 async fn a_frozen_worker_is_superseded_and_none_of_its_late_writes_land() {
     let _slots = browser_slots(2).await;
-    let app = TestApp::spawn_with(
-        Roles {
-            scheduler: true,
-            worker: false,
-        },
-        |c| {
-            c.heartbeat_interval_secs = 1;
-            c.heartbeat_timeout_secs = 4;
-            c.watchdog_interval_secs = 1;
-        },
-    )
+    let app = TestApp::spawn_with(Roles::scheduler_only(), |c| {
+        c.heartbeat_interval_secs = 1;
+        c.heartbeat_timeout_secs = 4;
+        c.watchdog_interval_secs = 1;
+    })
     .await;
     let slow = app
         .one_page_site(
@@ -152,14 +139,7 @@ async fn a_frozen_worker_is_superseded_and_none_of_its_late_writes_land() {
 #[tokio::test]
 async fn a_killed_chromedriver_is_restarted_its_browsers_killed_and_the_run_retried() {
     let _slots = browser_slots(1).await;
-    let app = TestApp::spawn_with(
-        Roles {
-            scheduler: true,
-            worker: false,
-        },
-        |_| {},
-    )
-    .await;
+    let app = TestApp::spawn_with(Roles::scheduler_only(), |_| {}).await;
     let slow = app
         .one_page_site(
             "slow",
@@ -234,17 +214,11 @@ async fn a_worker_whose_consumer_stops_exits_non_zero() {
 async fn runs_survive_redis_being_flushed_and_restarted() {
     let redis = OwnRedis::start().await;
     let port = redis.port();
-    let app = TestApp::spawn_with(
-        Roles {
-            scheduler: true,
-            worker: true,
-        },
-        |c| {
-            c.redis_url = redis.url();
-            c.dispatch_claim_timeout_secs = 3;
-            c.dispatch_window = Some(4);
-        },
-    )
+    let app = TestApp::spawn_with(Roles::fleet(), |c| {
+        c.redis_url = redis.url();
+        c.dispatch_claim_timeout_secs = 3;
+        c.dispatch_window = Some(4);
+    })
     .await;
     let slow = app
         .one_page_site(

@@ -1,0 +1,230 @@
+//! The CloudWatch publisher of the api: the backlog the ECS scaling policy
+//! follows, and the crawls finished per interval for the error-rate alarm.
+//!
+//! One api process publishes at a time (a Postgres advisory lock), because
+//! the scaling policy reads the Average of `QueueWaitingJobs`: two publishers
+//! would not change it, but a lagging one would drag it. A slow or failing
+//! CloudWatch never reaches the api: the publisher is its own task, each
+//! tick is bounded by a timeout, and the next tick simply tries again.
+
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use aws_sdk_cloudwatch::{
+    error::DisplayErrorContext,
+    primitives::DateTime,
+    types::{MetricDatum, StandardUnit},
+};
+use chrono::{DateTime as ChronoTime, Utc};
+use sqlx::PgPool;
+use tokio::time::MissedTickBehavior;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    metrics::metrics,
+    store::{
+        self,
+        leader::{Leadership, PUBLISHER_LOCK},
+    },
+};
+
+/// Runs queued or in progress: what the fleet scales on.
+pub const QUEUE_WAITING_JOBS: &str = "QueueWaitingJobs";
+/// Runs completed during the interval.
+pub const CRAWLS_COMPLETED: &str = "CrawlsCompleted";
+/// Runs failed (attempts exhausted) during the interval.
+pub const CRAWLS_FAILED: &str = "CrawlsFailed";
+
+/// How often a standby publisher asks for leadership, at most.
+const TAKEOVER_POLL: Duration = Duration::from_secs(5);
+
+/// What and how often to publish.
+#[derive(Debug, Clone)]
+pub struct PublisherSettings {
+    /// CloudWatch namespace, `CrawlerService` by default (the scaling policy and
+    /// the alarms name it).
+    pub namespace: String,
+    /// Time between two puts; each put covers the interval just ended.
+    pub interval: Duration,
+    /// Bound on one tick (reading Postgres and the put, SDK retries included);
+    /// keep it below `interval` so ticks never pile up.
+    pub call_timeout: Duration,
+}
+
+impl PublisherSettings {
+    /// From `CLOUDWATCH_NAMESPACE` and `METRIC_INTERVAL_SECS`; a put may take
+    /// half the interval, at most 10 s.
+    pub fn from_config(config: &crate::config::Config) -> Self {
+        let interval = Duration::from_secs(config.metric_interval_secs.max(1));
+        Self {
+            namespace: config.cloudwatch_namespace.clone(),
+            interval,
+            call_timeout: (interval / 2).min(Duration::from_secs(10)),
+        }
+    }
+}
+
+/// The SDK client from the environment: region, credentials and
+/// `AWS_ENDPOINT_URL` are read by aws-config (on ECS, the task role).
+pub async fn client_from_env() -> aws_sdk_cloudwatch::Client {
+    let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    aws_sdk_cloudwatch::Client::new(&config)
+}
+
+/// Runs until `shutdown`: contends for leadership and, while leader, puts
+/// the metrics every `interval`. Standing by costs one connection attempt
+/// every few seconds.
+pub async fn run(
+    database_url: String,
+    pool: PgPool,
+    client: aws_sdk_cloudwatch::Client,
+    settings: PublisherSettings,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    // A test's one-second interval takes over within a second; production's
+    // minute within a few seconds.
+    let poll = settings.interval.min(TAKEOVER_POLL);
+    let mut announced_standby = false;
+    while !shutdown.is_cancelled() {
+        match Leadership::try_acquire(&database_url, PUBLISHER_LOCK, "publisher").await {
+            Ok(Some(leadership)) => {
+                announced_standby = false;
+                tracing::info!(namespace = %settings.namespace, "CloudWatch publisher is the leader");
+                lead(leadership, &pool, &client, &settings, &shutdown).await;
+            }
+            Ok(None) => {
+                if !announced_standby {
+                    tracing::info!("another api process publishes to CloudWatch; standing by");
+                    announced_standby = true;
+                }
+                sleep_or_stop(poll, &shutdown).await;
+            }
+            Err(e) => {
+                tracing::warn!(error = ?e, "CloudWatch publisher could not contend for leadership");
+                sleep_or_stop(poll, &shutdown).await;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Publishes every interval until shutdown (leadership released at once, so
+/// a standby takes over without waiting for a timeout) or loss of the lock.
+async fn lead(
+    mut leadership: Leadership,
+    pool: &PgPool,
+    client: &aws_sdk_cloudwatch::Client,
+    settings: &PublisherSettings,
+    shutdown: &CancellationToken,
+) {
+    // The first put comes one interval after taking over, so every datapoint
+    // of CrawlsCompleted/CrawlsFailed covers a whole interval.
+    let mut ticker = tokio::time::interval_at(
+        tokio::time::Instant::now() + settings.interval,
+        settings.interval,
+    );
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut since = Utc::now();
+    let stopped = {
+        // Pinned across ticks: recreated on every tick, its one-second probe
+        // would never run with a short interval.
+        let lost = leadership.lost();
+        tokio::pin!(lost);
+        loop {
+            // The put runs inside the select, so shutdown or loss of the lock
+            // cuts a put in flight instead of waiting out its timeout.
+            let tick = async {
+                ticker.tick().await;
+                let now = Utc::now();
+                publish_bounded(pool, client, settings, since).await;
+                since = now;
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => break true,
+                _ = &mut lost => break false,
+                _ = tick => {}
+            }
+        }
+    };
+    if stopped {
+        leadership.release().await;
+    } else {
+        tracing::warn!("CloudWatch publisher lost its leadership connection; contending again");
+    }
+}
+
+/// One tick, bounded by `call_timeout`; its outcome is logged and counted.
+async fn publish_bounded(
+    pool: &PgPool,
+    client: &aws_sdk_cloudwatch::Client,
+    settings: &PublisherSettings,
+    since: ChronoTime<Utc>,
+) {
+    let outcome = tokio::time::timeout(
+        settings.call_timeout,
+        publish(pool, client, &settings.namespace, since),
+    )
+    .await;
+    match outcome {
+        Ok(Ok(backlog)) => {
+            metrics().cloudwatch_publishes.inc();
+            tracing::debug!(backlog, "scaling metric published");
+        }
+        Ok(Err(e)) => {
+            metrics().cloudwatch_failures.inc();
+            tracing::warn!(error = ?e, "CloudWatch put failed; the next tick tries again");
+        }
+        Err(_) => {
+            metrics().cloudwatch_failures.inc();
+            tracing::warn!(
+                timeout = ?settings.call_timeout,
+                "CloudWatch put timed out; the next tick tries again"
+            );
+        }
+    }
+}
+
+/// Reads the backlog and the crawls finished since `since`, and puts them in
+/// one PutMetricData call; returns the backlog.
+async fn publish(
+    pool: &PgPool,
+    client: &aws_sdk_cloudwatch::Client,
+    namespace: &str,
+    since: ChronoTime<Utc>,
+) -> anyhow::Result<i64> {
+    let backlog = store::stats::backlog(pool)
+        .await
+        .context("counting the backlog")?;
+    // `finished_since` has no upper bound: a run finishing during this query
+    // may also count in the next interval (a window of milliseconds).
+    let (completed, failed) = store::stats::finished_since(pool, since)
+        .await
+        .context("counting finished crawls")?;
+    let at = DateTime::from(SystemTime::now());
+    // No dimensions: the scaling policy and the alarms match the bare name.
+    let datum = |name: &str, value: i64| {
+        MetricDatum::builder()
+            .metric_name(name)
+            .value(value as f64)
+            .unit(StandardUnit::Count)
+            .timestamp(at)
+            .build()
+    };
+    client
+        .put_metric_data()
+        .namespace(namespace)
+        .metric_data(datum(QUEUE_WAITING_JOBS, backlog))
+        .metric_data(datum(CRAWLS_COMPLETED, completed))
+        .metric_data(datum(CRAWLS_FAILED, failed))
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("PutMetricData: {}", DisplayErrorContext(&e)))?;
+    Ok(backlog)
+}
+
+async fn sleep_or_stop(period: Duration, shutdown: &CancellationToken) {
+    tokio::select! {
+        _ = tokio::time::sleep(period) => {}
+        _ = shutdown.cancelled() => {}
+    }
+}

@@ -1,0 +1,393 @@
+//! How items are read from a results page: CSS selectors over HTML (browser
+//! and http modes) or JSON pointers into an API's answer (json mode).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::FieldError;
+
+/// A CSS selector that parses (checked with the same grammar browsers use).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CssSelector(String);
+
+impl CssSelector {
+    pub fn parse(selector: &str, field: &str) -> Result<Self, FieldError> {
+        let trimmed = selector.trim();
+        if trimmed.is_empty() {
+            return Err(FieldError::new(field, "must not be empty"));
+        }
+        scraper::Selector::parse(trimmed)
+            .map_err(|e| FieldError::new(field, format!("is not a valid CSS selector: {e}")))?;
+        Ok(Self(trimmed.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The compiled selector (it parsed when accepted).
+    pub fn compile(&self) -> scraper::Selector {
+        scraper::Selector::parse(&self.0).expect("checked to parse when accepted")
+    }
+}
+
+/// A JSON pointer (RFC 6901): empty for the whole document, else `/a/0/b`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JsonPointer(String);
+
+impl JsonPointer {
+    pub fn parse(pointer: &str, field: &str) -> Result<Self, FieldError> {
+        if !(pointer.is_empty() || pointer.starts_with('/')) {
+            return Err(FieldError::new(
+                field,
+                "must be a JSON pointer: empty, or starting with / (e.g. /data/items)",
+            ));
+        }
+        Ok(Self(pointer.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn find<'a>(&self, value: &'a serde_json::Value) -> Option<&'a serde_json::Value> {
+        value.pointer(&self.0)
+    }
+}
+
+/// How to read one field of an item. In HTML modes: the text, or the
+/// attribute `attr`, of the element `selector` finds inside the item (the item
+/// itself without a selector); `href`/`src` are made absolute. In json mode:
+/// the value at `pointer` inside the item; `link` makes it an absolute URL.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct FieldSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub selector: Option<CssSelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attr: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub pointer: Option<JsonPointer>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub link: bool,
+}
+
+impl FieldSpec {
+    /// Whether the field is a URL (made absolute; the first one is the item's URL).
+    pub fn is_link(&self) -> bool {
+        self.link
+            || self
+                .attr
+                .as_deref()
+                .is_some_and(|a| a.eq_ignore_ascii_case("href") || a.eq_ignore_ascii_case("src"))
+    }
+
+    /// Whether the field is the kind the item URL comes from: `href`, or a json `link`.
+    pub fn is_item_url(&self) -> bool {
+        self.link
+            || self
+                .attr
+                .as_deref()
+                .is_some_and(|a| a.eq_ignore_ascii_case("href"))
+    }
+}
+
+/// A field as a client sends it (see [`FieldSpec`]).
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FieldInput {
+    /// CSS selector inside the item (browser, http).
+    pub selector: Option<String>,
+    /// Attribute to read instead of the text (browser, http).
+    pub attr: Option<String>,
+    /// JSON pointer inside the item (json).
+    pub pointer: Option<String>,
+    /// The value is a URL: made absolute, and the first one is the item's URL (json).
+    pub link: Option<bool>,
+}
+
+impl From<&FieldSpec> for FieldInput {
+    fn from(spec: &FieldSpec) -> Self {
+        FieldInput {
+            selector: spec.selector.as_ref().map(|s| s.as_str().to_owned()),
+            attr: spec.attr.clone(),
+            pointer: spec.pointer.as_ref().map(|p| p.as_str().to_owned()),
+            link: spec.link.then_some(true),
+        }
+    }
+}
+
+/// Where a JSON API keeps its items and its next-page token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JsonInput {
+    /// JSON pointer to the array of items, e.g. `/data/items`.
+    pub items: String,
+    /// JSON pointer to the next page's token; none or null: the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_token: Option<String>,
+    /// Query parameter the token is sent back in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_param: Option<String>,
+}
+
+/// Paging of a JSON API by token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenPaging {
+    pub next_token: JsonPointer,
+    pub token_param: String,
+}
+
+/// How items are read, by render mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Extraction {
+    /// Browser and http modes.
+    Html {
+        item_selector: CssSelector,
+        fields: BTreeMap<String, FieldSpec>,
+        /// Element to wait for before reading a page (browser).
+        wait_for: Option<CssSelector>,
+        /// Its presence means the site refused us (a captcha, a block page).
+        blocked_selector: Option<CssSelector>,
+    },
+    Json {
+        items: JsonPointer,
+        fields: BTreeMap<String, FieldSpec>,
+        paging: Option<TokenPaging>,
+    },
+}
+
+impl Extraction {
+    pub fn fields(&self) -> &BTreeMap<String, FieldSpec> {
+        match self {
+            Extraction::Html { fields, .. } | Extraction::Json { fields, .. } => fields,
+        }
+    }
+
+    pub fn token_paging(&self) -> Option<&TokenPaging> {
+        match self {
+            Extraction::Json { paging, .. } => paging.as_ref(),
+            Extraction::Html { .. } => None,
+        }
+    }
+}
+
+/// The parts of a site input that describe extraction.
+pub struct ExtractionInput {
+    pub item_selector: Option<String>,
+    pub fields: BTreeMap<String, FieldInput>,
+    pub wait_for: Option<String>,
+    pub blocked_selector: Option<String>,
+    pub json: Option<JsonInput>,
+}
+
+fn only_for_json(field: &str) -> FieldError {
+    FieldError::new(field, "is only for render \"json\"")
+}
+
+fn not_for_json(field: &str) -> FieldError {
+    FieldError::new(field, "is not used with render \"json\"")
+}
+
+impl ExtractionInput {
+    /// HTML extraction (browser and http modes).
+    pub fn parse_html(self) -> Result<Extraction, FieldError> {
+        if self.json.is_some() {
+            return Err(only_for_json("json"));
+        }
+        let item_selector = self
+            .item_selector
+            .ok_or_else(|| FieldError::new("item_selector", "is required"))?;
+        let fields = parse_fields(self.fields, |name, input| {
+            if input.pointer.is_some() {
+                return Err(only_for_json(&format!("fields.{name}.pointer")));
+            }
+            if input.link.is_some() {
+                return Err(only_for_json(&format!("fields.{name}.link")));
+            }
+            let attr = match input.attr {
+                Some(a) if a.trim().is_empty() => {
+                    return Err(FieldError::new(
+                        format!("fields.{name}.attr"),
+                        "must not be empty",
+                    ));
+                }
+                a => a.map(|a| a.trim().to_owned()),
+            };
+            Ok(FieldSpec {
+                selector: input
+                    .selector
+                    .map(|s| CssSelector::parse(&s, &format!("fields.{name}.selector")))
+                    .transpose()?,
+                attr,
+                pointer: None,
+                link: false,
+            })
+        })?;
+        let css = |value: Option<String>, field: &str| {
+            value.map(|s| CssSelector::parse(&s, field)).transpose()
+        };
+        Ok(Extraction::Html {
+            item_selector: CssSelector::parse(&item_selector, "item_selector")?,
+            fields,
+            wait_for: css(self.wait_for, "wait_for")?,
+            blocked_selector: css(self.blocked_selector, "blocked_selector")?,
+        })
+    }
+
+    /// JSON extraction (json mode).
+    pub fn parse_json(self) -> Result<Extraction, FieldError> {
+        for (value, field) in [
+            (&self.item_selector, "item_selector"),
+            (&self.wait_for, "wait_for"),
+            (&self.blocked_selector, "blocked_selector"),
+        ] {
+            if value.is_some() {
+                return Err(not_for_json(field));
+            }
+        }
+        let json = self
+            .json
+            .ok_or_else(|| FieldError::new("json", "is required with render \"json\""))?;
+        let fields = parse_fields(self.fields, |name, input| {
+            if input.selector.is_some() || input.attr.is_some() {
+                return Err(not_for_json(&format!(
+                    "fields.{name}.{}",
+                    if input.selector.is_some() {
+                        "selector"
+                    } else {
+                        "attr"
+                    }
+                )));
+            }
+            let field = format!("fields.{name}.pointer");
+            let pointer = input
+                .pointer
+                .ok_or_else(|| FieldError::new(&field, "is required with render \"json\""))?;
+            Ok(FieldSpec {
+                selector: None,
+                attr: None,
+                pointer: Some(JsonPointer::parse(&pointer, &field)?),
+                link: input.link.unwrap_or(false),
+            })
+        })?;
+        let paging = match (json.next_token, json.token_param) {
+            (None, None) => None,
+            (Some(next_token), Some(token_param)) => {
+                let param = token_param.trim();
+                if param.is_empty() || param.len() > 100 {
+                    return Err(FieldError::new(
+                        "json.token_param",
+                        "must be 1 to 100 characters",
+                    ));
+                }
+                Some(TokenPaging {
+                    next_token: JsonPointer::parse(&next_token, "json.next_token")?,
+                    token_param: param.to_owned(),
+                })
+            }
+            (Some(_), None) => {
+                return Err(FieldError::new(
+                    "json.token_param",
+                    "is required with json.next_token: the query parameter the token goes back in",
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(FieldError::new(
+                    "json.next_token",
+                    "is required with json.token_param",
+                ));
+            }
+        };
+        Ok(Extraction::Json {
+            items: JsonPointer::parse(&json.items, "json.items")?,
+            fields,
+            paging,
+        })
+    }
+}
+
+fn parse_fields(
+    inputs: BTreeMap<String, FieldInput>,
+    parse: impl Fn(&str, FieldInput) -> Result<FieldSpec, FieldError>,
+) -> Result<BTreeMap<String, FieldSpec>, FieldError> {
+    if inputs.is_empty() {
+        return Err(FieldError::new("fields", "must name at least one field"));
+    }
+    let mut fields = BTreeMap::new();
+    for (name, input) in inputs {
+        if name.trim().is_empty() {
+            return Err(FieldError::new("fields", "field names must not be empty"));
+        }
+        let spec = parse(&name, input)?;
+        fields.insert(name, spec);
+    }
+    Ok(fields)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(fields: serde_json::Value) -> ExtractionInput {
+        ExtractionInput {
+            item_selector: None,
+            fields: serde_json::from_value(fields).unwrap(),
+            wait_for: None,
+            blocked_selector: None,
+            json: None,
+        }
+    }
+
+    #[test]
+    fn a_selector_that_does_not_parse_names_its_field() {
+        let err = CssSelector::parse("li[", "item_selector").unwrap_err();
+        assert_eq!(err.field, "item_selector");
+        assert!(CssSelector::parse("ul > li.product a[href]", "x").is_ok());
+    }
+
+    #[test]
+    fn json_fields_need_pointers_and_html_fields_may_not_have_them() {
+        let mut json = input(serde_json::json!({"title": {"selector": "a"}}));
+        json.json = Some(JsonInput {
+            items: "/items".into(),
+            next_token: None,
+            token_param: None,
+        });
+        assert_eq!(
+            json.parse_json().unwrap_err().field,
+            "fields.title.selector"
+        );
+        let mut html = input(serde_json::json!({"title": {"pointer": "/t"}}));
+        html.item_selector = Some("li".into());
+        assert_eq!(html.parse_html().unwrap_err().field, "fields.title.pointer");
+    }
+
+    #[test]
+    fn a_token_pointer_needs_its_query_parameter() {
+        let mut json = input(serde_json::json!({"title": {"pointer": "/title"}}));
+        json.json = Some(JsonInput {
+            items: "/items".into(),
+            next_token: Some("/next".into()),
+            token_param: None,
+        });
+        assert_eq!(json.parse_json().unwrap_err().field, "json.token_param");
+    }
+
+    #[test]
+    fn a_pointer_must_start_with_a_slash() {
+        assert_eq!(
+            JsonPointer::parse("items", "json.items").unwrap_err().field,
+            "json.items"
+        );
+        let doc = serde_json::json!({"a": [{"b": 1}]});
+        assert_eq!(
+            JsonPointer::parse("/a/0/b", "x").unwrap().find(&doc),
+            Some(&serde_json::json!(1))
+        );
+    }
+}

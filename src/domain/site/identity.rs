@@ -1,0 +1,232 @@
+//! How crawlfleet presents itself to a site: user agent, extra headers and an
+//! optional proxy, the same in every render mode.
+
+use std::collections::BTreeMap;
+
+use url::Url;
+
+use crate::domain::FieldError;
+
+/// Headers a site may not set: the HTTP client owns them, or another setting does.
+const RESERVED_HEADERS: &[(&str, &str)] = &[
+    ("host", "is set from the URL"),
+    ("content-length", "is set by the HTTP client"),
+    ("transfer-encoding", "is set by the HTTP client"),
+    ("connection", "is set by the HTTP client"),
+    ("user-agent", "use user_agent"),
+    ("cookie", "use keep_session to keep cookies"),
+    ("proxy-authorization", "give credentials in proxy"),
+];
+const MAX_HEADERS: usize = 50;
+
+/// Who the crawler says it is, and the way out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Identity {
+    /// None: the mode's default (Chrome's own, without "Headless"; `crawlfleet/x.y` over HTTP).
+    pub user_agent: Option<String>,
+    /// Sent with every request, in name order.
+    pub headers: BTreeMap<String, String>,
+    pub proxy: Option<ProxyUrl>,
+}
+
+impl Identity {
+    pub fn parse(
+        user_agent: Option<String>,
+        headers: Option<BTreeMap<String, String>>,
+        proxy: Option<String>,
+    ) -> Result<Self, FieldError> {
+        let user_agent = user_agent
+            .map(|ua| {
+                let ua = ua.trim().to_owned();
+                if ua.is_empty() || ua.len() > 512 || ua.chars().any(char::is_control) {
+                    Err(FieldError::new(
+                        "user_agent",
+                        "must be 1 to 512 characters without control characters",
+                    ))
+                } else {
+                    Ok(ua)
+                }
+            })
+            .transpose()?;
+        let headers = headers.unwrap_or_default();
+        if headers.len() > MAX_HEADERS {
+            return Err(FieldError::new(
+                "headers",
+                format!("at most {MAX_HEADERS} headers"),
+            ));
+        }
+        let mut checked = BTreeMap::new();
+        for (name, value) in headers {
+            let field = format!("headers.{name}");
+            let lower = name.to_ascii_lowercase();
+            if let Some((_, why)) = RESERVED_HEADERS.iter().find(|(h, _)| *h == lower) {
+                return Err(FieldError::new(field, format!("may not be set: {why}")));
+            }
+            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return Err(FieldError::new(field, "is not a valid header name"));
+            }
+            if http::HeaderValue::from_str(&value).is_err() || value.len() > 4096 {
+                return Err(FieldError::new(
+                    field,
+                    "value must be visible ASCII, at most 4096 characters",
+                ));
+            }
+            checked.insert(name, value);
+        }
+        Ok(Identity {
+            user_agent,
+            headers: checked,
+            proxy: proxy.map(|p| ProxyUrl::parse(&p)).transpose()?,
+        })
+    }
+}
+
+/// A proxy: `http://` or `socks5://` (`socks5h://`: the proxy resolves names),
+/// with optional credentials. Its password is never shown or logged.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProxyUrl(Url);
+
+/// What a response shows in place of a proxy's password.
+pub const MASK: &str = "***";
+
+impl ProxyUrl {
+    pub fn parse(proxy: &str) -> Result<Self, FieldError> {
+        let field = "proxy";
+        let url = Url::parse(proxy.trim())
+            .map_err(|e| FieldError::new(field, format!("is not a valid URL: {e}")))?;
+        if !matches!(url.scheme(), "http" | "socks5" | "socks5h") {
+            return Err(FieldError::new(
+                field,
+                "must be an http://, socks5:// or socks5h:// URL",
+            ));
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(FieldError::new(field, "must name a host"));
+        }
+        if url.port_or_known_default().is_none() {
+            return Err(FieldError::new(field, "must name a port (host:port)"));
+        }
+        if !matches!(url.path(), "" | "/") || url.query().is_some() || url.fragment().is_some() {
+            return Err(FieldError::new(
+                field,
+                "must be scheme://[user:password@]host:port",
+            ));
+        }
+        if url.password() == Some(MASK) {
+            return Err(FieldError::new(
+                field,
+                "the password is the mask of a response; send the real one",
+            ));
+        }
+        Ok(Self(url))
+    }
+
+    pub fn url(&self) -> &Url {
+        &self.0
+    }
+
+    pub fn scheme(&self) -> &str {
+        self.0.scheme()
+    }
+
+    pub fn host(&self) -> &str {
+        self.0.host_str().expect("checked when accepted")
+    }
+
+    pub fn port(&self) -> u16 {
+        self.0
+            .port_or_known_default()
+            .expect("checked when accepted")
+    }
+
+    /// User name and password, percent-decoded.
+    pub fn credentials(&self) -> Option<(String, String)> {
+        if self.0.username().is_empty() {
+            return None;
+        }
+        let decode = |s: &str| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8_lossy()
+                .into_owned()
+        };
+        Some((
+            decode(self.0.username()),
+            decode(self.0.password().unwrap_or("")),
+        ))
+    }
+
+    /// The URL as stored (with its password): for the store and the HTTP client only.
+    pub fn expose(&self) -> &str {
+        self.0.as_str()
+    }
+
+    /// The URL with its password replaced by [`MASK`]: what responses show.
+    pub fn redacted(&self) -> String {
+        let mut url = self.0.clone();
+        if url.password().is_some() {
+            let _ = url.set_password(Some(MASK));
+        }
+        url.to_string()
+    }
+
+    /// Whether `sent` is this proxy as a response showed it (password masked):
+    /// a client that read a site and sends it back unchanged keeps the password.
+    pub fn is_redacted_form_of(sent: &str, stored: &str) -> bool {
+        ProxyUrl::parse(stored).is_ok_and(|stored| stored.redacted() == sent.trim())
+    }
+}
+
+impl std::fmt::Debug for ProxyUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_proxy_shows_no_password_anywhere() {
+        let proxy = ProxyUrl::parse("http://crawler:s%40cret@proxy.example:3128").unwrap();
+        assert_eq!(proxy.redacted(), "http://crawler:***@proxy.example:3128/");
+        assert_eq!(format!("{proxy:?}"), proxy.redacted());
+        assert_eq!(
+            proxy.credentials(),
+            Some(("crawler".into(), "s@cret".into()))
+        );
+        assert!(ProxyUrl::is_redacted_form_of(
+            "http://crawler:***@proxy.example:3128/",
+            proxy.expose()
+        ));
+    }
+
+    #[test]
+    fn proxies_must_be_http_or_socks_with_a_port() {
+        assert!(ProxyUrl::parse("socks5://10.0.0.1:1080").is_ok());
+        assert!(ProxyUrl::parse("http://proxy.example").is_ok(), "port 80");
+        assert!(ProxyUrl::parse("socks5://proxy.example").is_err());
+        assert!(ProxyUrl::parse("ftp://proxy.example:21").is_err());
+        assert!(ProxyUrl::parse("http://proxy.example:3128/path").is_err());
+    }
+
+    #[test]
+    fn reserved_or_malformed_headers_name_the_header() {
+        let headers =
+            |name: &str, value: &str| Some(BTreeMap::from([(name.to_owned(), value.to_owned())]));
+        let err = Identity::parse(None, headers("Cookie", "a=b"), None).unwrap_err();
+        assert_eq!(err.field, "headers.Cookie");
+        let err = Identity::parse(None, headers("X Bad", "v"), None).unwrap_err();
+        assert_eq!(err.field, "headers.X Bad");
+        let err = Identity::parse(None, headers("X-Ok", "line\nbreak"), None).unwrap_err();
+        assert_eq!(err.field, "headers.X-Ok");
+        assert!(
+            Identity::parse(
+                Some("ua/1".into()),
+                headers("Accept-Language", "ko-KR"),
+                None
+            )
+            .is_ok()
+        );
+    }
+}

@@ -1,0 +1,300 @@
+//! A crawl target: where to search, how to read the results, and how politely.
+
+mod extraction;
+mod identity;
+mod template;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use extraction::{
+    CssSelector, Extraction, FieldInput, FieldSpec, JsonInput, JsonPointer, TokenPaging,
+};
+pub use identity::{Identity, MASK, ProxyUrl};
+pub use template::{SearchUrlTemplate, with_query_param};
+
+use super::FieldError;
+use extraction::ExtractionInput;
+
+/// Runs of one site active at once across the fleet, when the site sets none.
+pub const DEFAULT_MAX_CONCURRENT_RUNS: i32 = 3;
+/// Pages a paged search goes through at most, when the site sets no `max_pages`.
+pub const DEFAULT_MAX_PAGES: i32 = 100;
+
+/// How pages of a site are fetched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RenderMode {
+    /// Headless Chrome: pages that need JavaScript.
+    #[default]
+    Browser,
+    /// A plain HTTP GET and the same CSS extraction: no browser at all.
+    Http,
+    /// A JSON API: items and fields by JSON pointers, paged by token or number.
+    Json,
+}
+
+impl RenderMode {
+    pub const ALL: [RenderMode; 3] = [RenderMode::Browser, RenderMode::Http, RenderMode::Json];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RenderMode::Browser => "browser",
+            RenderMode::Http => "http",
+            RenderMode::Json => "json",
+        }
+    }
+
+    pub fn parse(mode: &str) -> Result<Self, FieldError> {
+        RenderMode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == mode)
+            .ok_or_else(|| {
+                FieldError::new(
+                    "render",
+                    format!(
+                        "unknown render mode {mode:?}; supported: \"browser\", \"http\", \"json\""
+                    ),
+                )
+            })
+    }
+}
+
+/// How hard the fleet may press on a site, across every worker.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Politeness {
+    /// Page requests per second, fleet-wide; `None`: unlimited.
+    pub max_requests_per_sec: Option<f64>,
+    /// Runs of the site active at once, fleet-wide.
+    pub max_concurrent_runs: i32,
+}
+
+/// Whether cookies and local storage survive between runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SessionPolicy {
+    /// Keep the site's session (encrypted in Postgres) for the next run, on any worker.
+    pub keep: bool,
+    /// Only one run at a time uses the stored session.
+    pub exclusive: bool,
+}
+
+/// A site as a client sends it; [`SiteInput::parse`] checks every rule.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SiteInput {
+    pub name: String,
+    /// URL template with `{keyword}` and, for searches paged by number, `{page}`.
+    pub search_url: String,
+    /// `browser` (default), `http` or `json`.
+    pub render: Option<String>,
+    /// CSS selector of one item (browser, http).
+    pub item_selector: Option<String>,
+    pub fields: BTreeMap<String, FieldInput>,
+    /// Element to wait for (up to 10 s) before reading a page (browser).
+    pub wait_for: Option<String>,
+    /// An element whose presence means the site refused us (browser, http).
+    pub blocked_selector: Option<String>,
+    /// Where items and the next-page token are (json).
+    pub json: Option<JsonInput>,
+    /// Pages at most (default 100 for paged searches, else 1).
+    pub max_pages: Option<i32>,
+    pub stuck_timeout_secs: Option<i32>,
+    pub max_attempts: Option<i32>,
+    /// Page requests per second across the fleet (fractions allowed); none: unlimited.
+    pub max_requests_per_sec: Option<f64>,
+    /// Runs active at once across the fleet (default 3).
+    pub max_concurrent_runs: Option<i32>,
+    /// Stop paging at the first page whose items an earlier completed run already stored.
+    pub stop_on_seen: Option<bool>,
+    /// Keep cookies and local storage between runs (needs SESSION_KEY).
+    pub keep_session: Option<bool>,
+    /// Only one run at a time uses the kept session.
+    pub exclusive_session: Option<bool>,
+    pub user_agent: Option<String>,
+    /// Extra request headers.
+    pub headers: Option<BTreeMap<String, String>>,
+    /// `http://` or `socks5://` proxy, credentials allowed; responses mask the password.
+    pub proxy: Option<String>,
+}
+
+/// A site that passed every rule, ready to store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SiteSpec {
+    pub name: String,
+    pub search_url: SearchUrlTemplate,
+    pub render: RenderMode,
+    pub extraction: Extraction,
+    pub max_pages: i32,
+    pub stuck_timeout_secs: Option<i32>,
+    pub max_attempts: Option<i32>,
+    pub politeness: Politeness,
+    pub stop_on_seen: bool,
+    pub session: SessionPolicy,
+    pub identity: Identity,
+}
+
+impl SiteInput {
+    pub fn parse(self) -> Result<SiteSpec, FieldError> {
+        let name = self.name.trim();
+        if name.is_empty() || name.len() > 200 {
+            return Err(FieldError::new("name", "must be 1 to 200 characters"));
+        }
+        let search_url = SearchUrlTemplate::parse(&self.search_url)?;
+        let render = self
+            .render
+            .as_deref()
+            .map(RenderMode::parse)
+            .transpose()?
+            .unwrap_or_default();
+        let extraction = ExtractionInput {
+            item_selector: self.item_selector,
+            fields: self.fields,
+            wait_for: self.wait_for,
+            blocked_selector: self.blocked_selector,
+            json: self.json,
+        };
+        let extraction = match render {
+            RenderMode::Json => extraction.parse_json()?,
+            RenderMode::Browser | RenderMode::Http => extraction.parse_html()?,
+        };
+        let paged = search_url.is_paged() || extraction.token_paging().is_some();
+        let max_pages = self
+            .max_pages
+            .unwrap_or(if paged { DEFAULT_MAX_PAGES } else { 1 });
+        if !(1..=1000).contains(&max_pages) {
+            return Err(FieldError::new("max_pages", "must be between 1 and 1000"));
+        }
+        in_range(self.stuck_timeout_secs, 1..=3600, "stuck_timeout_secs")?;
+        in_range(self.max_attempts, 1..=100, "max_attempts")?;
+        in_range(self.max_concurrent_runs, 1..=1000, "max_concurrent_runs")?;
+        if let Some(rate) = self.max_requests_per_sec
+            && !(rate.is_finite() && rate > 0.0 && rate <= 1000.0)
+        {
+            return Err(FieldError::new(
+                "max_requests_per_sec",
+                "must be more than 0 and at most 1000 (fractions allowed, e.g. 0.5)",
+            ));
+        }
+        let session = SessionPolicy {
+            keep: self.keep_session.unwrap_or(false),
+            exclusive: self.exclusive_session.unwrap_or(false),
+        };
+        if session.exclusive && !session.keep {
+            return Err(FieldError::new(
+                "exclusive_session",
+                "needs keep_session: there is no kept session to share",
+            ));
+        }
+        Ok(SiteSpec {
+            name: name.to_owned(),
+            search_url,
+            render,
+            extraction,
+            max_pages,
+            stuck_timeout_secs: self.stuck_timeout_secs,
+            max_attempts: self.max_attempts,
+            politeness: Politeness {
+                max_requests_per_sec: self.max_requests_per_sec,
+                max_concurrent_runs: self
+                    .max_concurrent_runs
+                    .unwrap_or(DEFAULT_MAX_CONCURRENT_RUNS),
+            },
+            stop_on_seen: self.stop_on_seen.unwrap_or(false),
+            session,
+            identity: Identity::parse(self.user_agent, self.headers, self.proxy)?,
+        })
+    }
+}
+
+fn in_range(
+    value: Option<i32>,
+    range: std::ops::RangeInclusive<i32>,
+    field: &str,
+) -> Result<(), FieldError> {
+    match value {
+        Some(v) if !range.contains(&v) => Err(FieldError::new(
+            field,
+            format!("must be between {} and {}", range.start(), range.end()),
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn site(extra: serde_json::Value) -> Result<SiteSpec, FieldError> {
+        let mut body = serde_json::json!({
+            "name": "s", "search_url": "https://x.example/?q={keyword}&p={page}",
+            "item_selector": "li", "fields": {"title": {"selector": "a"}}
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            if v.is_null() {
+                body.as_object_mut().unwrap().remove(k);
+            } else {
+                body[k] = v.clone();
+            }
+        }
+        serde_json::from_value::<SiteInput>(body).unwrap().parse()
+    }
+
+    #[test]
+    fn a_field_selector_error_names_the_field_path() {
+        let err = site(serde_json::json!({"fields": {"title": {"selector": "a["}}})).unwrap_err();
+        assert_eq!(err.field, "fields.title.selector");
+    }
+
+    #[test]
+    fn defaults_are_browser_three_runs_no_limit_and_a_hundred_pages_when_paged() {
+        let spec = site(serde_json::json!({})).unwrap();
+        assert_eq!(spec.render, RenderMode::Browser);
+        assert_eq!(spec.max_pages, DEFAULT_MAX_PAGES);
+        assert_eq!(spec.politeness.max_concurrent_runs, 3);
+        assert_eq!(spec.politeness.max_requests_per_sec, None);
+        let one_page = site(serde_json::json!({"search_url": "https://x.example/?q={keyword}"}));
+        assert_eq!(one_page.unwrap().max_pages, 1);
+    }
+
+    #[test]
+    fn rates_may_be_fractions_but_not_zero_negative_or_huge() {
+        let spec = site(serde_json::json!({"max_requests_per_sec": 0.5})).unwrap();
+        assert_eq!(spec.politeness.max_requests_per_sec, Some(0.5));
+        for bad in [0.0, -1.0, 5000.0] {
+            let err = site(serde_json::json!({"max_requests_per_sec": bad})).unwrap_err();
+            assert_eq!(err.field, "max_requests_per_sec");
+        }
+    }
+
+    #[test]
+    fn an_exclusive_session_needs_a_kept_session() {
+        let err = site(serde_json::json!({"exclusive_session": true})).unwrap_err();
+        assert_eq!(err.field, "exclusive_session");
+        assert!(site(serde_json::json!({"exclusive_session": true, "keep_session": true})).is_ok());
+    }
+
+    #[test]
+    fn json_sites_take_pointers_and_no_selectors() {
+        let spec = site(serde_json::json!({
+            "render": "json", "item_selector": null,
+            "json": {"items": "/items", "next_token": "/next_token", "token_param": "token"},
+            "fields": {"title": {"pointer": "/title"}, "url": {"pointer": "/url", "link": true}},
+            "search_url": "https://api.example/s?q={keyword}"
+        }))
+        .unwrap();
+        assert!(spec.extraction.token_paging().is_some());
+        assert_eq!(spec.max_pages, DEFAULT_MAX_PAGES);
+        let err = site(serde_json::json!({"render": "json"})).unwrap_err();
+        assert_eq!(err.field, "item_selector");
+        let err = site(serde_json::json!({"render": "json", "item_selector": null})).unwrap_err();
+        assert_eq!(err.field, "json");
+    }
+
+    #[test]
+    fn an_unknown_render_mode_lists_the_supported_ones() {
+        let err = site(serde_json::json!({"render": "curl"})).unwrap_err();
+        assert_eq!(err.field, "render");
+        assert!(err.message.contains("\"http\""), "{}", err.message);
+    }
+}

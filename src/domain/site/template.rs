@@ -1,0 +1,119 @@
+//! The search URL of a site: a template with `{keyword}` and, for searches
+//! paged by number, `{page}`.
+
+use serde::{Deserialize, Serialize};
+use url::Url;
+
+use crate::domain::FieldError;
+
+const KEYWORD: &str = "{keyword}";
+const PAGE: &str = "{page}";
+
+/// A search URL with a `{keyword}` placeholder and, for paged searches, `{page}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SearchUrlTemplate(String);
+
+impl SearchUrlTemplate {
+    pub fn parse(template: &str) -> Result<Self, FieldError> {
+        let field = "search_url";
+        if !template.contains(KEYWORD) {
+            return Err(FieldError::new(
+                field,
+                "must contain the placeholder {keyword}",
+            ));
+        }
+        let sample = template.replace(KEYWORD, "sample").replace(PAGE, "1");
+        let url = Url::parse(&sample)
+            .map_err(|e| FieldError::new(field, format!("is not a valid URL: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(FieldError::new(field, "must be an http or https URL"));
+        }
+        if url.host_str().is_none() {
+            return Err(FieldError::new(field, "must name a host"));
+        }
+        Ok(Self(template.to_owned()))
+    }
+
+    /// Whether the template pages through results with `{page}`.
+    pub fn is_paged(&self) -> bool {
+        self.0.contains(PAGE)
+    }
+
+    /// The URL of one results page for a keyword; the keyword is percent-encoded.
+    pub fn url_for(&self, keyword: &str, page: u32) -> Result<Url, url::ParseError> {
+        let encoded: String = url::form_urlencoded::byte_serialize(keyword.as_bytes()).collect();
+        Url::parse(
+            &self
+                .0
+                .replace(KEYWORD, &encoded)
+                .replace(PAGE, &page.to_string()),
+        )
+    }
+
+    /// A URL of the template's host, for checks made before any keyword is known.
+    pub fn sample_url(&self) -> Url {
+        self.url_for("sample", 1)
+            .expect("checked to parse when the template was accepted")
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// `url` with the query parameter `name` set to `value` (replacing any earlier
+/// value): how a paging token goes back to a JSON API.
+pub fn with_query_param(url: &Url, name: &str, value: &str) -> Url {
+    let kept: Vec<(String, String)> = url
+        .query_pairs()
+        .filter(|(key, _)| key != name)
+        .map(|(key, value)| (key.into_owned(), value.into_owned()))
+        .collect();
+    let mut next = url.clone();
+    next.query_pairs_mut()
+        .clear()
+        .extend_pairs(kept)
+        .append_pair(name, value);
+    next
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_search_url_without_keyword_is_refused() {
+        let err = SearchUrlTemplate::parse("https://shop.example/search?q=x").unwrap_err();
+        assert_eq!(err.field, "search_url");
+    }
+
+    #[test]
+    fn a_search_url_that_is_not_http_is_refused() {
+        assert!(SearchUrlTemplate::parse("ftp://x/{keyword}").is_err());
+        assert!(SearchUrlTemplate::parse("not a url {keyword}").is_err());
+    }
+
+    #[test]
+    fn keywords_are_percent_encoded_and_pages_filled_in() {
+        let t = SearchUrlTemplate::parse("https://s.example/find?q={keyword}&p={page}").unwrap();
+        assert!(t.is_paged());
+        let url = t.url_for("red shoes & co", 3).unwrap();
+        assert_eq!(
+            url.as_str(),
+            "https://s.example/find?q=red+shoes+%26+co&p=3"
+        );
+    }
+
+    #[test]
+    fn a_token_replaces_the_previous_one_and_keeps_the_other_parameters() {
+        let first = Url::parse("https://api.example/s?q=a+b&page=1").unwrap();
+        let second = with_query_param(&first, "token", "x/1");
+        assert_eq!(
+            second.as_str(),
+            "https://api.example/s?q=a+b&page=1&token=x%2F1"
+        );
+        let third = with_query_param(&second, "token", "y");
+        assert_eq!(third.as_str(), "https://api.example/s?q=a+b&page=1&token=y");
+    }
+}

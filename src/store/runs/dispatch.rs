@@ -1,0 +1,111 @@
+//! Moving queued runs into Redis and back: the dispatcher's bookkeeping.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+use crate::domain::site::RenderMode;
+
+/// A run whose job message should be put into Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DispatchedRun {
+    pub run_id: i64,
+    pub attempt: i32,
+}
+
+/// Runs of sites rendered in one of `modes` dispatched to Redis and not
+/// claimed by a worker yet.
+pub async fn count_in_redis(pool: &PgPool, modes: &[RenderMode]) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM crawl_runs r JOIN sites s ON s.id = r.site_id
+           WHERE r.state = 'queued' AND r.dispatched_at IS NOT NULL AND s.render = ANY($1)"#,
+        &mode_names(modes) as &[&str]
+    )
+    .fetch_one(pool)
+    .await
+}
+
+fn mode_names(modes: &[RenderMode]) -> Vec<&'static str> {
+    modes.iter().map(|m| m.as_str()).collect()
+}
+
+/// Marks up to `limit` due queued runs of sites rendered in one of `modes` as
+/// dispatched and returns them in the order to push: round-robin across
+/// sites, each site's runs by priority then age. A site never gets more runs
+/// active at once (dispatched or held, in any mode) than its
+/// `max_concurrent_runs` (one with an exclusive session); its other runs wait
+/// in Postgres without holding up other sites.
+pub async fn take_for_dispatch(
+    pool: &PgPool,
+    modes: &[RenderMode],
+    limit: i64,
+) -> sqlx::Result<Vec<DispatchedRun>> {
+    let rows = sqlx::query!(
+        r#"WITH active AS (
+               SELECT site_id, count(*) AS n FROM crawl_runs
+               WHERE state IN ('running', 'url_call', 'call_done')
+                  OR (state = 'queued' AND dispatched_at IS NOT NULL)
+               GROUP BY site_id
+           ), ranked AS (
+               SELECT r.id, r.priority, r.queued_at,
+                      row_number() OVER (PARTITION BY r.site_id
+                                         ORDER BY r.priority DESC, r.queued_at, r.id) AS turn,
+                      CASE WHEN s.exclusive_session THEN 1 ELSE s.max_concurrent_runs END
+                        - COALESCE(a.n, 0) AS room
+               FROM crawl_runs r
+               JOIN sites s ON s.id = r.site_id
+               LEFT JOIN active a ON a.site_id = r.site_id
+               WHERE r.state = 'queued' AND r.dispatched_at IS NULL
+                 AND (r.not_before IS NULL OR r.not_before <= now())
+                 AND s.render = ANY($2)
+           ), picked AS (
+               SELECT id, turn, priority, queued_at FROM ranked
+               WHERE turn <= room
+               ORDER BY turn, priority DESC, queued_at, id
+               LIMIT $1
+           )
+           UPDATE crawl_runs r SET dispatched_at = now()
+           FROM picked
+           WHERE r.id = picked.id AND r.state = 'queued' AND r.dispatched_at IS NULL
+           RETURNING r.id, r.attempt, picked.turn AS "turn!", picked.priority, picked.queued_at"#,
+        limit,
+        &mode_names(modes) as &[&str]
+    )
+    .fetch_all(pool)
+    .await?;
+    let mut rows = rows;
+    rows.sort_by(|a, b| {
+        (a.turn, -a.priority, a.queued_at, a.id).cmp(&(b.turn, -b.priority, b.queued_at, b.id))
+    });
+    Ok(rows
+        .into_iter()
+        .map(|r| DispatchedRun {
+            run_id: r.id,
+            attempt: r.attempt,
+        })
+        .collect())
+}
+
+/// Puts runs whose push to Redis failed back into the backlog.
+pub async fn undispatch(pool: &PgPool, run_ids: &[i64]) -> sqlx::Result<u64> {
+    let done = sqlx::query!(
+        "UPDATE crawl_runs SET dispatched_at = NULL WHERE id = ANY($1) AND state = 'queued'",
+        run_ids
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Returns to the backlog every run dispatched longer ago than `timeout` that no
+/// worker claimed: its message was lost (Redis flushed or restarted).
+pub async fn redispatch_unclaimed(pool: &PgPool, timeout: Duration) -> sqlx::Result<u64> {
+    let done = sqlx::query!(
+        r#"UPDATE crawl_runs SET dispatched_at = NULL
+           WHERE state = 'queued' AND dispatched_at < now() - make_interval(secs => $1)"#,
+        timeout.as_secs_f64()
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}

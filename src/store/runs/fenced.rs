@@ -1,0 +1,508 @@
+//! Claiming a run and every write a worker (or the watchdog) makes on it,
+//! each conditional on (run, attempt, worker).
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+use super::CrawlRun;
+use crate::domain::run::retry_backoff;
+
+/// The identity every worker write is conditional on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    pub run_id: i64,
+    pub attempt: i32,
+    pub worker_id: String,
+}
+
+/// A worker write that did not land.
+#[derive(Debug, thiserror::Error)]
+pub enum FenceError {
+    /// The attempt is no longer this worker's (retried elsewhere, cancelled,
+    /// deleted): stop the crawl at once.
+    #[error("run {run_id} attempt {attempt} is no longer held by this worker")]
+    Superseded { run_id: i64, attempt: i32 },
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+impl Fence {
+    fn superseded(&self) -> FenceError {
+        FenceError::Superseded {
+            run_id: self.run_id,
+            attempt: self.attempt,
+        }
+    }
+}
+
+/// A run a worker holds.
+#[derive(Debug, Clone)]
+pub struct ClaimedRun {
+    pub fence: Fence,
+    pub run: CrawlRun,
+}
+
+/// Claims a dispatched run for this worker; `None` when the message is stale or
+/// a duplicate (the run moved on, or another worker claimed it).
+pub async fn claim(
+    pool: &PgPool,
+    run_id: i64,
+    attempt: i32,
+    worker_id: &str,
+) -> sqlx::Result<Option<ClaimedRun>> {
+    let mut tx = pool.begin().await?;
+    let run = sqlx::query_as!(
+        CrawlRun,
+        r#"UPDATE crawl_runs
+           SET state = 'running', worker_id = $3, started_at = now(), heartbeat_at = now(),
+               state_changed_at = now(), dispatched_at = NULL, pages_crawled = 0, current_url = NULL
+           WHERE id = $1 AND attempt = $2 AND state = 'queued'
+           RETURNING *"#,
+        run_id,
+        attempt,
+        worker_id
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(run) = run else {
+        return Ok(None);
+    };
+    sqlx::query!(
+        "INSERT INTO crawl_attempts (run_id, attempt, worker_id) VALUES ($1, $2, $3)",
+        run_id,
+        attempt,
+        worker_id
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Some(ClaimedRun {
+        fence: Fence {
+            run_id,
+            attempt,
+            worker_id: worker_id.to_owned(),
+        },
+        run,
+    }))
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AttemptOutcome {
+    Completed,
+    Failed,
+    Released,
+}
+
+impl AttemptOutcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            AttemptOutcome::Completed => "completed",
+            AttemptOutcome::Failed => "failed",
+            AttemptOutcome::Released => "released",
+        }
+    }
+}
+
+/// Closes the open attempt record of a fence.
+async fn close_attempt(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    fence: &Fence,
+    outcome: AttemptOutcome,
+    reason: Option<&str>,
+    last_url: Option<&str>,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"UPDATE crawl_attempts SET ended_at = now(), outcome = $4, reason = $5, last_url = $6
+           WHERE run_id = $1 AND attempt = $2 AND worker_id = $3 AND ended_at IS NULL"#,
+        fence.run_id,
+        fence.attempt,
+        fence.worker_id,
+        outcome.as_str(),
+        reason,
+        last_url
+    )
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Records that a page request is in flight.
+pub async fn enter_url_call(
+    pool: &PgPool,
+    fence: &Fence,
+    url: &str,
+) -> Result<CrawlRun, FenceError> {
+    sqlx::query_as!(
+        CrawlRun,
+        r#"UPDATE crawl_runs
+           SET state = 'url_call', current_url = $4, state_changed_at = now(), heartbeat_at = now()
+           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state IN ('running', 'call_done')
+           RETURNING *"#,
+        fence.run_id,
+        fence.attempt,
+        fence.worker_id,
+        url
+    )
+    .fetch_optional(pool)
+    .await?
+    .ok_or_else(|| fence.superseded())
+}
+
+/// Whether the worker still holds the run (not cancelled, not taken over).
+pub async fn is_held(pool: &PgPool, fence: &Fence) -> sqlx::Result<bool> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM crawl_runs
+           WHERE id = $1 AND attempt = $2 AND worker_id = $3
+             AND state IN ('running', 'url_call', 'call_done')) AS "held!""#,
+        fence.run_id,
+        fence.attempt,
+        fence.worker_id
+    )
+    .fetch_one(pool)
+    .await
+}
+
+/// Proves the worker still holds the run; its heartbeat for the watchdog.
+pub async fn heartbeat(pool: &PgPool, fence: &Fence) -> Result<(), FenceError> {
+    let done = sqlx::query!(
+        r#"UPDATE crawl_runs SET heartbeat_at = now()
+           WHERE id = $1 AND attempt = $2 AND worker_id = $3
+             AND state IN ('running', 'url_call', 'call_done')"#,
+        fence.run_id,
+        fence.attempt,
+        fence.worker_id
+    )
+    .execute(pool)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Err(fence.superseded());
+    }
+    Ok(())
+}
+
+/// One item extracted from a page, ready to store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PageItem {
+    pub fields: serde_json::Value,
+    pub item_url: Option<String>,
+    pub content_hash: String,
+}
+
+impl PageItem {
+    /// What identifies the item across runs: its URL, else its content.
+    pub fn key(&self) -> &str {
+        self.item_url.as_deref().unwrap_or(&self.content_hash)
+    }
+}
+
+/// One crawled page, as [`store_page`] records it.
+#[derive(Debug, Clone, Copy)]
+pub struct CrawledPage<'a> {
+    pub page: i32,
+    pub url: &'a str,
+    pub items: &'a [PageItem],
+    /// Every item was stored by an earlier completed run (an incremental crawl
+    /// stops here): the items are marked seen, not stored again.
+    pub already_stored: bool,
+}
+
+/// Stores one page's items, marks them seen for the keyword/site, and moves
+/// the run to `call_done`, in one transaction that holds the run's row: a
+/// superseded worker's page never lands. A page stored again (a retried
+/// attempt) replaces its rows instead of adding to them.
+pub async fn store_page(
+    pool: &PgPool,
+    fence: &Fence,
+    crawled: &CrawledPage<'_>,
+) -> Result<CrawlRun, FenceError> {
+    let mut tx = pool.begin().await?;
+    let held = sqlx::query!(
+        r#"SELECT keyword_id, site_id FROM crawl_runs
+           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = 'url_call'
+           FOR UPDATE"#,
+        fence.run_id,
+        fence.attempt,
+        fence.worker_id
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or_else(|| fence.superseded())?;
+    let keys: Vec<String> = crawled.items.iter().map(|i| i.key().to_owned()).collect();
+    sqlx::query!(
+        r#"INSERT INTO seen_items (keyword_id, site_id, item_key)
+           SELECT DISTINCT $1::bigint, $2::bigint, key FROM UNNEST($3::text[]) AS key
+           ON CONFLICT (keyword_id, site_id, item_key) DO UPDATE SET last_seen_at = now()"#,
+        held.keyword_id,
+        held.site_id,
+        &keys
+    )
+    .execute(&mut *tx)
+    .await?;
+    let stored: &[PageItem] = if crawled.already_stored {
+        &[]
+    } else {
+        crawled.items
+    };
+    let positions: Vec<i32> = (1..=stored.len() as i32).collect();
+    let fields: Vec<serde_json::Value> = stored.iter().map(|i| i.fields.clone()).collect();
+    let urls: Vec<Option<String>> = stored.iter().map(|i| i.item_url.clone()).collect();
+    let hashes: Vec<String> = stored.iter().map(|i| i.content_hash.clone()).collect();
+    let keys = &keys[..stored.len()];
+    sqlx::query!(
+        r#"INSERT INTO crawl_results (run_id, keyword_id, site_id, page, position, page_url, item_url, fields,
+                                      content_hash, item_key)
+           SELECT $1, $2, $3, $4, item.position, $5, item.url, item.fields, item.hash, item.key
+           FROM UNNEST($6::int[], $7::text[], $8::jsonb[], $9::text[], $10::text[])
+                AS item(position, url, fields, hash, key)
+           ON CONFLICT (run_id, page, position) DO UPDATE
+           SET page_url = EXCLUDED.page_url, item_url = EXCLUDED.item_url, fields = EXCLUDED.fields,
+               content_hash = EXCLUDED.content_hash, item_key = EXCLUDED.item_key,
+               fetched_at = EXCLUDED.fetched_at"#,
+        fence.run_id,
+        held.keyword_id,
+        held.site_id,
+        crawled.page,
+        crawled.url,
+        &positions,
+        &urls as &[Option<String>],
+        &fields,
+        &hashes,
+        keys
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "DELETE FROM crawl_results WHERE run_id = $1 AND page = $2 AND position > $3",
+        fence.run_id,
+        crawled.page,
+        stored.len() as i32
+    )
+    .execute(&mut *tx)
+    .await?;
+    let run = sqlx::query_as!(
+        CrawlRun,
+        r#"UPDATE crawl_runs
+           SET state = 'call_done', pages_crawled = $2, state_changed_at = now(), heartbeat_at = now(),
+               items_found = (SELECT count(*) FROM crawl_results WHERE run_id = $1)
+           WHERE id = $1
+           RETURNING *"#,
+        fence.run_id,
+        crawled.page
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(run)
+}
+
+/// A page request came back refused (429, 503, a block page): the run leaves
+/// `url_call` while it waits out the site's pause, so the watchdog does not
+/// take a patient crawl for a stuck one.
+pub async fn page_refused(pool: &PgPool, fence: &Fence) -> Result<CrawlRun, FenceError> {
+    sqlx::query_as!(
+        CrawlRun,
+        r#"UPDATE crawl_runs
+           SET state = 'call_done', state_changed_at = now(), heartbeat_at = now()
+           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = 'url_call'
+           RETURNING *"#,
+        fence.run_id,
+        fence.attempt,
+        fence.worker_id
+    )
+    .fetch_optional(pool)
+    .await?
+    .ok_or_else(|| fence.superseded())
+}
+
+/// Ends the attempt as completed; results of pages past the last one crawled
+/// (left by an earlier attempt that went further) are removed.
+pub async fn complete(
+    pool: &PgPool,
+    fence: &Fence,
+    last_page: i32,
+) -> Result<CrawlRun, FenceError> {
+    let mut tx = pool.begin().await?;
+    // Held (fenced, row locked) and the URL the attempt ended on, in one read.
+    let last_url = sqlx::query_scalar!(
+        r#"SELECT current_url FROM crawl_runs
+           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state IN ('running', 'call_done')
+           FOR UPDATE"#,
+        fence.run_id,
+        fence.attempt,
+        fence.worker_id
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or_else(|| fence.superseded())?;
+    sqlx::query!(
+        "DELETE FROM crawl_results WHERE run_id = $1 AND page > $2",
+        fence.run_id,
+        last_page
+    )
+    .execute(&mut *tx)
+    .await?;
+    let run = sqlx::query_as!(
+        CrawlRun,
+        r#"UPDATE crawl_runs
+           SET state = 'completed', finished_at = now(), state_changed_at = now(), current_url = NULL,
+               error = NULL, items_found = (SELECT count(*) FROM crawl_results WHERE run_id = $1)
+           WHERE id = $1
+           RETURNING *"#,
+        fence.run_id
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    close_attempt(
+        &mut tx,
+        fence,
+        AttemptOutcome::Completed,
+        None,
+        last_url.as_deref(),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(run)
+}
+
+/// Ends a failed attempt: back to `queued` for the next attempt after a backoff,
+/// or `failed` when this was the last attempt or the error is permanent.
+pub async fn fail_attempt(
+    pool: &PgPool,
+    fence: &Fence,
+    reason: &str,
+    permanent: bool,
+) -> Result<CrawlRun, FenceError> {
+    let backoff = retry_backoff(fence.attempt + 1);
+    let mut tx = pool.begin().await?;
+    let run = sqlx::query_as!(
+        CrawlRun,
+        r#"UPDATE crawl_runs
+           SET state = CASE WHEN $5 OR attempt >= max_attempts THEN 'failed' ELSE 'queued' END,
+               finished_at = CASE WHEN $5 OR attempt >= max_attempts THEN now() END,
+               not_before = CASE WHEN $5 OR attempt >= max_attempts THEN NULL
+                                 ELSE now() + make_interval(secs => $6) END,
+               attempt = CASE WHEN $5 OR attempt >= max_attempts THEN attempt ELSE attempt + 1 END,
+               worker_id = CASE WHEN $5 OR attempt >= max_attempts THEN worker_id END,
+               dispatched_at = NULL, error = $4, state_changed_at = now()
+           WHERE id = $1 AND attempt = $2 AND worker_id = $3
+             AND state IN ('running', 'url_call', 'call_done')
+           RETURNING *"#,
+        fence.run_id,
+        fence.attempt,
+        fence.worker_id,
+        reason,
+        permanent,
+        backoff.as_secs_f64()
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or_else(|| fence.superseded())?;
+    close_attempt(
+        &mut tx,
+        fence,
+        AttemptOutcome::Failed,
+        Some(reason),
+        run.current_url.as_deref(),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(run)
+}
+
+/// A held run the watchdog takes back, and why.
+#[derive(Debug, Clone)]
+pub struct AbandonedRun {
+    pub fence: Fence,
+    pub reason: String,
+}
+
+/// Held runs whose worker stopped heartbeating for `heartbeat_timeout`, or whose
+/// page request has been in flight longer than the site's stuck timeout plus `grace`.
+pub async fn find_abandoned(
+    pool: &PgPool,
+    heartbeat_timeout: Duration,
+    default_stuck_timeout: Duration,
+    grace: Duration,
+) -> sqlx::Result<Vec<AbandonedRun>> {
+    let rows = sqlx::query!(
+        r#"SELECT r.id, r.attempt, r.worker_id AS "worker_id!", r.current_url,
+                  (r.heartbeat_at < now() - make_interval(secs => $1)) AS "lost!"
+           FROM crawl_runs r JOIN sites s ON s.id = r.site_id
+           WHERE r.state IN ('running', 'url_call', 'call_done') AND r.worker_id IS NOT NULL
+             AND (r.heartbeat_at < now() - make_interval(secs => $1)
+                  OR (r.state = 'url_call' AND r.state_changed_at
+                      < now() - make_interval(secs => COALESCE(s.stuck_timeout_secs::float8, $2) + $3)))
+           ORDER BY r.id"#,
+        heartbeat_timeout.as_secs_f64(),
+        default_stuck_timeout.as_secs_f64(),
+        grace.as_secs_f64()
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let reason = if r.lost {
+                format!(
+                    "worker lost: {} sent no heartbeat for {}s",
+                    r.worker_id,
+                    heartbeat_timeout.as_secs()
+                )
+            } else {
+                format!(
+                    "stuck: page request did not return (at {})",
+                    r.current_url.as_deref().unwrap_or("?")
+                )
+            };
+            AbandonedRun {
+                fence: Fence {
+                    run_id: r.id,
+                    attempt: r.attempt,
+                    worker_id: r.worker_id,
+                },
+                reason,
+            }
+        })
+        .collect())
+}
+
+/// Hands a held run back to the queue without counting the attempt against it
+/// (the worker is draining: the crawl did not fail).
+pub async fn release(pool: &PgPool, fence: &Fence) -> Result<CrawlRun, FenceError> {
+    let mut tx = pool.begin().await?;
+    let last_url = sqlx::query_scalar!(
+        r#"SELECT current_url FROM crawl_runs
+           WHERE id = $1 AND attempt = $2 AND worker_id = $3
+             AND state IN ('running', 'url_call', 'call_done')
+           FOR UPDATE"#,
+        fence.run_id,
+        fence.attempt,
+        fence.worker_id
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or_else(|| fence.superseded())?;
+    let run = sqlx::query_as!(
+        CrawlRun,
+        r#"UPDATE crawl_runs
+           SET state = 'queued', worker_id = NULL, dispatched_at = NULL, not_before = NULL,
+               current_url = NULL, state_changed_at = now()
+           WHERE id = $1
+           RETURNING *"#,
+        fence.run_id
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    close_attempt(
+        &mut tx,
+        fence,
+        AttemptOutcome::Released,
+        Some("worker drained"),
+        last_url.as_deref(),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(run)
+}

@@ -1,0 +1,299 @@
+//! Crawl runs: queueing, listing, cancelling and retrying (here), dispatch
+//! bookkeeping (`dispatch`), and claiming with every fenced write a worker
+//! makes (`fenced`; DESIGN.md, "Claiming and fencing").
+
+mod dispatch;
+mod fenced;
+
+pub use dispatch::*;
+pub use fenced::*;
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::PgPool;
+
+use crate::domain::run::{RunState, Trigger};
+
+/// A stored crawl run, as the API shows it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct CrawlRun {
+    pub id: i64,
+    pub keyword_id: i64,
+    pub site_id: i64,
+    pub state: String,
+    pub trigger: String,
+    pub priority: i32,
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub worker_id: Option<String>,
+    pub pages_crawled: i32,
+    pub items_found: i32,
+    pub current_url: Option<String>,
+    pub error: Option<String>,
+    pub queued_at: DateTime<Utc>,
+    pub not_before: Option<DateTime<Utc>>,
+    pub dispatched_at: Option<DateTime<Utc>>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub heartbeat_at: Option<DateTime<Utc>>,
+    pub state_changed_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// What asking for a crawl did, site by site.
+#[derive(Debug, Clone, Serialize, Default, utoipa::ToSchema)]
+pub struct QueueOutcome {
+    /// Runs queued now.
+    pub queued: Vec<CrawlRun>,
+    /// Sites skipped because the period's result already exists.
+    pub skipped: Vec<CrawlRun>,
+    /// Sites not queued again because a run of theirs is still active.
+    pub already_active: Vec<CrawlRun>,
+}
+
+/// Queues one run per site of a keyword; `None` when the keyword does not exist.
+/// With `skip_completed_since`, a site that completed a run since then gets a
+/// `skipped` run instead (the scheduler's rule for a period already crawled).
+pub async fn queue_for_keyword(
+    pool: &PgPool,
+    keyword_id: i64,
+    trigger: Trigger,
+    skip_completed_since: Option<DateTime<Utc>>,
+    default_max_attempts: i32,
+) -> sqlx::Result<Option<QueueOutcome>> {
+    let mut tx = pool.begin().await?;
+    // FOR SHARE: a concurrent delete of the keyword waits for us, not the reverse.
+    let exists = sqlx::query_scalar!(
+        "SELECT id FROM keywords WHERE id = $1 FOR SHARE",
+        keyword_id
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if exists.is_none() {
+        return Ok(None);
+    }
+    let skipped = match skip_completed_since {
+        None => Vec::new(),
+        Some(since) => {
+            sqlx::query_as!(
+                CrawlRun,
+                r#"INSERT INTO crawl_runs (keyword_id, site_id, state, trigger, priority, max_attempts, finished_at)
+                   SELECT k.id, ks.site_id, 'skipped', $2, k.priority, COALESCE(s.max_attempts, $4), now()
+                   FROM keywords k
+                   JOIN keyword_sites ks ON ks.keyword_id = k.id
+                   JOIN sites s ON s.id = ks.site_id
+                   WHERE k.id = $1 AND EXISTS (
+                       SELECT 1 FROM crawl_runs c
+                       WHERE c.keyword_id = k.id AND c.site_id = ks.site_id
+                         AND c.state = 'completed' AND c.finished_at >= $3)
+                   RETURNING *"#,
+                keyword_id,
+                trigger.as_str(),
+                since,
+                default_max_attempts
+            )
+            .fetch_all(&mut *tx)
+            .await?
+        }
+    };
+    let queued = sqlx::query_as!(
+        CrawlRun,
+        r#"INSERT INTO crawl_runs (keyword_id, site_id, state, trigger, priority, max_attempts)
+           SELECT k.id, ks.site_id, 'queued', $2, k.priority, COALESCE(s.max_attempts, $4)
+           FROM keywords k
+           JOIN keyword_sites ks ON ks.keyword_id = k.id
+           JOIN sites s ON s.id = ks.site_id
+           WHERE k.id = $1 AND NOT (ks.site_id = ANY($3::bigint[]))
+           ORDER BY ks.site_id
+           ON CONFLICT (keyword_id, site_id) WHERE state IN ('queued', 'running', 'url_call', 'call_done')
+           DO NOTHING
+           RETURNING *"#,
+        keyword_id,
+        trigger.as_str(),
+        &skipped.iter().map(|r| r.site_id).collect::<Vec<_>>(),
+        default_max_attempts
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let already_active = sqlx::query_as!(
+        CrawlRun,
+        r#"SELECT * FROM crawl_runs
+           WHERE keyword_id = $1 AND state IN ('queued', 'running', 'url_call', 'call_done')
+             AND NOT (id = ANY($2::bigint[]))
+           ORDER BY site_id"#,
+        keyword_id,
+        &queued.iter().map(|r| r.id).collect::<Vec<_>>()
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Some(QueueOutcome {
+        queued,
+        skipped,
+        already_active,
+    }))
+}
+
+pub async fn get(pool: &PgPool, id: i64) -> sqlx::Result<Option<CrawlRun>> {
+    sqlx::query_as!(CrawlRun, "SELECT * FROM crawl_runs WHERE id = $1", id)
+        .fetch_optional(pool)
+        .await
+}
+
+/// Filters of a run listing; `before` is the cursor (runs are listed newest first).
+#[derive(Debug, Default, Clone)]
+pub struct RunFilter {
+    pub keyword_id: Option<i64>,
+    pub site_id: Option<i64>,
+    pub state: Option<RunState>,
+    pub before: Option<i64>,
+    pub limit: i64,
+}
+
+pub async fn list(pool: &PgPool, filter: &RunFilter) -> sqlx::Result<Vec<CrawlRun>> {
+    sqlx::query_as!(
+        CrawlRun,
+        r#"SELECT * FROM crawl_runs
+           WHERE ($1::bigint IS NULL OR keyword_id = $1)
+             AND ($2::bigint IS NULL OR site_id = $2)
+             AND ($3::text IS NULL OR state = $3)
+             AND ($4::bigint IS NULL OR id < $4)
+           ORDER BY id DESC
+           LIMIT $5"#,
+        filter.keyword_id,
+        filter.site_id,
+        filter.state.map(RunState::as_str),
+        filter.before,
+        filter.limit
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Number of runs in each state.
+pub async fn count_by_state(pool: &PgPool) -> sqlx::Result<Vec<(String, i64)>> {
+    let rows = sqlx::query!(r#"SELECT state, count(*) AS "n!" FROM crawl_runs GROUP BY state"#)
+        .fetch_all(pool)
+        .await?;
+    Ok(rows.into_iter().map(|r| (r.state, r.n)).collect())
+}
+
+/// Stops a queued or active run; `None` when there is no such run, otherwise
+/// the run after the attempt (unchanged when it had already ended). A worker
+/// crawling it notices at its next fenced write.
+pub async fn cancel(pool: &PgPool, id: i64) -> sqlx::Result<Option<CrawlRun>> {
+    let mut tx = pool.begin().await?;
+    let cancelled = sqlx::query_as!(
+        CrawlRun,
+        r#"UPDATE crawl_runs
+           SET state = 'cancelled', finished_at = now(), state_changed_at = now(), dispatched_at = NULL
+           WHERE id = $1 AND state IN ('queued', 'running', 'url_call', 'call_done')
+           RETURNING *"#,
+        id
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(run) = cancelled else {
+        tx.rollback().await?;
+        return get(pool, id).await;
+    };
+    sqlx::query!(
+        r#"UPDATE crawl_attempts SET ended_at = now(), outcome = 'cancelled', reason = 'cancelled by a user'
+           WHERE run_id = $1 AND ended_at IS NULL"#,
+        id
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Some(run))
+}
+
+/// Queues a failed or cancelled run again with a fresh attempt budget. `Ok(None)`
+/// when there is no such run; [`RetryRefused`] when it has not ended that way
+/// or its keyword/site already has another active run.
+pub async fn retry(
+    pool: &PgPool,
+    id: i64,
+    default_max_attempts: i32,
+) -> sqlx::Result<Option<Result<CrawlRun, RetryRefused>>> {
+    let Some(run) = get(pool, id).await? else {
+        return Ok(None);
+    };
+    if !matches!(run.state.as_str(), "failed" | "cancelled") {
+        return Ok(Some(Err(RetryRefused::NotEnded(run.state))));
+    }
+    // Attempt numbers keep counting (the history stays readable); the budget
+    // is the site's attempts again, counted from the next one.
+    let retried = sqlx::query_as!(
+        CrawlRun,
+        r#"UPDATE crawl_runs
+           SET state = 'queued', attempt = attempt + 1,
+               max_attempts = attempt + COALESCE((SELECT max_attempts FROM sites WHERE sites.id = site_id), $2),
+               worker_id = NULL, not_before = NULL, dispatched_at = NULL, finished_at = NULL,
+               error = NULL, queued_at = now(), state_changed_at = now()
+           WHERE id = $1 AND state IN ('failed', 'cancelled')
+           RETURNING *"#,
+        id,
+        default_max_attempts
+    )
+    .fetch_optional(pool)
+    .await;
+    match retried {
+        Ok(Some(run)) => Ok(Some(Ok(run))),
+        Ok(None) => Ok(Some(Err(RetryRefused::NotEnded(
+            "changed meanwhile".into(),
+        )))),
+        Err(e) if super::violates(&e, "crawl_runs_one_active") => {
+            Ok(Some(Err(RetryRefused::PairActive)))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Why a retry was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RetryRefused {
+    #[error("only a failed or cancelled run can be retried; this one is {0}")]
+    NotEnded(String),
+    #[error("another run of this keyword on this site is active")]
+    PairActive,
+}
+
+/// One attempt of a run, as the API shows it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Attempt {
+    pub attempt: i32,
+    pub worker_id: String,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub outcome: Option<String>,
+    pub reason: Option<String>,
+    pub last_url: Option<String>,
+}
+
+/// Every attempt of a run, oldest first.
+pub async fn attempts(pool: &PgPool, run_id: i64) -> sqlx::Result<Vec<Attempt>> {
+    sqlx::query_as!(
+        Attempt,
+        r#"SELECT attempt, worker_id, started_at, ended_at, outcome, reason, last_url
+           FROM crawl_attempts WHERE run_id = $1 ORDER BY id"#,
+        run_id
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Deletes ended runs (with their results and attempts) that finished before
+/// `older_than` ago; returns how many runs went.
+pub async fn delete_finished_before(pool: &PgPool, older_than: Duration) -> sqlx::Result<u64> {
+    let done = sqlx::query!(
+        r#"DELETE FROM crawl_runs
+           WHERE state IN ('completed', 'failed', 'skipped', 'cancelled')
+             AND finished_at < now() - make_interval(secs => $1)"#,
+        older_than.as_secs_f64()
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}

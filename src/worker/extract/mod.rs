@@ -1,0 +1,149 @@
+//! Reading items out of a page: in Chrome (one script call), from raw HTML
+//! (scraper) or from a JSON API's answer. The first two follow the same rules,
+//! so a site crawled in browser or http mode yields the same items.
+
+mod browser;
+mod html;
+mod json;
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use url::Url;
+
+pub use browser::{extract_items as extract_in_browser, response_status};
+pub use html::{HtmlPage, extract_html};
+pub use json::extract_json;
+
+use crate::{domain::site::FieldSpec, store::runs::PageItem};
+
+/// Builds a stored item from its fields; the item's URL is its first `href`
+/// (json: `link`) field, fields in name order.
+pub(crate) fn page_item(
+    fields: Map<String, Value>,
+    specs: &BTreeMap<String, FieldSpec>,
+) -> PageItem {
+    let item_url = specs
+        .iter()
+        .filter(|(_, spec)| spec.is_item_url())
+        .find_map(|(name, _)| fields.get(name).and_then(Value::as_str).map(str::to_owned));
+    let fields = Value::Object(fields);
+    PageItem {
+        content_hash: content_hash(&fields),
+        item_url,
+        fields,
+    }
+}
+
+/// SHA-256 of the fields' canonical JSON (keys sorted by serde_json's map).
+pub fn content_hash(fields: &Value) -> String {
+    hex::encode(Sha256::digest(fields.to_string().as_bytes()))
+}
+
+/// `value` resolved against `base` the way `new URL(value, base).href` does;
+/// unchanged when it does not parse.
+pub(crate) fn absolute(value: &str, base: &Url) -> String {
+    base.join(value)
+        .map(|u| u.to_string())
+        .unwrap_or_else(|_| value.to_owned())
+}
+
+/// JavaScript's `\s`: what `replace(/\s+/g, ' ')` collapses in the browser.
+fn is_js_space(c: char) -> bool {
+    matches!(
+        c,
+        '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r' | ' ' | '\u{A0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200A}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202F}'
+                | '\u{205F}'
+                | '\u{3000}'
+                | '\u{FEFF}'
+    )
+}
+
+/// Text with every run of whitespace made one space, trimmed (as the browser
+/// script does with `textContent`).
+pub(crate) fn collapse_whitespace(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for word in text.split(is_js_space).filter(|w| !w.is_empty()) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
+}
+
+/// Trims as JavaScript's `String.prototype.trim` does.
+pub(crate) fn js_trim(text: &str) -> &str {
+    text.trim_matches(is_js_space)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::site::CssSelector;
+    use serde_json::json;
+
+    #[test]
+    fn the_item_url_is_the_first_href_field() {
+        let mut specs = BTreeMap::new();
+        specs.insert(
+            "title".into(),
+            FieldSpec {
+                selector: None,
+                attr: None,
+                pointer: None,
+                link: false,
+            },
+        );
+        specs.insert(
+            "link".into(),
+            FieldSpec {
+                selector: Some(CssSelector::parse("a", "x").unwrap()),
+                attr: Some("href".into()),
+                pointer: None,
+                link: false,
+            },
+        );
+        let Value::Object(map) = json!({"title": "A", "link": "http://s/p/1"}) else {
+            unreachable!()
+        };
+        let item = page_item(map, &specs);
+        assert_eq!(item.item_url.as_deref(), Some("http://s/p/1"));
+        assert_eq!(item.content_hash.len(), 64);
+    }
+
+    #[test]
+    fn equal_fields_hash_equal_whatever_the_key_order() {
+        let a: Value = serde_json::from_str(r#"{"a":"1","b":"2"}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"b":"2","a":"1"}"#).unwrap();
+        assert_eq!(content_hash(&a), content_hash(&b));
+    }
+
+    #[test]
+    fn whitespace_collapses_like_javascript() {
+        assert_eq!(
+            collapse_whitespace("\n  a\u{A0}\u{A0}b\t c \u{3000}"),
+            "a b c"
+        );
+        assert_eq!(
+            collapse_whitespace("\u{85}x"),
+            "\u{85}x",
+            "NEL is not \\s in JS"
+        );
+        assert_eq!(js_trim("\u{FEFF} v \n"), "v");
+    }
+
+    #[test]
+    fn links_resolve_like_the_url_constructor() {
+        let base = Url::parse("http://shop.example/search?q=a").unwrap();
+        assert_eq!(absolute("/p/1", &base), "http://shop.example/p/1");
+        assert_eq!(absolute("p/2", &base), "http://shop.example/p/2");
+        assert_eq!(absolute("https://x.example/", &base), "https://x.example/");
+        assert_eq!(absolute("http://[bad", &base), "http://[bad");
+    }
+}

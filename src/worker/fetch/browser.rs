@@ -1,0 +1,232 @@
+//! A results page in headless Chrome: load with a page-load timeout, probe a
+//! session that stops answering, wait for the site's element, read the items.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use fantoccini::{Locator, error::CmdError};
+use serde_json::json;
+use url::Url;
+
+use super::{Fetched, blocked_page, judge_status};
+use crate::{
+    domain::site::{Extraction, SiteSpec},
+    target_guard::TargetGuard,
+    worker::{
+        browser::BrowserSession,
+        cdp::cdp,
+        crawl_error::CrawlError,
+        extract::{extract_in_browser, response_status},
+        session::KeptSession,
+    },
+};
+
+/// Longest wait for a site's `wait_for` element before the page counts as empty.
+const WAIT_FOR_LIMIT: Duration = Duration::from_secs(10);
+/// How often `wait_for` looks for its element.
+const WAIT_FOR_POLL: Duration = Duration::from_millis(50);
+/// How long a session gets to answer a trivial script after a page-load timeout.
+const RESPONSIVE_PROBE: Duration = Duration::from_secs(3);
+/// Beyond the page-load timeout, how long a silent browser gets before it is
+/// considered hung and killed.
+const HUNG_BROWSER_GRACE: Duration = Duration::from_secs(5);
+
+/// The browser session a crawl reads its pages in.
+pub struct BrowserPage<'a> {
+    pub session: &'a mut BrowserSession,
+}
+
+/// Makes a pooled session the site's: cookies and local storage of earlier
+/// crawls cleared (or the site's kept session put in), and its user agent and
+/// extra headers set.
+pub async fn prepare_for_crawl(
+    session: &mut BrowserSession,
+    spec: &SiteSpec,
+    kept: Option<&KeptSession>,
+) -> anyhow::Result<()> {
+    let client = &session.client;
+    // A crawl that failed on its first page left its restore script behind.
+    if let Some(identifier) = session.restore_script.take() {
+        cdp(
+            client,
+            "Page.removeScriptToEvaluateOnNewDocument",
+            json!({ "identifier": identifier }),
+        )
+        .await?;
+    }
+    cdp(client, "Network.clearBrowserCookies", json!({})).await?;
+    let origin = spec.search_url.sample_url().origin().ascii_serialization();
+    cdp(
+        client,
+        "Storage.clearDataForOrigin",
+        json!({"origin": origin, "storageTypes": "local_storage"}),
+    )
+    .await?;
+    let user_agent = spec
+        .identity
+        .user_agent
+        .clone()
+        .unwrap_or_else(|| session.default_user_agent.clone());
+    cdp(
+        client,
+        "Network.setUserAgentOverride",
+        json!({ "userAgent": user_agent }),
+    )
+    .await?;
+    cdp(
+        client,
+        "Network.setExtraHTTPHeaders",
+        json!({ "headers": spec.identity.headers }),
+    )
+    .await?;
+    if let Some(kept) = kept {
+        kept.put_cookies_into(client).await?;
+        if let Some(source) = kept.local_storage_script() {
+            let added = cdp(
+                client,
+                "Page.addScriptToEvaluateOnNewDocument",
+                json!({ "source": source }),
+            )
+            .await?;
+            session.restore_script = added["identifier"].as_str().map(str::to_owned);
+        }
+    }
+    Ok(())
+}
+
+impl BrowserPage<'_> {
+    pub async fn fetch(
+        &mut self,
+        extraction: &Extraction,
+        url: &Url,
+        page: i32,
+        stuck_timeout: Duration,
+        guard: &TargetGuard,
+    ) -> Result<Fetched, CrawlError> {
+        let Extraction::Html {
+            item_selector,
+            fields,
+            wait_for,
+            blocked_selector,
+        } = extraction
+        else {
+            return Err(CrawlError::permanent("a browser page needs CSS extraction"));
+        };
+        self.load(url, stuck_timeout).await?;
+        if let Some(identifier) = self.session.restore_script.take() {
+            // The kept local storage is in; the site's own writes must stay.
+            cdp(
+                &self.session.client,
+                "Page.removeScriptToEvaluateOnNewDocument",
+                json!({ "identifier": identifier }),
+            )
+            .await
+            .map_err(|e| CrawlError::broken(format!("{e:#}")))?;
+        }
+        let client = &self.session.client;
+        // A redirect may have led elsewhere: refuse to read a private target.
+        if let Ok(landed) = client.current_url().await
+            && landed.origin() != url.origin()
+        {
+            guard.check(&landed).await?;
+        }
+        let status = response_status(client)
+            .await
+            .map_err(|e| CrawlError::broken(format!("{e:#} at {url}")))?;
+        if let Some(status) = status
+            && let Some(judged) = judge_status(status, page, url)?
+        {
+            return Ok(judged);
+        }
+        // Wait for the results, or for the page that says we are blocked.
+        let awaited = match (wait_for, blocked_selector) {
+            (Some(wait), Some(blocked)) => Some(format!("{}, {}", wait.as_str(), blocked.as_str())),
+            (Some(wait), None) => Some(wait.as_str().to_owned()),
+            (None, _) => None,
+        };
+        if let Some(awaited) = awaited {
+            let appeared = client
+                .wait()
+                .at_most(WAIT_FOR_LIMIT.min(stuck_timeout))
+                .every(WAIT_FOR_POLL)
+                .for_element(Locator::Css(&awaited))
+                .await;
+            if let Err(e) = appeared {
+                if !is_timeout_or_missing(&e) {
+                    return Err(CrawlError::broken(format!(
+                        "waiting for {awaited} at {url}: {e}"
+                    )));
+                }
+                tracing::info!(%url, "wait_for element never appeared; page counts as empty");
+            }
+        }
+        if let Some(blocked) = blocked_selector {
+            let found = client
+                .execute(
+                    "return document.querySelector(arguments[0]) !== null",
+                    vec![json!(blocked.as_str())],
+                )
+                .await
+                .context("looking for the blocked selector")
+                .map_err(|e| CrawlError::broken(format!("{e:#} at {url}")))?;
+            if found.as_bool() == Some(true) {
+                return Ok(blocked_page(blocked.as_str(), url));
+            }
+        }
+        let items = extract_in_browser(client, item_selector.as_str(), fields)
+            .await
+            .map_err(|e| CrawlError::broken(format!("extracting at {url}: {e:#}")))?;
+        Ok(Fetched::Items {
+            items,
+            next_token: None,
+        })
+    }
+
+    /// Loads `url`. The page-load timeout ends a slow load; a bound beyond it
+    /// catches a session that stopped answering at all (hung renderer, script
+    /// loop): that session is killed by its profile folder and replaced.
+    async fn load(&mut self, url: &Url, stuck_timeout: Duration) -> Result<(), CrawlError> {
+        let session = &mut *self.session;
+        session.count_page();
+        let load = tokio::time::timeout(
+            stuck_timeout + HUNG_BROWSER_GRACE,
+            session.client.goto(url.as_str()),
+        )
+        .await;
+        match load {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) if is_timeout(&e) => {
+                let reason = format!(
+                    "stuck: page did not load within {}s at {url}",
+                    stuck_timeout.as_secs()
+                );
+                // A slow server leaves the session usable; a renderer stuck in a
+                // script does not answer even this, and the session is replaced.
+                let probe = tokio::time::timeout(
+                    RESPONSIVE_PROBE,
+                    session.client.execute("return 1", vec![]),
+                )
+                .await;
+                Err(if matches!(probe, Ok(Ok(_))) {
+                    CrawlError::transient(reason)
+                } else {
+                    CrawlError::broken(reason)
+                })
+            }
+            Ok(Err(e)) => Err(CrawlError::broken(format!("loading {url}: {e}"))),
+            Err(_) => Err(CrawlError::broken(format!(
+                "stuck: browser stopped answering at {url}"
+            ))),
+        }
+    }
+}
+
+fn is_timeout(e: &CmdError) -> bool {
+    matches!(e, CmdError::Standard(wd) if wd.error == fantoccini::error::ErrorStatus::Timeout)
+}
+
+fn is_timeout_or_missing(e: &CmdError) -> bool {
+    is_timeout(e)
+        || matches!(e, CmdError::WaitTimeout)
+        || matches!(e, CmdError::Standard(wd) if wd.error == fantoccini::error::ErrorStatus::NoSuchElement)
+}

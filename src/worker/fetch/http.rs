@@ -1,0 +1,264 @@
+//! Pages over plain HTTP (reqwest, rustls): the site's user agent, headers,
+//! proxy and kept cookies; redirects followed one at a time, each target
+//! checked by the SSRF guard before it is requested; bodies bounded.
+
+use std::{sync::Arc, time::Duration};
+
+use reqwest::{Proxy, StatusCode, header};
+use url::Url;
+
+use super::Fetched;
+use crate::{
+    domain::site::Identity,
+    target_guard::{Refused, TargetGuard},
+    worker::{crawl_error::CrawlError, session::SessionCookies},
+};
+
+/// What crawlfleet calls itself over HTTP when a site sets no user agent.
+const DEFAULT_USER_AGENT: &str = concat!("crawlfleet/", env!("CARGO_PKG_VERSION"));
+const MAX_REDIRECTS: usize = 10;
+/// A bigger page is cut off: a results page this size is a mistake or an attack.
+const MAX_BODY_BYTES: usize = 20 * 1024 * 1024;
+
+/// One crawl's HTTP client.
+pub struct HttpClient {
+    client: reqwest::Client,
+    guard: TargetGuard,
+    /// The site sets its own Accept header, which then wins over the mode's.
+    site_accept: bool,
+}
+
+/// A page as the server sent it.
+pub struct Answer {
+    pub status: u16,
+    /// Where the page was served from (after redirects).
+    pub url: Url,
+    retry_after: Option<Duration>,
+    content_type: Option<String>,
+    pub body: Vec<u8>,
+}
+
+impl HttpClient {
+    pub fn new(
+        identity: &Identity,
+        guard: TargetGuard,
+        stuck_timeout: Duration,
+        cookies: Arc<SessionCookies>,
+    ) -> Result<Self, CrawlError> {
+        let mut headers = header::HeaderMap::new();
+        for (name, value) in &identity.headers {
+            let (Ok(name), Ok(value)) = (
+                header::HeaderName::from_bytes(name.as_bytes()),
+                header::HeaderValue::from_str(value),
+            ) else {
+                return Err(CrawlError::permanent(format!("header {name} is invalid")));
+            };
+            headers.insert(name, value);
+        }
+        let mut builder = reqwest::Client::builder()
+            .user_agent(identity.user_agent.as_deref().unwrap_or(DEFAULT_USER_AGENT))
+            .default_headers(headers)
+            .cookie_provider(cookies)
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(stuck_timeout)
+            .connect_timeout(stuck_timeout.min(Duration::from_secs(10)))
+            .dns_resolver(guard.resolver());
+        if let Some(proxy) = &identity.proxy {
+            let proxy = Proxy::all(proxy.expose())
+                .map_err(|e| CrawlError::permanent(format!("proxy {proxy:?}: {e}")))?;
+            builder = builder.proxy(proxy);
+        }
+        let client = builder
+            .build()
+            .map_err(|e| CrawlError::permanent(format!("building the HTTP client: {e}")))?;
+        Ok(Self {
+            client,
+            guard,
+            site_accept: identity
+                .headers
+                .keys()
+                .any(|name| name.eq_ignore_ascii_case("accept")),
+        })
+    }
+
+    /// GETs `url`, following redirects; every target passes the guard first.
+    pub async fn get(&self, url: &Url, accept: &str) -> Result<Answer, CrawlError> {
+        let mut url = url.clone();
+        for _ in 0..=MAX_REDIRECTS {
+            self.guard.check(&url).await?;
+            let mut request = self.client.get(url.clone());
+            if !self.site_accept {
+                request = request.header(header::ACCEPT, accept);
+            }
+            let response = request.send().await.map_err(|e| request_failed(e, &url))?;
+            let location = response
+                .headers()
+                .get(header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .and_then(|l| url.join(l).ok());
+            match location {
+                Some(next) if response.status().is_redirection() => url = next,
+                _ => return read(response, url).await,
+            }
+        }
+        Err(CrawlError::transient(format!(
+            "more than {MAX_REDIRECTS} redirects from {url}"
+        )))
+    }
+}
+
+async fn read(mut response: reqwest::Response, url: Url) -> Result<Answer, CrawlError> {
+    let status = response.status();
+    let headers = response.headers();
+    let retry_after = (status == StatusCode::TOO_MANY_REQUESTS
+        || status == StatusCode::SERVICE_UNAVAILABLE)
+        .then(|| headers.get(header::RETRY_AFTER))
+        .flatten()
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_retry_after);
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| request_failed(e, &url))?
+    {
+        if body.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(CrawlError::permanent(format!(
+                "the page at {url} is larger than {} MiB",
+                MAX_BODY_BYTES / 1024 / 1024
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Answer {
+        status: status.as_u16(),
+        url,
+        retry_after,
+        content_type,
+        body,
+    })
+}
+
+fn request_failed(e: reqwest::Error, url: &Url) -> CrawlError {
+    // The guarded resolver refused the name while connecting.
+    let mut source: Option<&dyn std::error::Error> = Some(&e);
+    while let Some(err) = source {
+        if let Some(refused) = err.downcast_ref::<Refused>() {
+            return refused.clone().into();
+        }
+        source = err.source();
+    }
+    if e.is_timeout() {
+        CrawlError::transient(format!("stuck: no answer in time at {url}"))
+    } else {
+        CrawlError::transient(format!("requesting {url}: {e}"))
+    }
+}
+
+/// `Retry-After` as seconds or as an HTTP date.
+fn parse_retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    let wait = at.with_timezone(&chrono::Utc) - chrono::Utc::now();
+    Some(wait.to_std().unwrap_or(Duration::ZERO))
+}
+
+impl Answer {
+    /// A refusal carries the server's Retry-After.
+    pub fn with_retry_after(&self, judged: Fetched) -> Fetched {
+        match judged {
+            Fetched::Refused { reason, .. } => Fetched::Refused {
+                reason,
+                retry_after: self.retry_after,
+            },
+            other => other,
+        }
+    }
+
+    /// The body as text: the charset the server names, else the one the page
+    /// declares in a `<meta>`, else UTF-8 (a byte-order mark wins over all).
+    pub fn text(&self) -> String {
+        let declared = self
+            .content_type
+            .as_deref()
+            .and_then(charset_param)
+            .or_else(|| meta_charset(&self.body));
+        let encoding = declared
+            .and_then(|label| encoding_rs::Encoding::for_label(label.as_bytes()))
+            .unwrap_or(encoding_rs::UTF_8);
+        encoding.decode(&self.body).0.into_owned()
+    }
+}
+
+fn charset_param(content_type: &str) -> Option<String> {
+    content_type.split(';').skip(1).find_map(|param| {
+        let (key, value) = param.split_once('=')?;
+        key.trim()
+            .eq_ignore_ascii_case("charset")
+            .then(|| value.trim().trim_matches('"').to_owned())
+    })
+}
+
+/// `<meta charset="x">` or `<meta http-equiv="Content-Type" content="...; charset=x">`
+/// in the first 1024 bytes, as browsers look for it.
+fn meta_charset(body: &[u8]) -> Option<String> {
+    let head = String::from_utf8_lossy(&body[..body.len().min(1024)]).to_ascii_lowercase();
+    let at = head.find("charset=")? + "charset=".len();
+    let label: String = head[at..]
+        .trim_start_matches(['"', '\''])
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+        .collect();
+    (!label.is_empty()).then_some(label)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_is_seconds_or_a_date() {
+        assert_eq!(parse_retry_after("7"), Some(Duration::from_secs(7)));
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(Duration::ZERO),
+            "a date in the past means now"
+        );
+        let later = (chrono::Utc::now() + chrono::TimeDelta::seconds(90)).to_rfc2822();
+        let wait = parse_retry_after(&later).unwrap();
+        assert!((85..=90).contains(&wait.as_secs()), "{wait:?}");
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn korean_pages_decode_from_their_declared_charset() {
+        let (bytes, _, _) = encoding_rs::EUC_KR.encode("<p>노트북</p>");
+        let answer = |content_type: Option<&str>, body: Vec<u8>| Answer {
+            status: 200,
+            url: Url::parse("http://s.example/").unwrap(),
+            retry_after: None,
+            content_type: content_type.map(str::to_owned),
+            body,
+        };
+        let by_header = answer(Some("text/html; charset=EUC-KR"), bytes.to_vec());
+        assert_eq!(by_header.text(), "<p>노트북</p>");
+        let mut meta = b"<html><head><meta charset=\"euc-kr\"></head>".to_vec();
+        meta.extend_from_slice(&bytes);
+        assert!(
+            answer(Some("text/html"), meta)
+                .text()
+                .ends_with("<p>노트북</p>")
+        );
+        assert_eq!(
+            answer(None, "plain ü".as_bytes().to_vec()).text(),
+            "plain ü"
+        );
+    }
+}

@@ -1,0 +1,142 @@
+//! Fetching one results page in the site's render mode: in Chrome, or over
+//! plain HTTP (HTML or a JSON API). Every mode answers the same way, so the
+//! crawl around it (states, limits, retries, storage) is the same for all.
+
+mod browser;
+mod http;
+
+use std::time::Duration;
+
+use url::Url;
+
+pub use browser::{BrowserPage, prepare_for_crawl};
+pub use http::HttpClient;
+
+use super::{
+    crawl_error::CrawlError,
+    extract::{HtmlPage, extract_html, extract_json},
+};
+use crate::{
+    domain::site::{Extraction, SiteSpec},
+    store::runs::PageItem,
+    target_guard::TargetGuard,
+};
+
+/// What fetching one page gave.
+#[derive(Debug)]
+pub enum Fetched {
+    /// The page's items and, for JSON APIs paged by token, the next token.
+    Items {
+        items: Vec<PageItem>,
+        next_token: Option<String>,
+    },
+    /// A later page answered 404/410: the results ended before `max_pages`.
+    PastTheEnd,
+    /// The site refused us (429, 503, a block page): the site slows down
+    /// fleet-wide and the page is tried again.
+    Refused {
+        reason: String,
+        retry_after: Option<Duration>,
+    },
+}
+
+/// What an HTTP status says about a page, before it is read: `None` to read it.
+fn judge_status(status: u16, page: i32, url: &Url) -> Result<Option<Fetched>, CrawlError> {
+    match status {
+        404 | 410 if page > 1 => Ok(Some(Fetched::PastTheEnd)),
+        429 | 503 => Ok(Some(Fetched::Refused {
+            reason: format!("HTTP {status} at {url}"),
+            retry_after: None,
+        })),
+        408 | 500..=599 => Err(CrawlError::transient(format!("HTTP {status} at {url}"))),
+        400..=499 => Err(CrawlError::permanent(format!(
+            "HTTP {status} at {url}: the site refused the search page"
+        ))),
+        _ => Ok(None),
+    }
+}
+
+/// Where a crawl's pages come from.
+pub enum PageSource<'a> {
+    Browser(BrowserPage<'a>),
+    Http(HttpClient),
+}
+
+impl PageSource<'_> {
+    /// Fetches page number `page` at `url` and reads its items.
+    pub async fn fetch(
+        &mut self,
+        spec: &SiteSpec,
+        url: &Url,
+        page: i32,
+        stuck_timeout: Duration,
+        guard: &TargetGuard,
+    ) -> Result<Fetched, CrawlError> {
+        match (self, &spec.extraction) {
+            (PageSource::Browser(browser), Extraction::Html { .. }) => {
+                browser
+                    .fetch(&spec.extraction, url, page, stuck_timeout, guard)
+                    .await
+            }
+            (
+                PageSource::Http(client),
+                Extraction::Html {
+                    item_selector,
+                    fields,
+                    blocked_selector,
+                    ..
+                },
+            ) => {
+                let answer = client
+                    .get(url, "text/html,application/xhtml+xml,*/*;q=0.8")
+                    .await?;
+                if let Some(judged) = judge_status(answer.status, page, url)? {
+                    return Ok(answer.with_retry_after(judged));
+                }
+                let html = HtmlPage::parse(&answer.text(), &answer.url);
+                if let Some(blocked) = blocked_selector
+                    && html.contains(blocked)
+                {
+                    return Ok(blocked_page(blocked.as_str(), url));
+                }
+                Ok(Fetched::Items {
+                    items: extract_html(&html, item_selector, fields),
+                    next_token: None,
+                })
+            }
+            (
+                PageSource::Http(client),
+                Extraction::Json {
+                    items,
+                    fields,
+                    paging,
+                },
+            ) => {
+                let answer = client.get(url, "application/json").await?;
+                if let Some(judged) = judge_status(answer.status, page, url)? {
+                    return Ok(answer.with_retry_after(judged));
+                }
+                let body: serde_json::Value =
+                    serde_json::from_slice(&answer.body).map_err(|e| {
+                        CrawlError::transient(format!("the answer at {url} is not JSON: {e}"))
+                    })?;
+                let read = extract_json(&body, &answer.url, items, fields, paging.as_ref())
+                    .map_err(|e| CrawlError::permanent(format!("{e} at {url}")))?;
+                Ok(Fetched::Items {
+                    items: read.items,
+                    next_token: read.next_token,
+                })
+            }
+            (PageSource::Browser(_), Extraction::Json { .. }) => Err(CrawlError::permanent(
+                "a JSON API is read over HTTP, not in a browser",
+            )),
+        }
+    }
+}
+
+fn blocked_page(selector: &str, url: &Url) -> Fetched {
+    Fetched::Refused {
+        reason: format!("blocked page ({selector}) at {url}"),
+        retry_after: None,
+    }
+}

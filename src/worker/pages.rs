@@ -1,0 +1,211 @@
+//! The pages of one crawl attempt, in every render mode: the next URL (by
+//! `{page}` or by a JSON API's token), the fleet-wide rate limit before each
+//! request, a refused page tried again once the site's pause is over, each
+//! page stored as it comes, and an incremental crawl's stop at the first page
+//! an earlier run already stored.
+
+use std::time::{Duration, Instant};
+
+use url::Url;
+
+use super::{
+    crawl::{CrawlContext, OUTAGE_PATIENCE, persist},
+    crawl_error::CrawlError,
+    fetch::{Fetched, PageSource},
+};
+use crate::{
+    domain::site::{SiteSpec, with_query_param},
+    events::Event,
+    metrics::metrics,
+    store::{
+        self,
+        runs::{CrawlRun, CrawledPage, Fence, FenceError},
+    },
+};
+
+/// One crawl attempt's fixed facts.
+pub struct Crawl<'a> {
+    pub ctx: &'a CrawlContext,
+    pub fence: &'a Fence,
+    pub run: &'a CrawlRun,
+    pub spec: &'a SiteSpec,
+    pub keyword: &'a str,
+    pub stuck_timeout: Duration,
+}
+
+impl Crawl<'_> {
+    fn site_label(&self) -> String {
+        self.run.site_id.to_string()
+    }
+
+    /// Crawls every page; returns the last page number crawled.
+    pub async fn pages(&self, source: &mut PageSource<'_>) -> Result<i32, CrawlError> {
+        let first = self.spec.search_url.url_for(self.keyword, 1).map_err(|e| {
+            CrawlError::permanent(format!("search URL for {:?} is invalid: {e}", self.keyword))
+        })?;
+        let mut url = first.clone();
+        let mut last_token: Option<String> = None;
+        for page in 1..=self.spec.max_pages {
+            self.ctx.guard.check(&url).await?;
+            let (items, next_token) = match self.fetch_politely(source, &url, page).await? {
+                Fetched::Items { items, next_token } => (items, next_token),
+                Fetched::PastTheEnd => (Vec::new(), None),
+                Fetched::Refused { .. } => unreachable!("refusals are retried by fetch_politely"),
+            };
+            let already_stored = self.spec.stop_on_seen && self.all_stored_before(&items).await?;
+            let crawled = CrawledPage {
+                page,
+                url: url.as_str(),
+                items: &items,
+                already_stored,
+            };
+            let stored = persist("page results", OUTAGE_PATIENCE, || {
+                store::runs::store_page(&self.ctx.pool, self.fence, &crawled)
+            })
+            .await?;
+            let count = if already_stored { 0 } else { items.len() };
+            self.ctx
+                .events
+                .publish(&Event::ResultStored {
+                    run_id: stored.id,
+                    keyword_id: stored.keyword_id,
+                    site_id: stored.site_id,
+                    page,
+                    count,
+                })
+                .await;
+            self.ctx.events.run_updated(&stored).await;
+            tracing::debug!(
+                run_id = self.fence.run_id,
+                page,
+                count,
+                already_stored,
+                "page stored"
+            );
+            if items.is_empty() || already_stored {
+                return Ok(page);
+            }
+            let next = match self.spec.extraction.token_paging() {
+                Some(paging) => match next_token {
+                    // A token that does not move is the end, not a loop.
+                    Some(token) if last_token.as_ref() != Some(&token) => {
+                        let next = with_query_param(&first, &paging.token_param, &token);
+                        last_token = Some(token);
+                        Some(next)
+                    }
+                    _ => None,
+                },
+                None if self.spec.search_url.is_paged() => Some(
+                    self.spec
+                        .search_url
+                        .url_for(self.keyword, page as u32 + 1)
+                        .map_err(|e| {
+                            CrawlError::permanent(format!("search URL for page {}: {e}", page + 1))
+                        })?,
+                ),
+                None => None,
+            };
+            match next {
+                Some(next) => url = next,
+                None => return Ok(page),
+            }
+        }
+        Ok(self.spec.max_pages)
+    }
+
+    /// Whether an earlier completed run already stored every item of the page.
+    async fn all_stored_before(&self, items: &[store::runs::PageItem]) -> Result<bool, CrawlError> {
+        let keys: Vec<String> = items.iter().map(|i| i.key().to_owned()).collect();
+        let seen = persist("incremental check", OUTAGE_PATIENCE, || async {
+            store::results::all_stored_by_completed_run(
+                &self.ctx.pool,
+                self.run.keyword_id,
+                self.run.site_id,
+                self.run.id,
+                &keys,
+            )
+            .await
+            .map_err(FenceError::from)
+        })
+        .await?;
+        Ok(seen)
+    }
+
+    /// Fetches one page within the site's fleet-wide rate limit. A refusal
+    /// pauses the site for the whole fleet and the page is tried again, up to
+    /// the run's attempt budget, before the attempt fails.
+    async fn fetch_politely(
+        &self,
+        source: &mut PageSource<'_>,
+        url: &Url,
+        page: i32,
+    ) -> Result<Fetched, CrawlError> {
+        let site_id = self.run.site_id;
+        let site = self.site_label();
+        let tries = self.run.max_attempts.max(1);
+        for attempt in 1..=tries {
+            // The run is between pages (running/call_done) while it waits: its
+            // heartbeat goes on and the watchdog does not take it for stuck.
+            let waited = self
+                .ctx
+                .limiter
+                .acquire(site_id, self.spec.politeness.max_requests_per_sec)
+                .await
+                .map_err(|e| CrawlError::transient(format!("{e:#}")))?;
+            metrics()
+                .rate_limit_wait
+                .with_label_values(&[&site])
+                .observe(waited.as_secs_f64());
+            let calling = persist("page start", OUTAGE_PATIENCE, || {
+                store::runs::enter_url_call(&self.ctx.pool, self.fence, url.as_str())
+            })
+            .await?;
+            self.ctx.events.run_updated(&calling).await;
+            let started = Instant::now();
+            let fetched = source
+                .fetch(self.spec, url, page, self.stuck_timeout, &self.ctx.guard)
+                .await;
+            metrics()
+                .page_fetch_duration
+                .with_label_values(&[&site])
+                .observe(started.elapsed().as_secs_f64());
+            let (reason, retry_after) = match fetched? {
+                Fetched::Refused {
+                    reason,
+                    retry_after,
+                } => (reason, retry_after),
+                other => return Ok(other),
+            };
+            let kind = if reason.starts_with("HTTP") {
+                reason.split_whitespace().nth(1).unwrap_or("http")
+            } else {
+                "blocked"
+            };
+            metrics()
+                .site_refusals
+                .with_label_values(&[&site, kind])
+                .inc();
+            let pause = self.ctx.limiter.refuse(site_id, retry_after).await;
+            let waiting = persist("page refused", OUTAGE_PATIENCE, || {
+                store::runs::page_refused(&self.ctx.pool, self.fence)
+            })
+            .await?;
+            self.ctx.events.run_updated(&waiting).await;
+            tracing::info!(
+                run_id = self.fence.run_id,
+                site_id,
+                %reason,
+                ?retry_after,
+                pause = ?pause.as_ref().ok(),
+                try_number = attempt,
+                "site refused the page; the fleet pauses it"
+            );
+            if attempt == tries {
+                return Err(CrawlError::transient(format!(
+                    "refused: {reason} ({tries} tries)"
+                )));
+            }
+        }
+        unreachable!("the last try returns")
+    }
+}

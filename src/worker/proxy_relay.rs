@@ -1,0 +1,214 @@
+//! Chrome cannot give a proxy credentials (it would ask a user). For a proxy
+//! with credentials, each browser session gets this relay: a SOCKS5 server on
+//! 127.0.0.1 without authentication that Chrome uses, which opens every
+//! connection through the real proxy with the credentials (HTTP `CONNECT` with
+//! `Proxy-Authorization: Basic`, or SOCKS5 username/password). Through an HTTP
+//! proxy every connection is a `CONNECT` tunnel, plain-http targets included.
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use anyhow::{Context, bail};
+use base64::Engine as _;
+use tokio::{
+    io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader},
+    net::{TcpListener, TcpStream},
+    task::JoinHandle,
+};
+
+use crate::domain::site::ProxyUrl;
+
+/// The relay of one browser session; stops when dropped.
+pub struct ProxyRelay {
+    addr: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl ProxyRelay {
+    pub async fn start(upstream: ProxyUrl) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .await
+            .context("binding the proxy relay")?;
+        let addr = listener.local_addr()?;
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((client, _)) = listener.accept().await else {
+                    return;
+                };
+                let upstream = upstream.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = relay(client, &upstream).await {
+                        tracing::debug!(error = %e, proxy = ?upstream, "proxy relay connection failed");
+                    }
+                });
+            }
+        });
+        Ok(Self { addr, task })
+    }
+
+    /// What Chrome's `--proxy-server` names.
+    pub fn proxy_server(&self) -> String {
+        format!("socks5://{}", self.addr)
+    }
+}
+
+impl Drop for ProxyRelay {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Where a client asked to go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Target {
+    host: String,
+    port: u16,
+}
+
+impl Target {
+    /// `host:port`, IPv6 hosts bracketed.
+    fn authority(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+async fn relay(mut client: TcpStream, upstream: &ProxyUrl) -> anyhow::Result<()> {
+    let target = socks5_accept(&mut client).await?;
+    let opened = match upstream.scheme() {
+        "http" => http_connect(upstream, &target).await,
+        _ => socks5_connect(upstream, &target).await,
+    };
+    let mut server = match opened {
+        Ok(server) => server,
+        Err(e) => {
+            // General failure: the client sees the connection refused.
+            let _ = client.write_all(&[5, 1, 0, 1, 0, 0, 0, 0, 0, 0]).await;
+            return Err(e);
+        }
+    };
+    client.write_all(&[5, 0, 0, 1, 0, 0, 0, 0, 0, 0]).await?;
+    tokio::io::copy_bidirectional(&mut client, &mut server).await?;
+    Ok(())
+}
+
+/// The server side of a SOCKS5 handshake (no authentication) up to CONNECT.
+async fn socks5_accept(client: &mut TcpStream) -> anyhow::Result<Target> {
+    let mut head = [0u8; 2];
+    client.read_exact(&mut head).await?;
+    if head[0] != 5 {
+        bail!("not SOCKS5");
+    }
+    let mut methods = vec![0u8; head[1] as usize];
+    client.read_exact(&mut methods).await?;
+    if !methods.contains(&0) {
+        client.write_all(&[5, 0xff]).await?;
+        bail!("the client offers no unauthenticated method");
+    }
+    client.write_all(&[5, 0]).await?;
+    let mut request = [0u8; 4];
+    client.read_exact(&mut request).await?;
+    if request[1] != 1 {
+        client.write_all(&[5, 7, 0, 1, 0, 0, 0, 0, 0, 0]).await?;
+        bail!("only CONNECT is relayed");
+    }
+    read_address(client, request[3]).await
+}
+
+async fn read_address(stream: &mut (impl AsyncRead + Unpin), kind: u8) -> anyhow::Result<Target> {
+    let host = match kind {
+        1 => {
+            let mut ip = [0u8; 4];
+            stream.read_exact(&mut ip).await?;
+            Ipv4Addr::from(ip).to_string()
+        }
+        3 => {
+            let len = stream.read_u8().await? as usize;
+            let mut name = vec![0u8; len];
+            stream.read_exact(&mut name).await?;
+            String::from_utf8(name).context("a host name that is not UTF-8")?
+        }
+        4 => {
+            let mut ip = [0u8; 16];
+            stream.read_exact(&mut ip).await?;
+            Ipv6Addr::from(ip).to_string()
+        }
+        other => bail!("unknown SOCKS5 address type {other}"),
+    };
+    let port = stream.read_u16().await?;
+    Ok(Target { host, port })
+}
+
+/// A tunnel through an HTTP proxy: `CONNECT` with the credentials.
+async fn http_connect(upstream: &ProxyUrl, target: &Target) -> anyhow::Result<TcpStream> {
+    let mut server = TcpStream::connect((upstream.host(), upstream.port()))
+        .await
+        .context("connecting to the proxy")?;
+    let authority = target.authority();
+    let mut request = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n");
+    if let Some((user, password)) = upstream.credentials() {
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        request.push_str(&format!("Proxy-Authorization: Basic {token}\r\n"));
+    }
+    request.push_str("\r\n");
+    server.write_all(request.as_bytes()).await?;
+    // Read the answer's head byte by byte: what follows it belongs to the tunnel.
+    let mut reader = BufReader::with_capacity(1, &mut server);
+    let mut status = String::new();
+    reader.read_line(&mut status).await?;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).await? == 0 || line == "\r\n" || line == "\n" {
+            break;
+        }
+    }
+    let code = status.split_whitespace().nth(1).unwrap_or("");
+    if code != "200" {
+        bail!("the proxy refused CONNECT {authority}: {}", status.trim());
+    }
+    Ok(server)
+}
+
+/// A connection through a SOCKS5 proxy, with username/password when given.
+async fn socks5_connect(upstream: &ProxyUrl, target: &Target) -> anyhow::Result<TcpStream> {
+    let mut server = TcpStream::connect((upstream.host(), upstream.port()))
+        .await
+        .context("connecting to the proxy")?;
+    let credentials = upstream.credentials();
+    let method = if credentials.is_some() { 2 } else { 0 };
+    server.write_all(&[5, 1, method]).await?;
+    let mut chosen = [0u8; 2];
+    server.read_exact(&mut chosen).await?;
+    if chosen != [5, method] {
+        bail!("the SOCKS5 proxy refused the authentication method");
+    }
+    if let Some((user, password)) = credentials {
+        let mut auth = vec![1, user.len() as u8];
+        auth.extend_from_slice(user.as_bytes());
+        auth.push(password.len() as u8);
+        auth.extend_from_slice(password.as_bytes());
+        server.write_all(&auth).await?;
+        let mut answer = [0u8; 2];
+        server.read_exact(&mut answer).await?;
+        if answer[1] != 0 {
+            bail!("the SOCKS5 proxy refused the credentials");
+        }
+    }
+    let mut request = vec![5, 1, 0, 3, target.host.len() as u8];
+    request.extend_from_slice(target.host.as_bytes());
+    request.extend_from_slice(&target.port.to_be_bytes());
+    server.write_all(&request).await?;
+    let mut reply = [0u8; 4];
+    server.read_exact(&mut reply).await?;
+    if reply[1] != 0 {
+        bail!(
+            "the SOCKS5 proxy refused CONNECT {} (code {})",
+            target.authority(),
+            reply[1]
+        );
+    }
+    read_address(&mut server, reply[3]).await?;
+    Ok(server)
+}

@@ -1,0 +1,665 @@
+//! The CloudWatch publisher end to end: the real SDK over HTTP to a stand-in
+//! for CloudWatch started by the test, speaking the Smithy RPC v2 CBOR
+//! protocol (aws-sdk-cloudwatch >= 1.100; moto does not). Values come from the
+//! test database; cadence, failures, hangs and leadership are measured.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use aws_config::{BehaviorVersion, Region};
+use aws_sdk_cloudwatch::config::Credentials;
+use axum::{
+    Router,
+    body::Bytes,
+    extract::State,
+    http::{HeaderMap, StatusCode, Uri, header},
+    response::{IntoResponse, Response},
+    routing::post,
+};
+use ciborium::Value as Cbor;
+use crawlfleet::{
+    cloudwatch::{self, CRAWLS_COMPLETED, CRAWLS_FAILED, PublisherSettings, QUEUE_WAITING_JOBS},
+    metrics::metrics,
+};
+use serde_json::json;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::helpers::{RoleProcess, Roles, TestApp, eventually};
+
+/// The publisher's counters are process-wide and tests run in parallel: the
+/// tests of this file take turns so each sees only its own counts.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+const PUT_METRIC_DATA: &str = "/service/GraniteServiceVersion20100801/operation/PutMetricData";
+
+/// How the stand-in answers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    Accept,
+    /// 500 with CloudWatch's InternalServiceError body.
+    Fail,
+    /// Never answers.
+    Hang,
+}
+
+/// One PutMetricData request as it arrived.
+#[derive(Debug, Clone)]
+struct Put {
+    at: Instant,
+    /// When the client gave up on the request (the handler was dropped).
+    abandoned_at: Option<Instant>,
+    namespace: String,
+    data: Vec<Datum>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Datum {
+    name: String,
+    value: f64,
+    unit: String,
+    has_dimensions: bool,
+}
+
+impl Put {
+    fn value(&self, name: &str) -> f64 {
+        self.data
+            .iter()
+            .find(|d| d.name == name)
+            .unwrap_or_else(|| panic!("{name} in {self:?}"))
+            .value
+    }
+}
+
+#[derive(Default)]
+struct Recorded {
+    puts: Vec<Put>,
+    /// Requests that were not a well-formed RPC v2 CBOR PutMetricData.
+    malformed: Vec<String>,
+}
+
+/// What the stand-in's handlers share with the test.
+struct Shared {
+    mode: Mutex<Mode>,
+    recorded: Mutex<Recorded>,
+}
+
+/// A stand-in for CloudWatch on 127.0.0.1, recording every request.
+struct FakeCloudWatch {
+    endpoint: String,
+    shared: Arc<Shared>,
+    server: JoinHandle<()>,
+}
+
+impl FakeCloudWatch {
+    async fn start(mode: Mode) -> FakeCloudWatch {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let shared = Arc::new(Shared {
+            mode: Mutex::new(mode),
+            recorded: Mutex::default(),
+        });
+        let app = Router::new()
+            .route(PUT_METRIC_DATA, post(put_metric_data))
+            .fallback(|uri: Uri, State(shared): State<Arc<Shared>>| async move {
+                let mut recorded = shared.recorded.lock().unwrap();
+                recorded.malformed.push(format!("path {uri}"));
+                StatusCode::NOT_FOUND
+            })
+            .with_state(shared.clone());
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        FakeCloudWatch {
+            endpoint,
+            shared,
+            server,
+        }
+    }
+
+    fn set_mode(&self, mode: Mode) {
+        *self.shared.mode.lock().unwrap() = mode;
+    }
+
+    fn puts(&self) -> Vec<Put> {
+        let recorded = self.shared.recorded.lock().unwrap();
+        assert!(recorded.malformed.is_empty(), "{:?}", recorded.malformed);
+        recorded.puts.clone()
+    }
+
+    /// Waits for the put after the first `seen` ones.
+    async fn put_after(&self, seen: usize, limit: Duration) -> Put {
+        eventually(limit, "a PutMetricData arrives", || async {
+            self.puts().get(seen).cloned()
+        })
+        .await
+    }
+
+    /// An SDK client pointed at this stand-in, configured in code (no
+    /// environment, so no metadata-endpoint probing).
+    async fn client(&self) -> aws_sdk_cloudwatch::Client {
+        let config = aws_config::defaults(BehaviorVersion::latest())
+            .endpoint_url(&self.endpoint)
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("test", "test", None, None, "test"))
+            .load()
+            .await;
+        aws_sdk_cloudwatch::Client::new(&config)
+    }
+
+    fn stop(&self) {
+        self.server.abort();
+    }
+}
+
+/// Marks the handler's request abandoned when the client drops it.
+struct OnDrop(Arc<Shared>, usize);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        self.0.recorded.lock().unwrap().puts[self.1].abandoned_at = Some(Instant::now());
+    }
+}
+
+async fn put_metric_data(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let at = Instant::now();
+    let header_is = |name: &str, want: &str| headers.get(name).is_some_and(|v| v == want);
+    let put = if !header_is("smithy-protocol", "rpc-v2-cbor")
+        || !header_is(header::CONTENT_TYPE.as_str(), "application/cbor")
+    {
+        Err(format!("headers {headers:?}"))
+    } else {
+        ciborium::from_reader::<Cbor, _>(&body[..])
+            .map_err(|e| format!("CBOR body: {e}"))
+            .and_then(|body| decode_put(at, &body))
+    };
+    let index = {
+        let mut recorded = shared.recorded.lock().unwrap();
+        match put {
+            Ok(put) => recorded.puts.push(put),
+            Err(e) => {
+                recorded.malformed.push(e);
+                return StatusCode::BAD_REQUEST.into_response();
+            }
+        }
+        recorded.puts.len() - 1
+    };
+    let mode = *shared.mode.lock().unwrap();
+    match mode {
+        Mode::Accept => cbor_response(StatusCode::OK, &Cbor::Map(vec![])),
+        Mode::Fail => cbor_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &Cbor::Map(vec![
+                (
+                    "__type".into(),
+                    "com.amazonaws.cloudwatch#InternalServiceError".into(),
+                ),
+                ("message".into(), "stand-in failure".into()),
+            ]),
+        ),
+        Mode::Hang => {
+            let _abandoned = OnDrop(shared.clone(), index);
+            std::future::pending().await
+        }
+    }
+}
+
+/// What the SDK expects of an RPC v2 CBOR answer: the protocol header and a
+/// CBOR body.
+fn cbor_response(status: StatusCode, body: &Cbor) -> Response {
+    let mut bytes = Vec::new();
+    ciborium::into_writer(body, &mut bytes).unwrap();
+    (
+        status,
+        [
+            ("smithy-protocol", "rpc-v2-cbor"),
+            (header::CONTENT_TYPE.as_str(), "application/cbor"),
+        ],
+        bytes,
+    )
+        .into_response()
+}
+
+fn field<'a>(map: &'a Cbor, key: &str) -> Option<&'a Cbor> {
+    map.as_map()?
+        .iter()
+        .find(|(k, _)| k.as_text() == Some(key))
+        .map(|(_, v)| v)
+}
+
+fn decode_put(at: Instant, body: &Cbor) -> Result<Put, String> {
+    let text = |v: Option<&Cbor>, what: &str| {
+        v.and_then(Cbor::as_text)
+            .map(str::to_owned)
+            .ok_or_else(|| format!("{what} in {body:?}"))
+    };
+    let data = field(body, "MetricData")
+        .and_then(Cbor::as_array)
+        .ok_or_else(|| format!("MetricData in {body:?}"))?
+        .iter()
+        .map(|d| {
+            Ok(Datum {
+                name: text(field(d, "MetricName"), "MetricName")?,
+                value: field(d, "Value")
+                    .and_then(Cbor::as_float)
+                    .ok_or_else(|| format!("Value in {d:?}"))?,
+                unit: text(field(d, "Unit"), "Unit")?,
+                has_dimensions: field(d, "Dimensions").is_some(),
+            })
+        })
+        .collect::<Result<_, String>>()?;
+    Ok(Put {
+        at,
+        abandoned_at: None,
+        namespace: text(field(body, "Namespace"), "Namespace")?,
+        data,
+    })
+}
+
+/// A publisher running as its own task, as the api runs it.
+struct Publisher {
+    shutdown: CancellationToken,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl Publisher {
+    async fn start(app: &TestApp, cw: &FakeCloudWatch, call_timeout: Duration) -> Publisher {
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(cloudwatch::run(
+            app.config.database_url.clone(),
+            app.pool().clone(),
+            cw.client().await,
+            PublisherSettings {
+                namespace: app.config.cloudwatch_namespace.clone(),
+                interval: Duration::from_secs(1),
+                call_timeout,
+            },
+            shutdown.clone(),
+        ));
+        Publisher { shutdown, task }
+    }
+
+    /// Stops it and returns how long that took.
+    async fn stop(self) -> Duration {
+        let start = Instant::now();
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(5), self.task)
+            .await
+            .expect("publisher stops on shutdown")
+            .expect("publisher did not panic")
+            .expect("publisher ends cleanly");
+        start.elapsed()
+    }
+}
+
+/// `n` queued runs (one keyword each on one site); no worker takes them.
+async fn queued_runs(app: &TestApp, n: usize) -> Vec<i64> {
+    let site = app.create_site(app.site_body("shop", "/search")).await;
+    let mut runs = Vec::new();
+    for i in 0..n {
+        let keyword = app
+            .create_keyword(&format!("kw{i}"), &[site], "0 0 0 1 1 *")
+            .await;
+        runs.extend(app.crawl(keyword).await);
+    }
+    assert_eq!(runs.len(), n);
+    runs
+}
+
+/// The slowest of a few `/health` calls while the publisher struggles.
+async fn slowest_health(app: &TestApp, calls: usize) -> Duration {
+    let mut slowest = Duration::ZERO;
+    for _ in 0..calls {
+        let start = Instant::now();
+        let (status, body) = app.get("/health").await;
+        slowest = slowest.max(start.elapsed());
+        assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+        tokio::time::sleep(Duration::from_millis(97)).await;
+    }
+    slowest
+}
+
+#[tokio::test]
+async fn publishes_the_backlog_and_the_crawls_finished_each_interval() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let app = TestApp::spawn().await;
+    let runs = queued_runs(&app, 4).await;
+    let cw = FakeCloudWatch::start(Mode::Accept).await;
+    let publishes = metrics().cloudwatch_publishes.get();
+    let publisher = Publisher::start(&app, &cw, Duration::from_millis(800)).await;
+
+    let first = cw.put_after(0, Duration::from_secs(5)).await;
+    assert_eq!(first.namespace, "CrawlerService");
+    let names: Vec<&str> = first.data.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, [QUEUE_WAITING_JOBS, CRAWLS_COMPLETED, CRAWLS_FAILED]);
+    assert!(first.data.iter().all(|d| d.unit == "Count"), "{first:?}");
+    assert!(first.data.iter().all(|d| !d.has_dimensions), "{first:?}");
+    assert_eq!(first.value(QUEUE_WAITING_JOBS), 4.0);
+    assert_eq!(first.value(CRAWLS_COMPLETED), 0.0);
+    assert_eq!(first.value(CRAWLS_FAILED), 0.0);
+
+    // Right after a put, well before the next: one run cancelled through the
+    // REST API, one completed and one failed as a worker would leave them.
+    let (status, body) = app
+        .post(&format!("/api/runs/{}/cancel", runs[0]), json!({}))
+        .await;
+    assert!(status.is_success(), "{status} {body}");
+    for (run, state) in [(runs[1], "completed"), (runs[2], "failed")] {
+        sqlx::query("UPDATE crawl_runs SET state = $2, finished_at = now() WHERE id = $1")
+            .bind(run)
+            .bind(state)
+            .execute(app.pool())
+            .await
+            .unwrap();
+    }
+    assert!(
+        first.at.elapsed() < Duration::from_millis(500),
+        "the changes must land between two puts"
+    );
+    let seen = 1;
+    let next = cw.put_after(seen, Duration::from_secs(3)).await;
+    assert_eq!(next.value(QUEUE_WAITING_JOBS), 1.0, "{next:?}");
+    assert_eq!(next.value(CRAWLS_COMPLETED), 1.0, "{next:?}");
+    assert_eq!(next.value(CRAWLS_FAILED), 1.0, "{next:?}");
+    // Counts are per interval, not cumulative.
+    let after = cw.put_after(seen + 1, Duration::from_secs(3)).await;
+    assert_eq!(after.value(QUEUE_WAITING_JOBS), 1.0, "{after:?}");
+    assert_eq!(after.value(CRAWLS_COMPLETED), 0.0, "{after:?}");
+    assert_eq!(after.value(CRAWLS_FAILED), 0.0, "{after:?}");
+
+    // Cadence: a put a second, measured over 4.5 s from the first.
+    tokio::time::sleep(
+        (first.at + Duration::from_millis(4500)).saturating_duration_since(Instant::now()),
+    )
+    .await;
+    let puts: Vec<Put> = cw
+        .puts()
+        .into_iter()
+        .filter(|p| p.at <= first.at + Duration::from_millis(4500))
+        .collect();
+    assert!(puts.len() >= 4, "{} puts in 4.5 s", puts.len());
+    for pair in puts.windows(2) {
+        let gap = pair[1].at - pair[0].at;
+        assert!(
+            gap >= Duration::from_millis(500) && gap <= Duration::from_secs(2),
+            "puts {gap:?} apart"
+        );
+    }
+    publisher.stop().await;
+    assert!(metrics().cloudwatch_publishes.get() - publishes >= puts.len() as u64);
+    cw.stop();
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_failing_cloudwatch_is_counted_retried_and_never_slows_the_api() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let app = TestApp::spawn().await;
+    queued_runs(&app, 2).await;
+    let cw = FakeCloudWatch::start(Mode::Fail).await;
+    let failures = metrics().cloudwatch_failures.get();
+    let publishes = metrics().cloudwatch_publishes.get();
+    let publisher = Publisher::start(&app, &cw, Duration::from_millis(800)).await;
+
+    cw.put_after(0, Duration::from_secs(5)).await;
+    let slowest = slowest_health(&app, 25).await; // ~2.5 s of failing ticks
+    assert!(
+        slowest < Duration::from_millis(200),
+        "/health took {slowest:?}"
+    );
+    assert!(
+        metrics().cloudwatch_failures.get() - failures >= 2,
+        "every failing tick is counted, and the next tick tries again"
+    );
+    assert_eq!(metrics().cloudwatch_publishes.get(), publishes);
+
+    // CloudWatch recovers: the next tick succeeds, with the current backlog.
+    cw.set_mode(Mode::Accept);
+    let seen = cw.puts().len();
+    let put = cw.put_after(seen, Duration::from_secs(3)).await;
+    assert_eq!(put.value(QUEUE_WAITING_JOBS), 2.0);
+    eventually(
+        Duration::from_secs(3),
+        "a successful put is counted",
+        || async { (metrics().cloudwatch_publishes.get() > publishes).then_some(()) },
+    )
+    .await;
+    publisher.stop().await;
+    cw.stop();
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_hanging_cloudwatch_times_out_and_never_slows_the_api() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let app = TestApp::spawn().await;
+    queued_runs(&app, 1).await;
+    let cw = FakeCloudWatch::start(Mode::Hang).await;
+    let failures = metrics().cloudwatch_failures.get();
+    let publisher = Publisher::start(&app, &cw, Duration::from_millis(300)).await;
+
+    let first = cw.put_after(0, Duration::from_secs(5)).await;
+    let slowest = slowest_health(&app, 30).await; // ~3 s of hanging ticks
+    assert!(
+        slowest < Duration::from_millis(200),
+        "/health took {slowest:?}"
+    );
+    let puts = cw.puts();
+    assert!(puts.len() >= 3, "ticks go on: {} requests", puts.len());
+    assert!(puts.iter().all(|p| p.at >= first.at));
+    // Each hanging call was given up after the call timeout.
+    for put in &puts[..puts.len() - 1] {
+        let held = put.abandoned_at.expect("the client gave up on the call") - put.at;
+        assert!(
+            held >= Duration::from_millis(200) && held < Duration::from_millis(800),
+            "call held {held:?}: {puts:?}"
+        );
+    }
+    assert!(metrics().cloudwatch_failures.get() - failures >= puts.len() as u64 - 1);
+    publisher.stop().await;
+    cw.stop();
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_stops_the_publisher_at_once_even_during_a_put() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let app = TestApp::spawn().await;
+    let cw = FakeCloudWatch::start(Mode::Hang).await;
+    let publisher = Publisher::start(&app, &cw, Duration::from_millis(900)).await;
+    cw.put_after(0, Duration::from_secs(5)).await;
+    let took = publisher.stop().await;
+    assert!(took < Duration::from_millis(300), "stopping took {took:?}");
+    // The server learns of the dropped connection a moment later.
+    eventually(
+        Duration::from_secs(2),
+        "the put in flight was dropped",
+        || async { cw.puts()[0].abandoned_at.map(|_| ()) },
+    )
+    .await;
+    // Its lock session is closed too, so another api process can lead.
+    eventually(
+        Duration::from_secs(2),
+        "the lock session closes",
+        || async {
+            let sessions: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity
+             WHERE application_name LIKE 'crawlfleet-publisher-%' AND datname = current_database()",
+            )
+            .fetch_one(app.pool())
+            .await
+            .unwrap();
+            (sessions == 0).then_some(())
+        },
+    )
+    .await;
+    cw.stop();
+    app.stop().await;
+}
+
+/// Two publishers of one database, each with its own stand-in: `a` leads
+/// (it has put once), `b` was started after it.
+struct Pair {
+    cw_a: FakeCloudWatch,
+    cw_b: FakeCloudWatch,
+    a: Publisher,
+    b: Publisher,
+}
+
+async fn leader_then_standby(app: &TestApp) -> Pair {
+    let (cw_a, cw_b) = (
+        FakeCloudWatch::start(Mode::Accept).await,
+        FakeCloudWatch::start(Mode::Accept).await,
+    );
+    let a = Publisher::start(app, &cw_a, Duration::from_millis(800)).await;
+    cw_a.put_after(0, Duration::from_secs(5)).await;
+    let b = Publisher::start(app, &cw_b, Duration::from_millis(800)).await;
+    Pair { cw_a, cw_b, a, b }
+}
+
+#[tokio::test]
+async fn only_the_leader_publishes_and_a_standby_takes_over_when_it_stops() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let app = TestApp::spawn().await;
+    let Pair { cw_a, cw_b, a, b } = leader_then_standby(&app).await;
+
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(
+        cw_b.puts().is_empty(),
+        "the standby put while the leader leads"
+    );
+    assert!(cw_a.puts().len() >= 3, "the leader goes on");
+
+    a.stop().await;
+    let stopped = Instant::now();
+    let a_puts = cw_a.puts().len();
+    let first_b = cw_b.put_after(0, Duration::from_secs(4)).await;
+    assert!(
+        first_b.at - stopped < Duration::from_millis(3000),
+        "took over after {:?}",
+        first_b.at - stopped
+    );
+    cw_b.put_after(1, Duration::from_secs(3)).await;
+    assert_eq!(cw_a.puts().len(), a_puts, "the stopped publisher put again");
+    b.stop().await;
+    cw_a.stop();
+    cw_b.stop();
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_leader_whose_lock_connection_is_cut_stands_down_and_one_publisher_goes_on() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let app = TestApp::spawn().await;
+    let Pair { cw_a, cw_b, a, b } = leader_then_standby(&app).await;
+
+    // Postgres ends the session holding the lock (as a failover or a network
+    // cut would), which frees the lock.
+    let cut: Vec<i32> = sqlx::query_scalar(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+         AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+    )
+    .fetch_all(app.pool())
+    .await
+    .unwrap();
+    assert_eq!(cut.len(), 1, "one lock holder: {cut:?}");
+    sqlx::query("SELECT pg_terminate_backend($1)")
+        .bind(cut[0])
+        .execute(app.pool())
+        .await
+        .unwrap();
+
+    // Some publisher leads again, on a new session, and only one puts.
+    let leader = eventually(Duration::from_secs(6), "a new lock holder", || async {
+        let pids: Vec<i32> = sqlx::query_scalar(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        )
+        .fetch_all(app.pool())
+        .await
+        .unwrap();
+        (pids.len() == 1 && pids[0] != cut[0]).then(|| pids[0])
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await; // a stale leader notices within ~1 s
+    let (before_a, before_b) = (cw_a.puts().len(), cw_b.puts().len());
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (new_a, new_b) = (cw_a.puts().len() - before_a, cw_b.puts().len() - before_b);
+    assert!(
+        (new_a >= 2 && new_b == 0) || (new_b >= 2 && new_a == 0),
+        "puts after the cut: a {new_a}, b {new_b} (lock held by {leader})"
+    );
+    a.stop().await;
+    b.stop().await;
+    cw_a.stop();
+    cw_b.stop();
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_publisher_leads_while_a_scheduler_leads_the_same_database() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    // `--process=all`, or an api beside a scheduler: each has a lock of its own.
+    let app = TestApp::spawn_with(Roles::scheduler_only(), |_| {}).await;
+    let cw = FakeCloudWatch::start(Mode::Accept).await;
+    // The scheduler first, as in a fleet already running.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let publisher = Publisher::start(&app, &cw, Duration::from_millis(800)).await;
+    cw.put_after(0, Duration::from_secs(5)).await;
+    publisher.stop().await;
+    cw.stop();
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_api_process_publishes_when_enabled_and_says_so_when_not() {
+    let app = TestApp::spawn().await;
+    queued_runs(&app, 3).await;
+    let cw = FakeCloudWatch::start(Mode::Accept).await;
+    // The SDK configured from the environment alone, as on ECS/EC2.
+    let aws_env = |enabled: &str| {
+        vec![
+            ("CLOUDWATCH_ENABLED", enabled.to_owned()),
+            ("METRIC_INTERVAL_SECS", "1".to_owned()),
+            ("AWS_ENDPOINT_URL", cw.endpoint.clone()),
+            ("AWS_REGION", "us-east-1".to_owned()),
+            ("AWS_ACCESS_KEY_ID", "test".to_owned()),
+            ("AWS_SECRET_ACCESS_KEY", "test".to_owned()),
+            ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
+        ]
+    };
+    let on = RoleProcess::spawn("api", &app.config, &aws_env("true"));
+    let put = cw.put_after(0, Duration::from_secs(20)).await;
+    assert_eq!(put.namespace, "CrawlerService");
+    assert_eq!(put.value(QUEUE_WAITING_JOBS), 3.0);
+    assert_eq!(on.terminate(Duration::from_secs(10)).await, 0);
+
+    let seen = cw.puts().len();
+    let off = RoleProcess::spawn("api", &app.config, &aws_env("false"));
+    let log = off.log.clone();
+    eventually(
+        Duration::from_secs(20),
+        "the api says publishing is off",
+        || {
+            let log = log.clone();
+            async move {
+                std::fs::read_to_string(&log)
+                    .unwrap_or_default()
+                    .contains("CloudWatch publishing is off")
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(cw.puts().len(), seen, "a disabled publisher put");
+    assert_eq!(off.terminate(Duration::from_secs(10)).await, 0);
+    cw.stop();
+    app.stop().await;
+}

@@ -1,0 +1,203 @@
+//! A site's identity in every render mode: its user agent and extra headers
+//! reach the site, and a proxy (HTTP or SOCKS5, with credentials) carries
+//! every request, Chrome's included; responses never show the password.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::{
+    helpers::{Roles, TestApp},
+    test_proxy::TestProxy,
+};
+
+const LIMIT: Duration = Duration::from_secs(90);
+const CREDENTIALS: (&str, &str) = ("crawler", "s3cret");
+
+/// A one-page site of `render` mode searching for items at the fixture.
+fn site(app: &TestApp, name: &str, render: &str, extra: Value) -> Value {
+    let base = app.site.base_url();
+    let mut body = if render == "json" {
+        json!({
+            "name": name, "render": "json",
+            "search_url": format!("{base}/api/search?q={{keyword}}"),
+            "json": {"items": "/items"},
+            "fields": {"title": {"pointer": "/title"}},
+        })
+    } else {
+        json!({
+            "name": name, "render": render,
+            "search_url": format!("{base}/search?q={{keyword}}"),
+            "item_selector": "li.product",
+            "fields": {"title": {"selector": "a.title"}},
+        })
+    };
+    for (key, value) in extra.as_object().unwrap() {
+        body[key] = value.clone();
+    }
+    body
+}
+
+/// The requests the fixture got for `keyword` on `path`.
+fn requests_for(app: &TestApp, path: &str, keyword: &str) -> Vec<crawlfleet::demo_site::Hit> {
+    app.site
+        .requests(path)
+        .into_iter()
+        .filter(|h| h.param("q").as_deref() == Some(keyword))
+        .collect()
+}
+
+async fn crawl_completes(app: &TestApp, keyword: &str, site: i64) {
+    let run = app.crawl_to_end(keyword, site, LIMIT).await;
+    assert_eq!(run["state"], "completed", "{keyword}: {run}");
+    assert_eq!(run["items_found"], 5, "{keyword}: {run}");
+}
+
+#[tokio::test]
+async fn the_user_agent_and_headers_of_a_site_reach_it_in_every_mode() {
+    let app = TestApp::spawn_with(Roles::fleet(), |_| {}).await;
+    let identity = json!({
+        "user_agent": "acme-watch/2.0 (+https://acme.example/bot)",
+        "headers": {"X-Crawl-Owner": "acme", "Accept-Language": "ko-KR"},
+    });
+    for (render, path) in [
+        ("browser", "/search"),
+        ("http", "/search"),
+        ("json", "/api/search"),
+    ] {
+        let keyword = format!("id-{render}");
+        let site_id = app
+            .create_site(site(&app, &keyword, render, identity.clone()))
+            .await;
+        crawl_completes(&app, &keyword, site_id).await;
+        let hits = requests_for(&app, path, &keyword);
+        assert_eq!(hits.len(), 1, "{render}");
+        let hit = &hits[0];
+        assert_eq!(
+            hit.header("user-agent"),
+            Some("acme-watch/2.0 (+https://acme.example/bot)"),
+            "{render}"
+        );
+        assert_eq!(hit.header("x-crawl-owner"), Some("acme"), "{render}");
+        assert_eq!(hit.header("accept-language"), Some("ko-KR"), "{render}");
+    }
+    // Without one: Chrome's own agent minus "Headless"; over HTTP, crawlfleet's.
+    for render in ["browser", "http"] {
+        let keyword = format!("plain-{render}");
+        let site_id = app
+            .create_site(site(&app, &keyword, render, json!({})))
+            .await;
+        crawl_completes(&app, &keyword, site_id).await;
+        let agent = requests_for(&app, "/search", &keyword)[0]
+            .header("user-agent")
+            .unwrap()
+            .to_owned();
+        match render {
+            "browser" => assert!(
+                agent.contains("Chrome/") && !agent.contains("Headless"),
+                "{agent}"
+            ),
+            _ => assert_eq!(agent, concat!("crawlfleet/", env!("CARGO_PKG_VERSION"))),
+        }
+        assert!(
+            requests_for(&app, "/search", &keyword)[0]
+                .header("x-crawl-owner")
+                .is_none()
+        );
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_proxy_carries_every_request_of_every_mode() {
+    let app = TestApp::spawn_with(Roles::fleet(), |_| {}).await;
+    let guarded = TestProxy::start(Some(CREDENTIALS)).await;
+    let open = TestProxy::start(None).await;
+    let cases = [
+        ("browser", "http", &guarded, Some(CREDENTIALS)),
+        ("browser", "socks5", &guarded, Some(CREDENTIALS)),
+        ("browser", "http", &open, None),
+        ("http", "http", &guarded, Some(CREDENTIALS)),
+        ("http", "socks5", &guarded, Some(CREDENTIALS)),
+        ("json", "http", &guarded, Some(CREDENTIALS)),
+    ];
+    for (render, scheme, proxy, credentials) in cases {
+        let keyword = format!("via-{render}-{scheme}-{}", credentials.is_some());
+        let proxy_url = proxy.url(scheme, credentials);
+        let site_id = app
+            .create_site(site(&app, &keyword, render, json!({"proxy": proxy_url})))
+            .await;
+        crawl_completes(&app, &keyword, site_id).await;
+        let path = if render == "json" {
+            "/api/search"
+        } else {
+            "/search"
+        };
+        let hits = requests_for(&app, path, &keyword);
+        assert_eq!(hits.len(), 1, "{keyword}");
+        let outbound = proxy.log(|log| log.outbound.clone());
+        assert!(
+            outbound.contains(&hits[0].peer.unwrap()),
+            "{keyword}: the request came from {:?}, not the proxy",
+            hits[0].peer
+        );
+    }
+    // Chrome reached the credentialed proxy through its relay (tunnels and
+    // SOCKS); reqwest spoke HTTP proxy and SOCKS itself; none was refused.
+    let asked = guarded.log(|log| log.asked.clone());
+    assert!(
+        asked.iter().any(|a| a.starts_with("CONNECT 127.0.0.1:")),
+        "{asked:?}"
+    );
+    assert!(
+        asked.iter().any(|a| a.starts_with("GET http://127.0.0.1:")),
+        "{asked:?}"
+    );
+    assert!(asked.iter().any(|a| a.starts_with("SOCKS ")), "{asked:?}");
+    assert_eq!(guarded.log(|log| log.refused), 0);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_proxy_password_is_never_shown_and_survives_a_round_trip() {
+    let app = TestApp::spawn_without_browsers(Roles::fleet(), |_| {}).await;
+    let proxy = TestProxy::start(Some(CREDENTIALS)).await;
+    let body = site(
+        &app,
+        "masked",
+        "http",
+        json!({"proxy": proxy.url("http", Some(CREDENTIALS))}),
+    );
+    let site_id = app.create_site(body).await;
+    let (_, shown) = app.get(&format!("/api/sites/{site_id}")).await;
+    let masked = format!("http://crawler:***@127.0.0.1:{}/", proxy.port);
+    assert_eq!(shown["proxy"], masked.as_str());
+    let (_, listed) = app.get("/api/sites").await;
+    assert!(!listed.to_string().contains("s3cret"));
+
+    // Sent back as shown (a client editing another field), the password stays.
+    let mut edited = shown.clone();
+    for key in ["id", "created_at", "updated_at", "session_saved_at"] {
+        edited.as_object_mut().unwrap().remove(key);
+    }
+    edited["max_attempts"] = json!(2);
+    let (status, body) = app.put(&format!("/api/sites/{site_id}"), edited).await;
+    assert_eq!(status, 200, "{body}");
+    crawl_completes(&app, "masked", site_id).await;
+    assert_eq!(
+        proxy.log(|log| log.refused),
+        0,
+        "the kept password was sent"
+    );
+
+    // A new site cannot be given the mask for a password.
+    let (status, body) = app
+        .post(
+            "/api/sites",
+            site(&app, "mask-only", "http", json!({"proxy": masked})),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["field"], "proxy");
+    app.stop().await;
+}

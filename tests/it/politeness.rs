@@ -1,0 +1,307 @@
+//! Crawling like a good citizen at fleet scale: a site's rate and concurrency
+//! limits hold across worker processes, a refusal slows the site for the whole
+//! fleet and the page is tried again, and the limiter itself paces and ramps.
+
+use std::time::{Duration, Instant};
+
+use crawlfleet::{queue, worker::limiter::SiteLimiter};
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::helpers::{RoleProcess, Roles, TestApp};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// `n` keywords on `site`, each crawled now; their run ids.
+async fn queue_crawls(app: &TestApp, site: i64, prefix: &str, n: usize) -> Vec<i64> {
+    let mut runs = Vec::new();
+    for i in 0..n {
+        runs.push(app.crawl_once(&format!("{prefix}{i}"), site).await);
+    }
+    runs
+}
+
+/// The most of `times` that fall in any half-open window of `width`.
+fn most_in_any_window(times: &[Instant], width: Duration) -> usize {
+    let mut times = times.to_vec();
+    times.sort();
+    (0..times.len())
+        .map(|i| {
+            times[i..]
+                .iter()
+                .take_while(|t| **t < times[i] + width)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The most of `spans` (start, end) open at the same instant.
+fn most_overlapping<T: Ord + Copy>(spans: &[(T, T)]) -> usize {
+    spans
+        .iter()
+        .map(|(start, _)| {
+            spans
+                .iter()
+                .filter(|(s, e)| s <= start && start < e)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Each crawl's span as the fixture saw it: first to last request for its keyword.
+fn crawl_spans_seen(app: &TestApp, path: &str) -> Vec<(Instant, Instant)> {
+    let mut spans: std::collections::HashMap<String, (Instant, Instant)> = Default::default();
+    for hit in app.site.requests(path) {
+        let keyword = hit.param("q").unwrap_or_default();
+        let span = spans.entry(keyword).or_insert((hit.at, hit.at));
+        span.0 = span.0.min(hit.at);
+        span.1 = span.1.max(hit.at);
+    }
+    // A crawl holds its slot a little beyond its last request.
+    spans
+        .into_values()
+        .map(|(start, end)| (start, end + Duration::from_millis(1)))
+        .collect()
+}
+
+/// Each attempt's span of a site, from Postgres: claim to end, in microseconds.
+async fn attempt_spans(app: &TestApp, site: i64) -> Vec<(i64, i64)> {
+    sqlx::query_as(
+        "SELECT (EXTRACT(EPOCH FROM a.started_at) * 1e6)::int8, (EXTRACT(EPOCH FROM a.ended_at) * 1e6)::int8
+         FROM crawl_attempts a JOIN crawl_runs r ON r.id = a.run_id WHERE r.site_id = $1",
+    )
+    .bind(site)
+    .fetch_all(app.pool())
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn three_workers_keep_a_sites_limits_while_another_site_goes_at_its_own_pace() {
+    let app =
+        TestApp::spawn_without_browsers(Roles::scheduler_only(), |c| c.http_concurrency = 4).await;
+    let base = app.site.base_url();
+    let limited = app
+        .create_site(json!({
+            "name": "limited", "render": "http",
+            "search_url": format!("{base}/slow?ms=300&q={{keyword}}&page={{page}}"),
+            "item_selector": "li.product", "fields": {"title": {"selector": "a.title"}},
+            "max_pages": 3, "max_concurrent_runs": 2, "max_requests_per_sec": 5,
+        }))
+        .await;
+    let free = app
+        .create_site(json!({
+            "name": "free", "render": "http",
+            "search_url": format!("{base}/search?q={{keyword}}&page={{page}}"),
+            "item_selector": "li.product", "fields": {"title": {"selector": "a.title"}},
+            "max_pages": 3, "max_concurrent_runs": 8,
+        }))
+        .await;
+    let workers: Vec<RoleProcess> = (0..3)
+        .map(|_| RoleProcess::spawn("worker", &app.config, &[]))
+        .collect();
+    let mut runs = queue_crawls(&app, limited, "slowly ", 12).await;
+    let free_runs = queue_crawls(&app, free, "freely ", 12).await;
+    runs.extend(&free_runs);
+    for run in &runs {
+        let run = app
+            .wait_for_run(*run, &["completed", "failed"], LIMIT)
+            .await;
+        assert_eq!(run["state"], "completed", "{run}");
+        assert_eq!(run["items_found"], 15, "{run}");
+    }
+
+    // What the limited site received: 36 pages, never more than 5 in any
+    // second beyond the limiter's burst of one, never more than 2 crawls at once.
+    let limited_hits: Vec<Instant> = app.site.requests("/slow").iter().map(|h| h.at).collect();
+    assert_eq!(limited_hits.len(), 36);
+    let per_second = most_in_any_window(&limited_hits, Duration::from_secs(1));
+    assert!(per_second <= 5 + 1, "{per_second} requests in one second");
+    let seen_at_once = most_overlapping(&crawl_spans_seen(&app, "/slow"));
+    assert!(
+        seen_at_once <= 2,
+        "the site saw {seen_at_once} crawls at once"
+    );
+    let held_at_once = most_overlapping(&attempt_spans(&app, limited).await);
+    assert_eq!(
+        held_at_once, 2,
+        "the fleet held up to 2 crawls of the site at once"
+    );
+    let workers_used: i64 = sqlx::query_scalar(
+        "SELECT count(DISTINCT a.worker_id) FROM crawl_attempts a JOIN crawl_runs r ON r.id = a.run_id",
+    )
+    .fetch_one(app.pool())
+    .await
+    .unwrap();
+    assert!(
+        workers_used >= 2,
+        "the crawls spread over {workers_used} worker(s)"
+    );
+
+    // The other site was not held behind the limited one.
+    let free_hits: Vec<Instant> = app.site.requests("/search").iter().map(|h| h.at).collect();
+    assert_eq!(free_hits.len(), 36);
+    assert!(
+        free_hits.iter().max() < limited_hits.iter().max(),
+        "the unlimited site finished first"
+    );
+    assert!(
+        most_in_any_window(&free_hits, Duration::from_secs(1)) > 6,
+        "the unlimited site went faster than the limited one may"
+    );
+    let free_at_once = most_overlapping(&attempt_spans(&app, free).await);
+    assert!(
+        free_at_once > 2,
+        "the unlimited site ran {free_at_once} crawls at once"
+    );
+    let span = |hits: &[Instant]| *hits.iter().max().unwrap() - *hits.iter().min().unwrap();
+    eprintln!(
+        "limited site: 36 pages in {:?}, at most {per_second} in 1 s, {held_at_once} crawls at once; \
+         free site: 36 pages in {:?}, at most {} in 1 s, {free_at_once} crawls at once",
+        span(&limited_hits),
+        span(&free_hits),
+        most_in_any_window(&free_hits, Duration::from_secs(1)),
+    );
+    for worker in workers {
+        assert_eq!(worker.terminate(Duration::from_secs(30)).await, 0);
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_429_pauses_the_site_for_its_retry_after_and_the_run_completes() {
+    // Waits longer than the heartbeat timeout: a waiting crawl must keep
+    // heartbeating and must not be taken for a dead or stuck one.
+    let app = TestApp::spawn_without_browsers(Roles::fleet(), |c| {
+        c.heartbeat_interval_secs = 1;
+        c.heartbeat_timeout_secs = 3;
+        c.watchdog_interval_secs = 1;
+    })
+    .await;
+    let site = app
+        .one_page_site(
+            "rate-limited",
+            "/limited?key=r&fail=2&retry_after=4&q={keyword}",
+            json!({"render": "http"}),
+        )
+        .await;
+    let run = app.crawl_to_end("patience", site, LIMIT).await;
+    assert_eq!(run["state"], "completed", "{run}");
+    assert_eq!(
+        run["attempt"], 1,
+        "the page was tried again within the attempt"
+    );
+    assert_eq!(run["items_found"], 5);
+    let hits: Vec<Instant> = app.site.requests("/limited").iter().map(|h| h.at).collect();
+    assert_eq!(hits.len(), 3, "two refusals, then the page");
+    for pair in hits.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(
+            gap >= Duration::from_millis(3900),
+            "asked again after {gap:?}"
+        );
+    }
+    let (_, detail) = app.get(&format!("/api/runs/{}", run["id"])).await;
+    assert_eq!(detail["attempts"].as_array().unwrap().len(), 1, "{detail}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_block_page_counts_as_a_refusal_and_the_page_is_tried_again() {
+    let app = TestApp::spawn_without_browsers(Roles::fleet(), |_| {}).await;
+    let site = app
+        .one_page_site(
+            "captcha",
+            "/limited?key=c&fail=1&captcha=true&q={keyword}",
+            json!({"render": "http", "blocked_selector": ".captcha"}),
+        )
+        .await;
+    let run = app.crawl_to_end("human", site, LIMIT).await;
+    assert_eq!(run["state"], "completed", "{run}");
+    assert_eq!(
+        run["items_found"], 5,
+        "the block page's content was not stored"
+    );
+    let hits = app.site.requests("/limited");
+    assert_eq!(hits.len(), 2);
+    let gap = hits[1].at - hits[0].at;
+    assert!(
+        gap >= Duration::from_millis(4900),
+        "default pause 5 s: {gap:?}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_limiter_spaces_requests_pauses_on_refusal_and_ramps_back_up() {
+    let redis = queue::connect(&crate::helpers::redis_url()).await.unwrap();
+    let queue_name = format!("test-{}", Uuid::new_v4().simple());
+    let limiter = SiteLimiter::with_ramp_step(redis, &queue_name, Duration::from_secs(1));
+    let (site, rate) = (1, Some(10.0));
+
+    // 10/s: one request now, the next after 100 ms.
+    assert_eq!(
+        limiter.try_acquire(site, rate).await.unwrap(),
+        Duration::ZERO
+    );
+    let wait = limiter.try_acquire(site, rate).await.unwrap();
+    assert!(
+        wait > Duration::ZERO && wait <= Duration::from_millis(100),
+        "{wait:?}"
+    );
+    // Another site is not held by this one; an unlimited site never waits.
+    assert_eq!(limiter.try_acquire(2, rate).await.unwrap(), Duration::ZERO);
+    assert_eq!(limiter.try_acquire(3, None).await.unwrap(), Duration::ZERO);
+
+    // A refusal with Retry-After pauses the site for exactly that long...
+    let pause = limiter
+        .refuse(site, Some(Duration::from_millis(600)))
+        .await
+        .unwrap();
+    assert!(
+        pause >= Duration::from_millis(590) && pause <= Duration::from_millis(600),
+        "{pause:?}"
+    );
+    let wait = limiter.try_acquire(site, rate).await.unwrap();
+    assert!(wait > Duration::from_millis(500), "{wait:?}");
+    // ...a second refusal in the same pause (a request already in flight)
+    // neither stacks the penalty nor shortens the pause...
+    let again = limiter
+        .refuse(site, Some(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    assert!(again > Duration::from_millis(300), "{again:?}");
+    // ...then the pace is halved (200 ms apart) until the ramp step passes.
+    let waited = limiter.acquire(site, rate).await.unwrap();
+    assert!(waited >= Duration::from_millis(500), "{waited:?}");
+    let wait = limiter.try_acquire(site, rate).await.unwrap();
+    assert!(
+        wait > Duration::from_millis(100) && wait <= Duration::from_millis(200),
+        "{wait:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(
+        limiter.try_acquire(site, rate).await.unwrap(),
+        Duration::ZERO
+    );
+    let wait = limiter.try_acquire(site, rate).await.unwrap();
+    assert!(
+        wait <= Duration::from_millis(100),
+        "back to full pace: {wait:?}"
+    );
+
+    // An unlimited site that refused is paced while it ramps up, then free again.
+    limiter
+        .refuse(3, Some(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    limiter.acquire(3, None).await.unwrap();
+    let wait = limiter.try_acquire(3, None).await.unwrap();
+    assert!(wait > Duration::ZERO, "paced while ramping up");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(limiter.try_acquire(3, None).await.unwrap(), Duration::ZERO);
+    assert_eq!(limiter.try_acquire(3, None).await.unwrap(), Duration::ZERO);
+    crate::helpers::clear_queue(&queue_name).await;
+}

@@ -1,0 +1,162 @@
+//! Kept sessions: the cookies (and, in Chrome, local storage) a run ends with
+//! are sealed into Postgres and the site's next run, on another worker,
+//! starts with them; a user can forget them; an exclusive session is used by
+//! one run at a time.
+
+use std::time::Duration;
+
+use crawlfleet::demo_site::member_cookie;
+use serde_json::{Value, json};
+
+use crate::helpers::{RoleProcess, Roles, TestApp, browser_slots};
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+/// The member cookie each visit of `/members` came with, in order.
+fn member_cookies(app: &TestApp) -> Vec<Option<String>> {
+    app.site
+        .requests("/members")
+        .iter()
+        .map(|h| member_cookie(&h.headers))
+        .collect()
+}
+
+/// The visit counts the page's script reported from local storage.
+fn reported_visits(app: &TestApp) -> Vec<String> {
+    app.site
+        .requests("/members/visits")
+        .iter()
+        .map(|h| h.param("n").unwrap())
+        .collect()
+}
+
+/// Runs one crawl of `keyword` on a worker process of its own, then stops it.
+async fn crawl_on_a_new_worker(app: &TestApp, keyword: i64) -> Value {
+    let worker = RoleProcess::spawn("worker", &app.config, &[]);
+    let runs = app.crawl(keyword).await;
+    let run = app
+        .wait_for_run(runs[0], &["completed", "failed"], LIMIT)
+        .await;
+    assert_eq!(run["state"], "completed", "{run}");
+    assert_eq!(worker.terminate(Duration::from_secs(30)).await, 0);
+    run
+}
+
+async fn sealed_bytes(app: &TestApp, site: i64) -> Vec<u8> {
+    sqlx::query_scalar("SELECT sealed FROM site_sessions WHERE site_id = $1")
+        .bind(site)
+        .fetch_one(app.pool())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_browser_session_kept_by_one_worker_is_used_by_the_next() {
+    let _slots = browser_slots(1).await;
+    let app = TestApp::spawn_with(Roles::scheduler_only(), |_| {}).await;
+    let site = app
+        .one_page_site(
+            "members-browser",
+            "/members?q={keyword}",
+            json!({"render": "browser", "keep_session": true, "wait_for": "#ready"}),
+        )
+        .await;
+    let keyword = app.create_keyword("club", &[site], "0 0 0 1 1 *").await;
+
+    let first = crawl_on_a_new_worker(&app, keyword).await;
+    let second = crawl_on_a_new_worker(&app, keyword).await;
+    assert_ne!(first["worker_id"], second["worker_id"]);
+    // Run 1 arrived as a stranger and was given m1 (HttpOnly); run 2, on
+    // another worker, came back with it and with its local storage.
+    assert_eq!(member_cookies(&app), [None, Some("m1".to_owned())]);
+    assert_eq!(reported_visits(&app), ["1", "2"]);
+    let sealed = sealed_bytes(&app, site).await;
+    assert!(
+        !String::from_utf8_lossy(&sealed).contains("m1"),
+        "the session is sealed, not stored in the clear"
+    );
+    let (_, shown) = app.get(&format!("/api/sites/{site}")).await;
+    assert!(shown["session_saved_at"].is_string(), "{shown}");
+
+    // Forgotten: the next run is a stranger again.
+    let (status, _) = app.delete(&format!("/api/sites/{site}/session")).await;
+    assert_eq!(status, 204);
+    let (status, _) = app.delete(&format!("/api/sites/{site}/session")).await;
+    assert_eq!(status, 404, "nothing left to forget");
+    crawl_on_a_new_worker(&app, keyword).await;
+    assert_eq!(member_cookies(&app)[2], None);
+    assert_eq!(reported_visits(&app)[2], "1");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_http_session_kept_by_one_worker_is_used_by_the_next() {
+    let app = TestApp::spawn_without_browsers(Roles::scheduler_only(), |_| {}).await;
+    let site = app
+        .one_page_site(
+            "members-http",
+            "/members?q={keyword}",
+            json!({"render": "http", "keep_session": true}),
+        )
+        .await;
+    let plain = app
+        .one_page_site(
+            "members-forgetful",
+            "/members?q={keyword}&plain=1",
+            json!({"render": "http"}),
+        )
+        .await;
+    let keyword = app.create_keyword("guild", &[site], "0 0 0 1 1 *").await;
+    let forgetful = app.create_keyword("crowd", &[plain], "0 0 0 1 1 *").await;
+
+    let first = crawl_on_a_new_worker(&app, keyword).await;
+    let second = crawl_on_a_new_worker(&app, keyword).await;
+    assert_ne!(first["worker_id"], second["worker_id"]);
+    assert_eq!(member_cookies(&app), [None, Some("m1".to_owned())]);
+
+    // A site that keeps no session starts as a stranger every time.
+    crawl_on_a_new_worker(&app, forgetful).await;
+    crawl_on_a_new_worker(&app, forgetful).await;
+    assert_eq!(member_cookies(&app)[2..], [None, None]);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_exclusive_session_is_used_by_one_run_at_a_time() {
+    let app = TestApp::spawn_without_browsers(Roles::fleet(), |_| {}).await;
+    let site = app
+        .one_page_site(
+            "exclusive",
+            "/slow?ms=400&q={keyword}",
+            json!({"render": "http", "keep_session": true, "exclusive_session": true, "max_concurrent_runs": 5}),
+        )
+        .await;
+    let mut runs = Vec::new();
+    for i in 0..4 {
+        runs.push(app.crawl_once(&format!("one at a time {i}"), site).await);
+    }
+    for run in runs {
+        let run = app.wait_for_run(run, &["completed", "failed"], LIMIT).await;
+        assert_eq!(run["state"], "completed", "{run}");
+    }
+    let overlapping: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM crawl_attempts a JOIN crawl_attempts b
+           ON a.id < b.id AND a.started_at < b.ended_at AND b.started_at < a.ended_at",
+    )
+    .fetch_one(app.pool())
+    .await
+    .unwrap();
+    assert_eq!(overlapping, 0, "two runs used the session at once");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn keeping_a_session_needs_the_key_that_seals_it() {
+    let app = TestApp::spawn_with(Roles::default(), |c| c.session_key = None).await;
+    let mut site = app.site_body("no-key", "/members");
+    site["keep_session"] = json!(true);
+    let (status, body) = app.post("/api/sites", site).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["field"], "keep_session");
+    app.stop().await;
+}

@@ -1,0 +1,173 @@
+//! The SSRF guard with ALLOW_PRIVATE_TARGETS off: metadata, private, loopback
+//! and names resolving to loopback are refused when a site is stored, before a
+//! crawl's first request, and after a redirect; a refused target is never
+//! connected to.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use serde_json::{Value, json};
+
+use crate::helpers::{RoleProcess, Roles, TestApp, browser_slots};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A port that counts every connection made to it: nothing may reach it.
+struct Trap {
+    port: u16,
+    connections: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Trap {
+    async fn start() -> Trap {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let task = tokio::spawn({
+            let connections = connections.clone();
+            async move {
+                while listener.accept().await.is_ok() {
+                    connections.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        });
+        Trap {
+            port,
+            connections,
+            task,
+        }
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Trap {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn site_at(name: &str, search_url: &str, render: &str) -> Value {
+    json!({
+        "name": name, "render": render, "search_url": search_url,
+        "item_selector": "li.product", "fields": {"title": {"selector": "a.title"}},
+    })
+}
+
+#[tokio::test]
+async fn sites_pointing_at_private_or_metadata_targets_are_refused_with_422() {
+    let app = TestApp::spawn_with(Roles::default(), |c| c.allow_private_targets = false).await;
+    for (url, why) in [
+        (
+            "http://169.254.169.254/latest/meta-data/?q={keyword}",
+            "metadata",
+        ),
+        ("http://10.0.0.1/search?q={keyword}", "private"),
+        ("http://[::1]:8080/search?q={keyword}", "loopback"),
+        ("http://localhost:8080/search?q={keyword}", "loopback"),
+    ] {
+        let (status, body) = app
+            .post("/api/sites", site_at("private", url, "http"))
+            .await;
+        assert_eq!(status, 422, "{url}: {body}");
+        assert_eq!(body["error"]["field"], "search_url", "{url}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(why), "{url}: {message}");
+    }
+    let mut via_metadata = site_at("proxied", "https://shop.example/?q={keyword}", "http");
+    via_metadata["proxy"] = json!("http://169.254.169.254:80");
+    let (status, body) = app.post("/api/sites", via_metadata).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["field"], "proxy");
+    let (_, sites) = app.get("/api/sites").await;
+    assert_eq!(sites["items"], json!([]), "nothing was stored");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_worker_refuses_private_targets_directly_and_after_a_redirect() {
+    let _slots = browser_slots(1).await;
+    // The api stores what the test asks for; the worker alone guards, allowing
+    // only the fixture itself.
+    let app = TestApp::spawn_with(Roles::scheduler_only(), |_| {}).await;
+    let trap = Trap::start().await;
+    let base = app.site.base_url();
+    let redirect = |to: &str| format!("{base}/redirect?to={}&q={{keyword}}", urlencode(to));
+    let cases = [
+        (
+            "metadata-redirect",
+            redirect("http://169.254.169.254/latest/meta-data/"),
+            "http",
+        ),
+        (
+            "loopback-redirect",
+            redirect(&format!("http://localhost:{}/", trap.port)),
+            "http",
+        ),
+        (
+            "ipv6-redirect",
+            redirect(&format!("http://[::1]:{}/", trap.port)),
+            "json",
+        ),
+        (
+            "private-direct",
+            "http://10.0.0.1/search?q={keyword}".to_owned(),
+            "http",
+        ),
+        (
+            "browser-direct",
+            format!("http://localhost:{}/?q={{keyword}}", trap.port),
+            "browser",
+        ),
+    ];
+    let mut sites = Vec::new();
+    for (name, url, render) in &cases {
+        let mut body = site_at(name, url, render);
+        if *render == "json" {
+            body = json!({"name": name, "render": "json", "search_url": url,
+                          "json": {"items": "/items"}, "fields": {"title": {"pointer": "/title"}}});
+        }
+        sites.push(app.create_site(body).await);
+    }
+    let allowed = app.site.addr().to_string();
+    let worker = RoleProcess::spawn(
+        "worker",
+        &app.config,
+        &[
+            ("ALLOW_PRIVATE_TARGETS", "false".to_owned()),
+            ("ALLOWED_PRIVATE_TARGETS", allowed),
+        ],
+    );
+    for ((name, _, _), site) in cases.iter().zip(&sites) {
+        let run = app.crawl_to_end(name, *site, LIMIT).await;
+        assert_eq!(run["state"], "failed", "{name}: {run}");
+        assert_eq!(run["attempt"], 1, "{name}: a refused target is not retried");
+        let error = run["error"].as_str().unwrap();
+        assert!(error.starts_with("target refused"), "{name}: {error}");
+    }
+    assert_eq!(trap.connections(), 0, "a refused target was connected to");
+    // The allowed fixture itself is crawled as usual.
+    let fine = app
+        .create_site(site_at(
+            "fine",
+            &format!("{base}/search?q={{keyword}}"),
+            "http",
+        ))
+        .await;
+    let run = app.crawl_to_end("allowed", fine, LIMIT).await;
+    assert_eq!(run["state"], "completed", "{run}");
+    assert_eq!(worker.terminate(Duration::from_secs(30)).await, 0);
+    app.stop().await;
+}
+
+fn urlencode(value: &str) -> String {
+    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}
