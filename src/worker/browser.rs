@@ -18,6 +18,7 @@ use fantoccini::{Client, ClientBuilder, wd::TimeoutConfiguration};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio_util::task::TaskTracker;
 
 use crate::{domain::site::ProxyUrl, metrics::metrics};
 
@@ -119,13 +120,16 @@ impl Drop for BrowserPool {
 }
 
 async fn remove_profile(dir: &Path) {
-    // Chrome may still be writing for a moment after it exits.
+    // Chrome may still be writing for a moment after it exits, and another
+    // removal of the same tree makes this one fail with NotFound midway: done
+    // only once the folder is gone.
     for _ in 0..30 {
-        match tokio::fs::remove_dir_all(dir).await {
-            Ok(()) => return,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        if tokio::fs::remove_dir_all(dir).await.is_ok()
+            || !tokio::fs::try_exists(dir).await.unwrap_or(true)
+        {
+            return;
         }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     tracing::warn!(dir = %dir.display(), "could not remove a browser profile folder");
 }
@@ -142,11 +146,14 @@ pub struct BrowserPool {
     /// Bumped by the chromedriver supervisor on each restart: sessions of an
     /// older generation died with their chromedriver.
     generation: watch::Receiver<u64>,
+    /// Sessions being killed after their lease was dropped; shutdown waits for them.
+    kills: TaskTracker,
 }
 
 /// A session lent to one crawl; hand it back with [`BrowserPool::give_back`].
 pub struct BrowserLease {
     session: Option<BrowserSession>,
+    kills: TaskTracker,
     _slot: OwnedSemaphorePermit,
 }
 
@@ -166,7 +173,7 @@ impl Drop for BrowserLease {
         };
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                runtime.spawn(session.kill());
+                self.kills.spawn_on(session.kill(), &runtime);
             }
             // No runtime to finish on: kill what runs; the pool's sweep takes the folder.
             Err(_) => {
@@ -193,6 +200,7 @@ impl BrowserPool {
             size,
             idle: Mutex::new(Vec::new()),
             next_profile: AtomicU64::new(1),
+            kills: TaskTracker::new(),
         }
     }
 
@@ -235,6 +243,7 @@ impl BrowserPool {
         };
         Ok(BrowserLease {
             session: Some(session),
+            kills: self.kills.clone(),
             _slot: slot,
         })
     }
@@ -341,6 +350,9 @@ impl BrowserPool {
     /// Kills anything still running under the pool's profiles and removes
     /// them; the process does not exit while one of its browsers still runs.
     pub async fn sweep(&self) {
+        // A dropped lease's kill removes its folder too: let it finish first.
+        self.kills.close();
+        self.kills.wait().await;
         if !kill_chrome_under_and_wait(&self.profile_root, Duration::from_secs(5)).await {
             tracing::warn!("browser processes still running after shutdown");
         }

@@ -712,7 +712,7 @@ pub fn leftovers_of_worker(worker_pid: i32) -> (Vec<i32>, Vec<PathBuf>) {
             pids.push(pid);
         }
     }
-    let dirs = std::fs::read_dir(std::env::temp_dir())
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(std::env::temp_dir())
         .unwrap()
         .flatten()
         .map(|e| e.path())
@@ -721,6 +721,19 @@ pub fn leftovers_of_worker(worker_pid: i32) -> (Vec<i32>, Vec<PathBuf>) {
             name.starts_with("crawlfleet-") && name.contains(&marker)
         })
         .collect();
+    // What is inside says who left it (a Chrome profile, chromedriver's temp...).
+    let mut inside = Vec::new();
+    let mut todo = dirs.clone();
+    while let Some(dir) = todo.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                todo.push(entry.path());
+            }
+            inside.push(entry.path());
+        }
+    }
+    inside.sort();
+    dirs.extend(inside.into_iter().take(40));
     (pids, dirs)
 }
 
