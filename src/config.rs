@@ -157,7 +157,9 @@ pub struct Config {
     #[arg(long, env = "CHROMEDRIVER_PATH", default_value = "chromedriver")]
     pub chromedriver_path: String,
 
-    /// Use this WebDriver server instead of starting chromedriver (e.g. a Selenium Grid).
+    /// Use this WebDriver server instead of starting chromedriver. It must run
+    /// its browsers on this host (hung ones are killed by profile folder, and
+    /// their connections go through a relay on 127.0.0.1).
     #[arg(long, env = "WEBDRIVER_URL")]
     pub webdriver_url: Option<String>,
 

@@ -49,6 +49,11 @@ impl TargetGuard {
         )
     }
 
+    /// Whether every target is allowed (`ALLOW_PRIVATE_TARGETS=true`).
+    pub fn is_open(&self) -> bool {
+        self.allow_private
+    }
+
     /// Resolves `url`'s host and refuses it if any address is forbidden.
     pub async fn check(&self, url: &Url) -> Result<(), Refused> {
         if !matches!(url.scheme(), "http" | "https") {

@@ -140,6 +140,7 @@ fn router(counters: Arc<Counters>, state: AppState) -> Router {
         .route("/flaky", get(trouble::flaky))
         .route("/limited", get(trouble::limited))
         .route("/redirect", get(trouble::redirect))
+        .route("/embed", get(trouble::embed))
         .with_state(state)
         .layer(middleware::from_fn_with_state(counters, count))
 }

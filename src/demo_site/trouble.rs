@@ -1,6 +1,7 @@
 //! Pages that misbehave the ways real sites do: slow, hung, a script that
 //! never ends, any status code, a server that recovers, one that rate-limits
-//! with 429 and Retry-After, and redirects.
+//! with 429 and Retry-After, redirects, and a page that pulls in an image
+//! from anywhere.
 
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
@@ -129,4 +130,18 @@ pub(super) async fn redirect(Query(p): Query<RedirectParams>) -> Response {
 #[derive(Deserialize)]
 pub(super) struct RedirectParams {
     to: String,
+}
+
+/// Search results that also load an image from `src`, wherever that is: how
+/// a page makes a browser connect to a third host.
+pub(super) async fn embed(Query(p): Query<EmbedParams>) -> Html<String> {
+    let Html(page) = search_html(p.q.as_deref().unwrap_or(""), 1);
+    let image = format!("<img src=\"{}\" alt=\"\">\n</body>", esc(&p.src));
+    Html(page.replacen("</body>", &image, 1))
+}
+
+#[derive(Deserialize)]
+pub(super) struct EmbedParams {
+    src: String,
+    q: Option<String>,
 }

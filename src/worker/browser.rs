@@ -20,12 +20,16 @@ use serde_json::json;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::task::TaskTracker;
 
-use crate::{domain::site::ProxyUrl, metrics::metrics};
+use crate::{
+    domain::site::ProxyUrl,
+    metrics::metrics,
+    target_guard::{Refused, TargetGuard},
+};
 
 use super::{
     cdp::cdp,
     processes::{kill_chrome_under, kill_chrome_under_and_wait},
-    proxy_relay::ProxyRelay,
+    socks_relay::{Egress, SocksRelay},
 };
 
 /// Flags measured necessary or useful on these machines (BROWSER-NOTES.md).
@@ -57,8 +61,9 @@ pub struct BrowserSession {
     generation: u64,
     /// The proxy the session's Chrome leaves through (`None`: direct).
     proxy: Option<String>,
-    /// Gives the proxy its credentials; lives as long as the session.
-    _relay: Option<ProxyRelay>,
+    /// Guards every connection Chrome opens and gives a proxy its
+    /// credentials; lives as long as the session.
+    relay: Option<SocksRelay>,
     /// Chrome's own user agent without "Headless": what a site sees when it
     /// sets none (many refuse headless browsers on sight).
     pub default_user_agent: String,
@@ -68,6 +73,11 @@ pub struct BrowserSession {
 }
 
 impl BrowserSession {
+    /// The last connection the SSRF guard refused since the previous call.
+    pub fn take_refused(&self) -> Option<Refused> {
+        self.relay.as_ref().and_then(SocksRelay::take_refused)
+    }
+
     /// Counts a page against the session's recycling budget.
     pub fn count_page(&mut self) {
         self.pages += 1;
@@ -146,6 +156,8 @@ pub struct BrowserPool {
     /// Bumped by the chromedriver supervisor on each restart: sessions of an
     /// older generation died with their chromedriver.
     generation: watch::Receiver<u64>,
+    /// Checks every connection of a browser that needs it (see `open`).
+    guard: TargetGuard,
     /// Sessions being killed after their lease was dropped; shutdown waits for them.
     kills: TaskTracker,
 }
@@ -190,9 +202,11 @@ impl BrowserPool {
         profile_root: PathBuf,
         size: usize,
         generation: watch::Receiver<u64>,
+        guard: TargetGuard,
     ) -> Self {
         Self {
             generation,
+            guard,
             webdriver_url,
             chrome_path,
             profile_root,
@@ -273,26 +287,33 @@ impl BrowserPool {
             .with_context(|| format!("creating {}", profile_dir.display()))?;
         let mut args: Vec<String> = CHROME_FLAGS.iter().map(|f| f.to_string()).collect();
         args.push(format!("--user-data-dir={}", profile_dir.display()));
-        let relay = match proxy {
-            Some(proxy) if proxy.credentials().is_some() => {
-                Some(ProxyRelay::start(proxy.clone()).await?)
+        // Chrome goes through our relay when the guard must see its
+        // connections or a proxy needs credentials; else straight out.
+        let needs_relay = !self.guard.is_open() || proxy.is_some_and(|p| p.credentials().is_some());
+        let relay = match needs_relay {
+            true => {
+                let egress = proxy.map_or(Egress::Direct, |p| Egress::Proxy(p.clone()));
+                Some(SocksRelay::start(egress, self.guard.clone()).await?)
             }
-            _ => None,
+            false => None,
         };
-        if let Some(proxy) = proxy {
-            let server = match &relay {
-                Some(relay) => relay.proxy_server(),
-                // Chrome's socks5 already lets the proxy resolve names.
-                None => format!(
-                    "{}://{}:{}",
-                    proxy.scheme().trim_end_matches('h'),
-                    proxy.host(),
-                    proxy.port()
-                ),
-            };
+        let server = match (&relay, proxy) {
+            (Some(relay), _) => Some(relay.proxy_server()),
+            // Chrome's socks5 already lets the proxy resolve names.
+            (None, Some(proxy)) => Some(format!(
+                "{}://{}:{}",
+                proxy.scheme().trim_end_matches('h'),
+                proxy.host(),
+                proxy.port()
+            )),
+            (None, None) => None,
+        };
+        if let Some(server) = server {
             args.push(format!("--proxy-server={server}"));
-            // Every request goes through the proxy, loopback included.
+            // Every request goes through the proxy, loopback included, and
+            // WebRTC sends no UDP around it.
             args.push("--proxy-bypass-list=<-loopback>".to_owned());
+            args.push("--force-webrtc-ip-handling-policy=disable_non_proxied_udp".to_owned());
         }
         let mut chrome_options = json!({ "args": args });
         if let Some(path) = &self.chrome_path {
@@ -320,7 +341,7 @@ impl BrowserPool {
                     pages: 0,
                     generation,
                     proxy: proxy.map(|p| p.expose().to_owned()),
-                    _relay: relay,
+                    relay,
                     default_user_agent: String::new(),
                     restore_script: None,
                 };

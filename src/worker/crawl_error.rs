@@ -55,14 +55,23 @@ impl CrawlError {
     }
 }
 
-/// A target the SSRF guard refused: no later attempt can succeed (a name that
-/// does not resolve may resolve later).
-impl From<Refused> for CrawlError {
-    fn from(refused: Refused) -> Self {
+impl CrawlError {
+    /// A target the SSRF guard refused: no later attempt can succeed (a name
+    /// that does not resolve may resolve later).
+    pub fn refused(refused: Refused) -> Self {
         if matches!(refused, Refused::Unresolvable { .. }) {
             return CrawlError::transient(refused.to_string());
         }
-        crate::metrics::metrics().refused_targets.inc();
         CrawlError::permanent(format!("target refused: {refused}"))
+    }
+}
+
+/// A refusal met here, counted as it is turned into the attempt's error.
+impl From<Refused> for CrawlError {
+    fn from(refused: Refused) -> Self {
+        if !matches!(refused, Refused::Unresolvable { .. }) {
+            crate::metrics::metrics().refused_targets.inc();
+        }
+        CrawlError::refused(refused)
     }
 }

@@ -12,9 +12,9 @@ mod fetch;
 pub mod limiter;
 mod pages;
 pub mod processes;
-mod proxy_relay;
 mod scale_in;
 mod session;
+mod socks_relay;
 
 pub use extract::content_hash;
 
@@ -110,6 +110,7 @@ pub async fn run(
                 .map(ChromeDriver::generation)
                 // A remote WebDriver is not ours to restart: one generation.
                 .unwrap_or_else(|| tokio::sync::watch::channel(0).1),
+            TargetGuard::from_config(&config),
         ),
         default_stuck_timeout: Duration::from_secs(config.stuck_timeout_secs as u64),
         heartbeat_every: Duration::from_secs(config.heartbeat_interval_secs.max(1)),

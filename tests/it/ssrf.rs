@@ -1,7 +1,7 @@
 //! The SSRF guard with ALLOW_PRIVATE_TARGETS off: metadata, private, loopback
 //! and names resolving to loopback are refused when a site is stored, before a
 //! crawl's first request, and after a redirect; a refused target is never
-//! connected to.
+//! connected to, not even by Chrome following a redirect or loading an image.
 
 use std::{
     sync::{
@@ -127,6 +127,11 @@ async fn a_worker_refuses_private_targets_directly_and_after_a_redirect() {
             format!("http://localhost:{}/?q={{keyword}}", trap.port),
             "browser",
         ),
+        (
+            "browser-redirect",
+            redirect(&format!("http://localhost:{}/", trap.port)),
+            "browser",
+        ),
     ];
     let mut sites = Vec::new();
     for (name, url, render) in &cases {
@@ -153,17 +158,23 @@ async fn a_worker_refuses_private_targets_directly_and_after_a_redirect() {
         let error = run["error"].as_str().unwrap();
         assert!(error.starts_with("target refused"), "{name}: {error}");
     }
+    // The allowed fixture itself is crawled as usual, in both modes; the
+    // image a page pulls in from a refused target is not.
+    let image = urlencode(&format!("http://127.0.0.1:{}/pixel.png", trap.port));
+    for (name, url, render) in [
+        ("fine", format!("{base}/search?q={{keyword}}"), "http"),
+        (
+            "fine-browser",
+            format!("{base}/embed?src={image}&q={{keyword}}"),
+            "browser",
+        ),
+    ] {
+        let fine = app.create_site(site_at(name, &url, render)).await;
+        let run = app.crawl_to_end("allowed", fine, LIMIT).await;
+        assert_eq!(run["state"], "completed", "{name}: {run}");
+        assert!(run["items_found"].as_i64().unwrap() > 0, "{name}: {run}");
+    }
     assert_eq!(trap.connections(), 0, "a refused target was connected to");
-    // The allowed fixture itself is crawled as usual.
-    let fine = app
-        .create_site(site_at(
-            "fine",
-            &format!("{base}/search?q={{keyword}}"),
-            "http",
-        ))
-        .await;
-    let run = app.crawl_to_end("allowed", fine, LIMIT).await;
-    assert_eq!(run["state"], "completed", "{run}");
     assert_eq!(worker.terminate(Duration::from_secs(30)).await, 0);
     app.stop().await;
 }

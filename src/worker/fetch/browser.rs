@@ -112,7 +112,15 @@ impl BrowserPage<'_> {
         else {
             return Err(CrawlError::permanent("a browser page needs CSS extraction"));
         };
-        self.load(url, stuck_timeout).await?;
+        let loaded = self.load(url, stuck_timeout).await;
+        // The relay refused a connection: if it was the page itself (a
+        // redirect to a private target), that is why the page is not there.
+        if let Some(refused) = self.session.take_refused()
+            && (loaded.is_err() || self.shows_error_page().await)
+        {
+            return Err(CrawlError::refused(refused));
+        }
+        loaded?;
         if let Some(identifier) = self.session.restore_script.take() {
             // The kept local storage is in; the site's own writes must stay.
             cdp(
@@ -124,7 +132,9 @@ impl BrowserPage<'_> {
             .map_err(|e| CrawlError::broken(format!("{e:#}")))?;
         }
         let client = &self.session.client;
-        // A redirect may have led elsewhere: refuse to read a private target.
+        // A redirect may have led elsewhere: refuse to read a private target
+        // (the relay refuses to connect to one when the guard is on; this
+        // also covers a browser reached without it).
         if let Ok(landed) = client.current_url().await
             && landed.origin() != url.origin()
         {
@@ -180,6 +190,16 @@ impl BrowserPage<'_> {
             items,
             next_token: None,
         })
+    }
+
+    /// Whether Chrome shows its own error page instead of the site's.
+    async fn shows_error_page(&self) -> bool {
+        let href = self
+            .session
+            .client
+            .execute("return document.URL", vec![])
+            .await;
+        matches!(href, Ok(serde_json::Value::String(href)) if href.starts_with("chrome-error:"))
     }
 
     /// Loads `url`. The page-load timeout ends a slow load; a bound beyond it

@@ -1,11 +1,20 @@
-//! Chrome cannot give a proxy credentials (it would ask a user). For a proxy
-//! with credentials, each browser session gets this relay: a SOCKS5 server on
-//! 127.0.0.1 without authentication that Chrome uses, which opens every
-//! connection through the real proxy with the credentials (HTTP `CONNECT` with
-//! `Proxy-Authorization: Basic`, or SOCKS5 username/password). Through an HTTP
-//! proxy every connection is a `CONNECT` tunnel, plain-http targets included.
+//! A browser session's way out: a SOCKS5 server on 127.0.0.1 (no
+//! authentication) that Chrome sends every connection through. It serves two
+//! purposes Chrome cannot serve itself:
+//!
+//! - The SSRF guard on every connection Chrome opens (redirects, frames,
+//!   images, scripts), not only on the page crawlfleet asks for: each target
+//!   is resolved here, refused when the guard says so, and otherwise reached
+//!   at the very addresses that were checked (no second lookup to rebind).
+//! - A proxy with credentials (Chrome would ask a user for them): connections
+//!   go through it with HTTP `CONNECT` and `Proxy-Authorization: Basic`, or
+//!   SOCKS5 username/password. Through an HTTP proxy every connection is a
+//!   `CONNECT` tunnel, plain-http targets included.
 
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::{
+    net::{Ipv4Addr, Ipv6Addr, SocketAddr},
+    sync::{Arc, Mutex},
+};
 
 use anyhow::{Context, bail};
 use base64::Engine as _;
@@ -15,43 +24,67 @@ use tokio::{
     task::JoinHandle,
 };
 
-use crate::domain::site::ProxyUrl;
+use crate::{
+    domain::site::ProxyUrl,
+    target_guard::{Refused, TargetGuard},
+};
 
-/// The relay of one browser session; stops when dropped.
-pub struct ProxyRelay {
-    addr: SocketAddr,
-    task: JoinHandle<()>,
+/// How relayed connections leave: straight to the target, or through a proxy.
+#[derive(Debug, Clone)]
+pub enum Egress {
+    Direct,
+    Proxy(ProxyUrl),
 }
 
-impl ProxyRelay {
-    pub async fn start(upstream: ProxyUrl) -> anyhow::Result<Self> {
+/// The relay of one browser session; stops when dropped.
+pub struct SocksRelay {
+    addr: SocketAddr,
+    task: JoinHandle<()>,
+    refused: Arc<Mutex<Option<Refused>>>,
+}
+
+impl SocksRelay {
+    pub async fn start(egress: Egress, guard: TargetGuard) -> anyhow::Result<Self> {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .await
-            .context("binding the proxy relay")?;
+            .context("binding the browser's SOCKS5 relay")?;
         let addr = listener.local_addr()?;
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((client, _)) = listener.accept().await else {
-                    return;
-                };
-                let upstream = upstream.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = relay(client, &upstream).await {
-                        tracing::debug!(error = %e, proxy = ?upstream, "proxy relay connection failed");
-                    }
-                });
+        let refused = Arc::new(Mutex::new(None));
+        let task = tokio::spawn({
+            let refused = refused.clone();
+            async move {
+                loop {
+                    let Ok((client, _)) = listener.accept().await else {
+                        return;
+                    };
+                    let (egress, guard, refused) = (egress.clone(), guard.clone(), refused.clone());
+                    tokio::spawn(async move {
+                        if let Err(e) = relay(client, &egress, &guard, &refused).await {
+                            tracing::debug!(error = %e, ?egress, "relayed connection failed");
+                        }
+                    });
+                }
             }
         });
-        Ok(Self { addr, task })
+        Ok(Self {
+            addr,
+            task,
+            refused,
+        })
     }
 
     /// What Chrome's `--proxy-server` names.
     pub fn proxy_server(&self) -> String {
         format!("socks5://{}", self.addr)
     }
+
+    /// The last target the guard refused since the previous call.
+    pub fn take_refused(&self) -> Option<Refused> {
+        self.refused.lock().expect("relay lock").take()
+    }
 }
 
-impl Drop for ProxyRelay {
+impl Drop for SocksRelay {
     fn drop(&mut self) {
         self.task.abort();
     }
@@ -75,23 +108,72 @@ impl Target {
     }
 }
 
-async fn relay(mut client: TcpStream, upstream: &ProxyUrl) -> anyhow::Result<()> {
+/// SOCKS5 reply codes (RFC 1928).
+const GENERAL_FAILURE: u8 = 1;
+const NOT_ALLOWED: u8 = 2;
+const HOST_UNREACHABLE: u8 = 4;
+
+async fn relay(
+    mut client: TcpStream,
+    egress: &Egress,
+    guard: &TargetGuard,
+    refused: &Mutex<Option<Refused>>,
+) -> anyhow::Result<()> {
     let target = socks5_accept(&mut client).await?;
-    let opened = match upstream.scheme() {
-        "http" => http_connect(upstream, &target).await,
-        _ => socks5_connect(upstream, &target).await,
+    let opened = match open(egress, guard, &target).await {
+        Ok(server) => Ok(server),
+        Err(Opening::Refused(why)) => {
+            tracing::warn!(target = %target.authority(), reason = %why, "browser connection refused by the SSRF guard");
+            crate::metrics::metrics().refused_targets.inc();
+            *refused.lock().expect("relay lock") = Some(why.clone());
+            Err((NOT_ALLOWED, anyhow::Error::new(why)))
+        }
+        Err(Opening::Unresolvable(why)) => Err((HOST_UNREACHABLE, anyhow::Error::new(why))),
+        Err(Opening::Failed(e)) => Err((GENERAL_FAILURE, e)),
     };
     let mut server = match opened {
         Ok(server) => server,
-        Err(e) => {
-            // General failure: the client sees the connection refused.
-            let _ = client.write_all(&[5, 1, 0, 1, 0, 0, 0, 0, 0, 0]).await;
+        Err((code, e)) => {
+            let _ = client.write_all(&[5, code, 0, 1, 0, 0, 0, 0, 0, 0]).await;
             return Err(e);
         }
     };
     client.write_all(&[5, 0, 0, 1, 0, 0, 0, 0, 0, 0]).await?;
     tokio::io::copy_bidirectional(&mut client, &mut server).await?;
     Ok(())
+}
+
+enum Opening {
+    Refused(Refused),
+    Unresolvable(Refused),
+    Failed(anyhow::Error),
+}
+
+/// Opens a connection to `target` the way `egress` says, once the guard let
+/// it through. Through a proxy the name is resolved here for the guard only,
+/// as in http mode; the proxy resolves it again.
+async fn open(egress: &Egress, guard: &TargetGuard, target: &Target) -> Result<TcpStream, Opening> {
+    let checked = if guard.is_open() && matches!(egress, Egress::Proxy(_)) {
+        Vec::new()
+    } else {
+        guard
+            .resolve(&target.host, target.port)
+            .await
+            .map_err(|refused| match refused {
+                Refused::Unresolvable { .. } => Opening::Unresolvable(refused),
+                _ => Opening::Refused(refused),
+            })?
+    };
+    match egress {
+        Egress::Direct => TcpStream::connect(checked.as_slice())
+            .await
+            .with_context(|| format!("connecting to {}", target.authority()))
+            .map_err(Opening::Failed),
+        Egress::Proxy(proxy) if proxy.scheme() == "http" => {
+            http_connect(proxy, target).await.map_err(Opening::Failed)
+        }
+        Egress::Proxy(proxy) => socks5_connect(proxy, target).await.map_err(Opening::Failed),
+    }
 }
 
 /// The server side of a SOCKS5 handshake (no authentication) up to CONNECT.
