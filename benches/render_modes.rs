@@ -2,6 +2,9 @@
 //! worker's own `crawlfleet_page_fetch_duration_seconds` (load and extract,
 //! the same code path production runs): the static demo page crawled over
 //! plain HTTP against the same page in headless Chrome, one crawl at a time.
+//! As in production, the SSRF guard is on (the demo site's 127.0.0.1 let
+//! through), so Chrome's connections go through the worker's relay; Chrome
+//! with the guard off (no relay) is measured too, to show what the relay costs.
 //! Needs what the tests need (Postgres, Redis, chromium, chromedriver).
 //!
 //!   cargo bench --bench render_modes            (or scripts/bench)
@@ -66,9 +69,9 @@ async fn measure(app: &TestApp, render: &str) -> Figures {
     }
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    let app = TestApp::spawn_with(
+/// A scheduler and a one-slot worker per lane, the guard on or off.
+async fn fleet(guarded: bool) -> TestApp {
+    TestApp::spawn_with(
         Roles {
             scheduler: true,
             worker: true,
@@ -77,19 +80,35 @@ async fn main() -> std::process::ExitCode {
             c.worker_concurrency = 1;
             c.http_concurrency = 1;
             c.dispatch_interval_ms = 20;
+            c.allow_private_targets = !guarded;
+            if guarded {
+                c.allowed_private_targets = vec!["127.0.0.1".parse().expect("an address")];
+            }
         },
     )
-    .await;
+    .await
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let app = fleet(true).await;
     let browser = measure(&app, "browser").await;
     let http = measure(&app, "http").await;
+    app.stop().await;
+    let app = fleet(false).await;
+    let unguarded = measure(&app, "browser").await;
     app.stop().await;
     let speedup = browser.mean_fetch.as_secs_f64() / http.mean_fetch.as_secs_f64();
     println!(
         "render_modes: the static demo page, {PAGES} crawls of one page each, after {WARM_UP} to warm up"
     );
-    for (mode, figures) in [("browser", &browser), ("http", &http)] {
+    for (mode, figures) in [
+        ("browser", &browser),
+        ("http", &http),
+        ("browser, guard off (no relay)", &unguarded),
+    ] {
         println!(
-            "  {mode:<8} fetch+extract {:>8.2} ms/page   whole crawl (asked through the API to seen completed) {:>8.2} ms",
+            "  {mode:<30} fetch+extract {:>8.2} ms/page   whole crawl (asked through the API to seen completed) {:>8.2} ms",
             figures.mean_fetch.as_secs_f64() * 1e3,
             figures.mean_crawl.as_secs_f64() * 1e3
         );
