@@ -13,7 +13,10 @@ use std::{
 
 use serde_json::{Value, json};
 
-use crate::helpers::{RoleProcess, Roles, TestApp, browser_slots};
+use crate::{
+    helpers::{RoleProcess, Roles, TestApp, browser_slots},
+    test_proxy::TestProxy,
+};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -99,6 +102,9 @@ async fn a_worker_refuses_private_targets_directly_and_after_a_redirect() {
     // only the fixture itself.
     let app = TestApp::spawn_with(Roles::scheduler_only(), |_| {}).await;
     let trap = Trap::start().await;
+    // Behind a proxy the guard still judges every target before the proxy is asked.
+    let proxy = TestProxy::start(None).await;
+    let proxied = proxy.url("http", None);
     let base = app.site.base_url();
     let redirect = |to: &str| format!("{base}/redirect?to={}&q={{keyword}}", urlencode(to));
     let cases = [
@@ -132,10 +138,18 @@ async fn a_worker_refuses_private_targets_directly_and_after_a_redirect() {
             redirect(&format!("http://localhost:{}/", trap.port)),
             "browser",
         ),
+        (
+            "browser-redirect-proxied",
+            redirect(&format!("http://localhost:{}/", trap.port)),
+            "browser",
+        ),
     ];
     let mut sites = Vec::new();
     for (name, url, render) in &cases {
         let mut body = site_at(name, url, render);
+        if name.ends_with("-proxied") {
+            body["proxy"] = json!(proxied);
+        }
         if *render == "json" {
             body = json!({"name": name, "render": "json", "search_url": url,
                           "json": {"items": "/items"}, "fields": {"title": {"pointer": "/title"}}});
@@ -161,20 +175,30 @@ async fn a_worker_refuses_private_targets_directly_and_after_a_redirect() {
     // The allowed fixture itself is crawled as usual, in both modes; the
     // image a page pulls in from a refused target is not.
     let image = urlencode(&format!("http://127.0.0.1:{}/pixel.png", trap.port));
+    let embedding = format!("{base}/embed?src={image}&q={{keyword}}");
     for (name, url, render) in [
         ("fine", format!("{base}/search?q={{keyword}}"), "http"),
-        (
-            "fine-browser",
-            format!("{base}/embed?src={image}&q={{keyword}}"),
-            "browser",
-        ),
+        ("fine-browser", embedding.clone(), "browser"),
+        ("fine-browser-proxied", embedding, "browser"),
     ] {
-        let fine = app.create_site(site_at(name, &url, render)).await;
+        let mut body = site_at(name, &url, render);
+        if name.ends_with("-proxied") {
+            body["proxy"] = json!(proxied);
+        }
+        let fine = app.create_site(body).await;
         let run = app.crawl_to_end("allowed", fine, LIMIT).await;
         assert_eq!(run["state"], "completed", "{name}: {run}");
         assert!(run["items_found"].as_i64().unwrap() > 0, "{name}: {run}");
     }
     assert_eq!(trap.connections(), 0, "a refused target was connected to");
+    let asked = proxy.log(|log| log.asked.clone());
+    let fixture = format!("CONNECT {}", app.site.addr());
+    assert!(asked.contains(&fixture), "{asked:?}");
+    let trap_port = format!(":{}", trap.port);
+    assert!(
+        !asked.iter().any(|a| a.contains(&trap_port)),
+        "the proxy was asked for a refused target: {asked:?}"
+    );
     assert_eq!(worker.terminate(Duration::from_secs(30)).await, 0);
     app.stop().await;
 }
