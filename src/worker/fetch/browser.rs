@@ -112,6 +112,8 @@ impl BrowserPage<'_> {
         else {
             return Err(CrawlError::permanent("a browser page needs CSS extraction"));
         };
+        // A refusal left from the previous page (a late image) is not this page's.
+        self.session.take_refused();
         let loaded = self.load(url, stuck_timeout).await;
         // The relay refused a connection: if it was the page itself (a
         // redirect to a private target), that is why the page is not there.
