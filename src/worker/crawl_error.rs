@@ -53,9 +53,7 @@ impl CrawlError {
             }
         )
     }
-}
 
-impl CrawlError {
     /// A target the SSRF guard refused: no later attempt can succeed (a name
     /// that does not resolve may resolve later).
     pub fn refused(refused: Refused) -> Self {
