@@ -244,6 +244,14 @@ impl AllowedTarget {
             AllowedTarget::Socket(socket) => *socket == addr,
         }
     }
+
+    /// Whether the entry names `ip`, on whatever port.
+    pub fn admits_ip(&self, ip: std::net::IpAddr) -> bool {
+        match self {
+            AllowedTarget::Ip(allowed) => *allowed == ip,
+            AllowedTarget::Socket(socket) => socket.ip() == ip,
+        }
+    }
 }
 
 impl std::str::FromStr for AllowedTarget {

@@ -73,18 +73,19 @@ impl TargetGuard {
 
     /// Resolves `host` and returns its addresses when every one is allowed.
     pub async fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, Refused> {
-        let unresolvable = |reason: String| Refused::Unresolvable {
-            host: host.to_owned(),
-            reason,
-        };
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
-            .await
-            .map_err(|e| unresolvable(e.to_string()))?
-            .collect();
-        if addrs.is_empty() {
-            return Err(unresolvable("no addresses".into()));
-        }
+        let addrs = lookup(host, port).await?;
         self.judge(host, addrs.iter().copied())?;
+        Ok(addrs)
+    }
+
+    /// Like [`Self::resolve`] for a resolver that is not told the port (reqwest's):
+    /// an `ALLOWED_PRIVATE_TARGETS` entry admits its address on any port here,
+    /// because [`Self::check`] judged the URL with its port before the request.
+    async fn resolve_without_port(&self, host: &str) -> Result<Vec<SocketAddr>, Refused> {
+        let addrs = lookup(host, 0).await?;
+        self.judge_with(host, addrs.iter().copied(), |allowed, addr| {
+            allowed.admits_ip(addr.ip())
+        })?;
         Ok(addrs)
     }
 
@@ -93,11 +94,20 @@ impl TargetGuard {
         host: &str,
         addrs: impl IntoIterator<Item = SocketAddr>,
     ) -> Result<(), Refused> {
+        self.judge_with(host, addrs, AllowedTarget::admits)
+    }
+
+    fn judge_with(
+        &self,
+        host: &str,
+        addrs: impl IntoIterator<Item = SocketAddr>,
+        admits: impl Fn(&AllowedTarget, SocketAddr) -> bool,
+    ) -> Result<(), Refused> {
         if self.allow_private {
             return Ok(());
         }
         for addr in addrs {
-            if self.allowed.iter().any(|a| a.admits(addr)) {
+            if self.allowed.iter().any(|a| admits(a, addr)) {
                 continue;
             }
             if let Some(why) = target::refusal(addr.ip()) {
@@ -120,6 +130,21 @@ impl TargetGuard {
     }
 }
 
+async fn lookup(host: &str, port: u16) -> Result<Vec<SocketAddr>, Refused> {
+    let unresolvable = |reason: String| Refused::Unresolvable {
+        host: host.to_owned(),
+        reason,
+    };
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| unresolvable(e.to_string()))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(unresolvable("no addresses".into()));
+    }
+    Ok(addrs)
+}
+
 pub struct GuardedResolver {
     guard: TargetGuard,
 }
@@ -129,7 +154,7 @@ impl reqwest::dns::Resolve for GuardedResolver {
         let guard = self.guard.clone();
         Box::pin(async move {
             let addrs = guard
-                .resolve(name.as_str(), 0)
+                .resolve_without_port(name.as_str())
                 .await
                 .map_err(|e| -> Box<dyn std::error::Error + Send + Sync> { Box::new(e) })?;
             Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
@@ -162,6 +187,10 @@ mod tests {
         let one = TargetGuard::new(false, &["127.0.0.1:8080".parse().unwrap()]);
         assert!(one.check(&url("http://127.0.0.1:8080/")).await.is_ok());
         assert!(one.check(&url("http://127.0.0.1:8081/")).await.is_err());
+        // reqwest's resolver is not told the port; check() judged it already.
+        let resolved = one.resolve_without_port("127.0.0.1").await.unwrap();
+        assert_eq!(resolved[0].ip(), std::net::Ipv4Addr::LOCALHOST);
+        assert!(guard.resolve_without_port("127.0.0.1").await.is_err());
         assert!(matches!(
             guard
                 .check(&Url::parse("file:///etc/passwd").unwrap())

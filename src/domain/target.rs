@@ -46,16 +46,10 @@ fn refusal_v4(ip: Ipv4Addr) -> Option<&'static str> {
 }
 
 fn refusal_v6(ip: Ipv6Addr) -> Option<&'static str> {
-    // IPv4 written as IPv6 (::ffff:a.b.c.d, and NAT64 64:ff9b::a.b.c.d) is
-    // judged as the IPv4 address it reaches.
-    if let Some(v4) = ip.to_ipv4_mapped() {
+    if let Some(v4) = embedded_ipv4(ip) {
         return refusal_v4(v4);
     }
     let segments = ip.segments();
-    if segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
-        let [_, _, _, _, _, _, hi, lo] = segments;
-        return refusal_v4(Ipv4Addr::from(((hi as u32) << 16) | lo as u32));
-    }
     if ip == Ipv6Addr::new(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x254) {
         return Some("a cloud metadata address");
     }
@@ -75,6 +69,24 @@ fn refusal_v6(ip: Ipv6Addr) -> Option<&'static str> {
         return Some("multicast");
     }
     None
+}
+
+/// The IPv4 address an IPv6 address reaches, for the forms that carry one:
+/// mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d, deprecated but still
+/// routed by some stacks), NAT64 (64:ff9b::a.b.c.d) and 6to4 (2002:aabb:ccdd::).
+fn embedded_ipv4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let v4 = |hi: u16, lo: u16| Some(Ipv4Addr::from(((hi as u32) << 16) | lo as u32));
+    if let Some(mapped) = ip.to_ipv4_mapped() {
+        return Some(mapped);
+    }
+    match s {
+        // :: and ::1 are IPv6's own unspecified and loopback addresses.
+        [0, 0, 0, 0, 0, 0, hi, lo] if hi != 0 => v4(hi, lo),
+        [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => v4(hi, lo),
+        [0x2002, hi, lo, ..] => v4(hi, lo),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -117,6 +129,13 @@ mod tests {
             Some("a cloud metadata address")
         );
         assert_eq!(refused("64:ff9b::a00:1"), Some("private"));
+        assert_eq!(refused("::127.0.0.1"), Some("loopback"));
+        assert_eq!(refused("::10.1.2.3"), Some("private"));
+        assert_eq!(refused("2002:a9fe:a9fe::1"), Some("a cloud metadata address"));
+        assert_eq!(refused("2002:7f00:1::"), Some("loopback"));
+        assert_eq!(refused("2002:5db8:d822::1"), None);
+        assert_eq!(refused("::1"), Some("loopback"));
+        assert_eq!(refused("::"), Some("unspecified"));
         assert_eq!(refused("::ffff:93.184.216.34"), None);
     }
 

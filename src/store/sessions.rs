@@ -2,6 +2,8 @@
 
 use sqlx::PgPool;
 
+use super::runs::Fence;
+
 /// A sealed session as stored: the worker alone can open it (SESSION_KEY).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SealedSession {
@@ -19,27 +21,34 @@ pub async fn load(pool: &PgPool, site_id: i64) -> sqlx::Result<Option<SealedSess
     .await
 }
 
-/// Keeps the session a run ended with, replacing the site's previous one.
+/// Keeps the session an attempt ended with, replacing the site's previous
+/// one; `false` when the attempt is no longer this worker's (a superseded
+/// worker must not overwrite the session of the attempt that replaced it).
 pub async fn save(
     pool: &PgPool,
     site_id: i64,
-    run_id: i64,
+    fence: &Fence,
     session: &SealedSession,
-) -> sqlx::Result<()> {
-    sqlx::query!(
+) -> sqlx::Result<bool> {
+    let done = sqlx::query!(
         r#"INSERT INTO site_sessions (site_id, nonce, sealed, saved_by_run)
-           SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM sites WHERE id = $1)
+           SELECT $1, $2, $3, $4
+           WHERE EXISTS (SELECT 1 FROM crawl_runs
+                         WHERE id = $4 AND site_id = $1 AND attempt = $5 AND worker_id = $6
+                           AND state IN ('running', 'url_call', 'call_done'))
            ON CONFLICT (site_id) DO UPDATE
            SET nonce = EXCLUDED.nonce, sealed = EXCLUDED.sealed,
                saved_by_run = EXCLUDED.saved_by_run, saved_at = now()"#,
         site_id,
         session.nonce,
         session.sealed,
-        run_id
+        fence.run_id,
+        fence.attempt,
+        fence.worker_id
     )
     .execute(pool)
     .await?;
-    Ok(())
+    Ok(done.rows_affected() > 0)
 }
 
 /// Forgets a site's session; whether there was one.

@@ -267,6 +267,7 @@ async fn crawl(ctx: &CrawlContext, fence: &Fence, run: &CrawlRun) -> Result<i32,
                 ctx.guard.clone(),
                 crawl.stuck_timeout,
                 cookies.clone(),
+                crawl.pace(),
             )?;
             let last_page = crawl.pages(&mut PageSource::Http(client)).await?;
             (last_page, spec.session.keep.then(|| cookies.session()))
@@ -274,8 +275,13 @@ async fn crawl(ctx: &CrawlContext, fence: &Fence, run: &CrawlRun) -> Result<i32,
     };
     if let (Some(ended_with), Some(key)) = (ended_with, &ctx.session_key) {
         // A session lost to a hiccup costs a login, not the crawl's results.
-        if let Err(e) = session::save(&ctx.pool, key, run.site_id, run.id, &ended_with).await {
-            tracing::warn!(run_id = run.id, error = ?e, "could not keep the site's session");
+        match session::save(&ctx.pool, key, run.site_id, fence, &ended_with).await {
+            Ok(true) => {}
+            // Completing will find the same and stop the crawl.
+            Ok(false) => tracing::info!(run_id = run.id, "superseded; the session is not kept"),
+            Err(e) => {
+                tracing::warn!(run_id = run.id, error = ?e, "could not keep the site's session")
+            }
         }
     }
     Ok(last_page)

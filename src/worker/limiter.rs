@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use apalis_redis::ConnectionManager;
 
+use super::crawl_error::CrawlError;
+use crate::metrics::metrics;
+
 /// A refused site without a Retry-After pauses this long, times its penalty.
 pub const DEFAULT_PAUSE: Duration = Duration::from_secs(5);
 /// Longest pause a refusal can impose (a Retry-After of a day is capped).
@@ -172,3 +175,31 @@ impl SiteLimiter {
         Ok(Duration::from_micros(pause_us))
     }
 }
+
+/// One site's fleet-wide pace, taken before every request a crawl makes to
+/// it: each page, and each redirect hop over plain HTTP.
+#[derive(Clone)]
+pub struct SitePace {
+    pub limiter: SiteLimiter,
+    pub site_id: i64,
+    pub max_requests_per_sec: Option<f64>,
+}
+
+impl SitePace {
+    /// Waits for the site's next request slot; the wait is counted in
+    /// `crawlfleet_rate_limit_wait_seconds`. A limiter unreachable for long
+    /// fails the attempt (retried later): crawling on without it would not be polite.
+    pub async fn wait(&self) -> Result<Duration, CrawlError> {
+        let waited = self
+            .limiter
+            .acquire(self.site_id, self.max_requests_per_sec)
+            .await
+            .map_err(|e| CrawlError::transient(format!("{e:#}")))?;
+        metrics()
+            .rate_limit_wait
+            .with_label_values(&[&self.site_id.to_string()])
+            .observe(waited.as_secs_f64());
+        Ok(waited)
+    }
+}
+

@@ -12,6 +12,7 @@ use super::{
     crawl::{CrawlContext, OUTAGE_PATIENCE, persist},
     crawl_error::CrawlError,
     fetch::{Fetched, PageSource},
+    limiter::SitePace,
 };
 use crate::{
     domain::site::{SiteSpec, with_query_param},
@@ -36,6 +37,15 @@ pub struct Crawl<'a> {
 impl Crawl<'_> {
     fn site_label(&self) -> String {
         self.run.site_id.to_string()
+    }
+
+    /// The site's fleet-wide pace, for every request of this crawl.
+    pub fn pace(&self) -> SitePace {
+        SitePace {
+            limiter: self.ctx.limiter.clone(),
+            site_id: self.run.site_id,
+            max_requests_per_sec: self.spec.politeness.max_requests_per_sec,
+        }
     }
 
     /// Crawls every page; returns the last page number crawled.
@@ -146,16 +156,7 @@ impl Crawl<'_> {
         for attempt in 1..=tries {
             // The run is between pages (running/call_done) while it waits: its
             // heartbeat goes on and the watchdog does not take it for stuck.
-            let waited = self
-                .ctx
-                .limiter
-                .acquire(site_id, self.spec.politeness.max_requests_per_sec)
-                .await
-                .map_err(|e| CrawlError::transient(format!("{e:#}")))?;
-            metrics()
-                .rate_limit_wait
-                .with_label_values(&[&site])
-                .observe(waited.as_secs_f64());
+            self.pace().wait().await?;
             let calling = persist("page start", OUTAGE_PATIENCE, || {
                 store::runs::enter_url_call(&self.ctx.pool, self.fence, url.as_str())
             })

@@ -23,7 +23,7 @@ use url::Url;
 use super::cdp::cdp;
 use crate::{
     config::SessionKey,
-    store::{self, sessions::SealedSession},
+    store::{self, runs::Fence, sessions::SealedSession},
 };
 
 /// One cookie, in a form both Chrome and the HTTP client can take back.
@@ -293,15 +293,16 @@ pub async fn load(
     }
 }
 
-/// Seals and keeps the session a run ended with.
+/// Seals and keeps the session an attempt ended with; `false` when the
+/// attempt was superseded meanwhile and the session is not kept.
 pub async fn save(
     pool: &PgPool,
     key: &SessionKey,
     site_id: i64,
-    run_id: i64,
+    fence: &Fence,
     session: &KeptSession,
-) -> anyhow::Result<()> {
-    store::sessions::save(pool, site_id, run_id, &session.seal(key, site_id))
+) -> anyhow::Result<bool> {
+    store::sessions::save(pool, site_id, fence, &session.seal(key, site_id))
         .await
         .context("keeping the site's session")
 }

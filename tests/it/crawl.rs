@@ -14,7 +14,7 @@ use crawlfleet::{
 };
 use serde_json::json;
 
-use crate::helpers::{Roles, TestApp};
+use crate::helpers::{Roles, TestApp, dispatch_and_claim};
 
 const CRAWL_LIMIT: Duration = Duration::from_secs(90);
 
@@ -118,10 +118,7 @@ async fn claimed(app: &TestApp, worker: &str) -> (i64, store::runs::Fence) {
         .unwrap()
         .unwrap();
     let run_id = queued.queued[0].id;
-    let claim = store::runs::claim(app.pool(), run_id, 1, worker)
-        .await
-        .unwrap()
-        .unwrap();
+    let claim = dispatch_and_claim(app.pool(), run_id, 1, worker).await.unwrap();
     (run_id, claim.fence)
 }
 
@@ -173,10 +170,7 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
     assert_eq!(run.attempt, 2);
     assert!(run.not_before.is_some(), "a retry waits for its backoff");
 
-    let second = store::runs::claim(pool, run_id, 2, "worker-b")
-        .await
-        .unwrap()
-        .unwrap()
+    let second = dispatch_and_claim(pool, run_id, 2, "worker-b").await.unwrap()
         .fence;
     store::runs::enter_url_call(pool, &second, "http://x/1")
         .await
@@ -223,6 +217,29 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
             "{result:?}"
         );
     }
+    // Nor does the session it ended with replace the live attempt's.
+    let site_id: i64 = sqlx::query_scalar("SELECT site_id FROM crawl_runs WHERE id = $1")
+        .bind(run_id)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    let session = |tag: &str| store::sessions::SealedSession {
+        nonce: vec![0; 12],
+        sealed: tag.as_bytes().to_vec(),
+    };
+    assert!(
+        !store::sessions::save(pool, site_id, &first, &session("late"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        store::sessions::save(pool, site_id, &second, &session("live"))
+            .await
+            .unwrap()
+    );
+    let kept = store::sessions::load(pool, site_id).await.unwrap().unwrap();
+    assert_eq!(kept.sealed, b"live");
+
     let done = store::runs::complete(pool, &second, 1).await.unwrap();
     assert_eq!(done.state, "completed");
     assert_eq!(done.items_found, 4);
@@ -238,6 +255,35 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
 }
 
 #[tokio::test]
+async fn a_late_message_of_a_run_taken_back_from_redis_claims_nothing() {
+    let app = TestApp::spawn().await;
+    let pool = app.pool();
+    let site = app.create_site(app.site_body("shop", "/search")).await;
+    let keyword = app.create_keyword("late", &[site], "0 0 0 1 1 *").await;
+    let run_id = app.crawl(keyword).await[0];
+    let modes = crawlfleet::domain::site::RenderMode::ALL;
+    let taken = store::runs::take_for_dispatch(pool, &modes, 10).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    // Its message sat in Redis past the claim timeout: the dispatcher takes
+    // the run back, and the site's slot may go to another run meanwhile.
+    let back = store::runs::redispatch_unclaimed(pool, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(back, 1);
+    assert!(
+        store::runs::claim(pool, run_id, 1, "late-worker")
+            .await
+            .unwrap()
+            .is_none(),
+        "the old message is stale until the run is dispatched again"
+    );
+    store::runs::take_for_dispatch(pool, &modes, 10).await.unwrap();
+    let claimed = store::runs::claim(pool, run_id, 1, "w").await.unwrap();
+    assert!(claimed.is_some(), "either message claims a dispatched run");
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn the_last_attempt_fails_the_run_and_keeps_its_reason() {
     let app = TestApp::spawn().await;
     let pool = app.pool();
@@ -248,10 +294,7 @@ async fn the_last_attempt_fails_the_run_and_keeps_its_reason() {
             .unwrap();
         if attempt < 3 {
             assert_eq!(run.state, "queued");
-            fence = store::runs::claim(pool, run_id, attempt + 1, "w")
-                .await
-                .unwrap()
-                .unwrap()
+            fence = dispatch_and_claim(pool, run_id, attempt + 1, "w").await.unwrap()
                 .fence;
         } else {
             assert_eq!(run.state, "failed");

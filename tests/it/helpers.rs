@@ -602,6 +602,24 @@ where
     }
 }
 
+/// Claims a run by hand as a worker would after its message arrived: the
+/// dispatcher's mark first (only a dispatched run can be claimed).
+pub async fn dispatch_and_claim(
+    pool: &PgPool,
+    run_id: i64,
+    attempt: i32,
+    worker: &str,
+) -> Option<store::runs::ClaimedRun> {
+    sqlx::query("UPDATE crawl_runs SET dispatched_at = now() WHERE id = $1 AND state = 'queued'")
+        .bind(run_id)
+        .execute(pool)
+        .await
+        .unwrap();
+    store::runs::claim(pool, run_id, attempt, worker)
+        .await
+        .unwrap()
+}
+
 /// Runs of a database by state.
 pub async fn count_states(pool: &PgPool) -> std::collections::HashMap<String, i64> {
     store::runs::count_by_state(pool)

@@ -16,7 +16,8 @@ use crawlfleet::{
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    CuttableProxy, OwnRedis, Roles, TestApp, count_states, database_server, eventually,
+    CuttableProxy, OwnRedis, Roles, TestApp, count_states, database_server, dispatch_and_claim,
+    eventually,
 };
 
 const LIMIT: Duration = Duration::from_secs(90);
@@ -112,10 +113,7 @@ async fn retention_deletes_old_runs_with_their_results_and_keeps_recent_ones() {
     let new = app.create_keyword("new", &[site], "0 0 0 1 1 *").await;
     for keyword in [old, new] {
         let run = app.crawl(keyword).await[0];
-        let fence = store::runs::claim(pool, run, 1, "w")
-            .await
-            .unwrap()
-            .unwrap()
+        let fence = dispatch_and_claim(pool, run, 1, "w").await.unwrap()
             .fence;
         store::runs::enter_url_call(pool, &fence, "http://x/")
             .await

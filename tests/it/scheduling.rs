@@ -6,7 +6,7 @@ use chrono::{TimeDelta, Utc};
 use crawlfleet::{domain::run::Trigger, scheduler::fire_keyword, store};
 use serde_json::json;
 
-use crate::helpers::{RoleProcess, Roles, TestApp, eventually};
+use crate::helpers::{RoleProcess, Roles, TestApp, dispatch_and_claim, eventually};
 
 async fn scheduled_runs(app: &TestApp, keyword: i64) -> i64 {
     sqlx::query_scalar(
@@ -94,10 +94,7 @@ async fn a_scheduled_run_is_skipped_when_the_period_already_has_a_result() {
         .unwrap();
     let on_a = queued.queued.iter().find(|r| r.site_id == a).unwrap().id;
     let on_b = queued.queued.iter().find(|r| r.site_id == b).unwrap().id;
-    let fence = store::runs::claim(pool, on_a, 1, "w")
-        .await
-        .unwrap()
-        .unwrap()
+    let fence = dispatch_and_claim(pool, on_a, 1, "w").await.unwrap()
         .fence;
     store::runs::complete(pool, &fence, 0).await.unwrap();
     store::runs::cancel(pool, on_b).await.unwrap();

@@ -44,7 +44,10 @@ pub struct ClaimedRun {
 }
 
 /// Claims a dispatched run for this worker; `None` when the message is stale or
-/// a duplicate (the run moved on, or another worker claimed it).
+/// a duplicate (the run moved on, or another worker claimed it). Only a run
+/// the dispatcher counts as dispatched can be claimed: a late message of a run
+/// taken back from Redis (`redispatch_unclaimed`) is dropped, so it can never
+/// start a crawl beyond the site's `max_concurrent_runs`.
 pub async fn claim(
     pool: &PgPool,
     run_id: i64,
@@ -57,7 +60,7 @@ pub async fn claim(
         r#"UPDATE crawl_runs
            SET state = 'running', worker_id = $3, started_at = now(), heartbeat_at = now(),
                state_changed_at = now(), dispatched_at = NULL, pages_crawled = 0, current_url = NULL
-           WHERE id = $1 AND attempt = $2 AND state = 'queued'
+           WHERE id = $1 AND attempt = $2 AND state = 'queued' AND dispatched_at IS NOT NULL
            RETURNING *"#,
         run_id,
         attempt,

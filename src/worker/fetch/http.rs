@@ -11,7 +11,7 @@ use super::Fetched;
 use crate::{
     domain::site::Identity,
     target_guard::{Refused, TargetGuard},
-    worker::{crawl_error::CrawlError, session::SessionCookies},
+    worker::{crawl_error::CrawlError, limiter::SitePace, session::SessionCookies},
 };
 
 /// What crawlfleet calls itself over HTTP when a site sets no user agent.
@@ -26,6 +26,9 @@ pub struct HttpClient {
     guard: TargetGuard,
     /// The site sets its own Accept header, which then wins over the mode's.
     site_accept: bool,
+    /// Taken before each redirect hop (the page's first request takes it
+    /// before it is fetched).
+    pace: SitePace,
 }
 
 /// A page as the server sent it.
@@ -44,6 +47,7 @@ impl HttpClient {
         guard: TargetGuard,
         stuck_timeout: Duration,
         cookies: Arc<SessionCookies>,
+        pace: SitePace,
     ) -> Result<Self, CrawlError> {
         let mut headers = header::HeaderMap::new();
         for (name, value) in &identity.headers {
@@ -78,13 +82,18 @@ impl HttpClient {
                 .headers
                 .keys()
                 .any(|name| name.eq_ignore_ascii_case("accept")),
+            pace,
         })
     }
 
-    /// GETs `url`, following redirects; every target passes the guard first.
+    /// GETs `url`, following redirects; every target passes the guard first,
+    /// and every hop after the first waits for the site's pace.
     pub async fn get(&self, url: &Url, accept: &str) -> Result<Answer, CrawlError> {
         let mut url = url.clone();
-        for _ in 0..=MAX_REDIRECTS {
+        for hop in 0..=MAX_REDIRECTS {
+            if hop > 0 {
+                self.pace.wait().await?;
+            }
             self.guard.check(&url).await?;
             let mut request = self.client.get(url.clone());
             if !self.site_accept {
