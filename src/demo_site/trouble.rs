@@ -86,7 +86,7 @@ pub(super) struct FlakyParams {
     page: Option<u32>,
 }
 
-/// Answers 429 Too Many Requests with `Retry-After: retry_after` seconds the
+/// Answers 429 Too Many Requests (or `status`, e.g. 503) with `Retry-After: retry_after` seconds the
 /// first `fail` times it is asked for `key` (with `captcha=true`: a 200 page
 /// showing a captcha instead), then serves the search like `/search`: a site
 /// that rate-limits.
@@ -97,7 +97,7 @@ pub(super) async fn limited(State(s): State<AppState>, Query(p): Query<LimitedPa
     }
     if seen <= p.fail {
         return (
-            StatusCode::TOO_MANY_REQUESTS,
+            StatusCode::from_u16(p.status).unwrap_or(StatusCode::TOO_MANY_REQUESTS),
             [(header::RETRY_AFTER, p.retry_after.to_string())],
             page_html("429", "<h1>slow down</h1>"),
         )
@@ -116,10 +116,17 @@ pub(super) struct LimitedParams {
     fail: u32,
     #[serde(default)]
     retry_after: u64,
+    /// The refusal's status: 429 (default) or 503.
+    #[serde(default = "too_many_requests")]
+    status: u16,
     #[serde(default)]
     captcha: bool,
     q: Option<String>,
     page: Option<u32>,
+}
+
+fn too_many_requests() -> u16 {
+    StatusCode::TOO_MANY_REQUESTS.as_u16()
 }
 
 /// `302 Found` to `to`, wherever that is: how a site leads a crawler elsewhere.

@@ -131,7 +131,10 @@ mod tests {
         assert_eq!(refused("64:ff9b::a00:1"), Some("private"));
         assert_eq!(refused("::127.0.0.1"), Some("loopback"));
         assert_eq!(refused("::10.1.2.3"), Some("private"));
-        assert_eq!(refused("2002:a9fe:a9fe::1"), Some("a cloud metadata address"));
+        assert_eq!(
+            refused("2002:a9fe:a9fe::1"),
+            Some("a cloud metadata address")
+        );
         assert_eq!(refused("2002:7f00:1::"), Some("loopback"));
         assert_eq!(refused("2002:5db8:d822::1"), None);
         assert_eq!(refused("::1"), Some("loopback"));

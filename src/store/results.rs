@@ -60,32 +60,58 @@ pub async fn list(pool: &PgPool, filter: &ResultFilter) -> sqlx::Result<Vec<Craw
     .await
 }
 
-/// Whether every one of `item_keys` was stored for this keyword/site by an
-/// earlier run that completed: an incremental crawl stops at such a page.
-pub async fn all_stored_by_completed_run(
+/// Which of `item_keys` an earlier run that completed stored for this
+/// keyword/site: an incremental crawl does not store them again.
+pub async fn stored_by_completed_runs(
     pool: &PgPool,
     keyword_id: i64,
     site_id: i64,
     this_run: i64,
     item_keys: &[String],
-) -> sqlx::Result<bool> {
+) -> sqlx::Result<Vec<String>> {
     if item_keys.is_empty() {
-        return Ok(false);
+        return Ok(Vec::new());
     }
     sqlx::query_scalar!(
-        r#"SELECT NOT EXISTS (
-               SELECT 1 FROM UNNEST($4::text[]) AS page(item_key)
-               WHERE NOT EXISTS (
-                   SELECT 1 FROM crawl_results r JOIN crawl_runs c ON c.id = r.run_id
-                   WHERE r.keyword_id = $1 AND r.site_id = $2 AND r.item_key = page.item_key
-                     AND r.run_id <> $3 AND c.state = 'completed')
-           ) AS "all_seen!""#,
+        r#"SELECT DISTINCT page.item_key AS "item_key!"
+           FROM UNNEST($4::text[]) AS page(item_key)
+           WHERE EXISTS (
+               SELECT 1 FROM crawl_results r JOIN crawl_runs c ON c.id = r.run_id
+               WHERE r.keyword_id = $1 AND r.site_id = $2 AND r.item_key = page.item_key
+                 AND r.run_id <> $3 AND c.state = 'completed')"#,
         keyword_id,
         site_id,
         this_run,
         item_keys
     )
-    .fetch_one(pool)
+    .fetch_all(pool)
+    .await
+}
+
+/// The newest item earlier completed runs stored for this keyword/site: the
+/// first result of the last of them that stored any. In a newest-first feed,
+/// everything after it was stored before.
+pub async fn newest_stored_by_completed_run(
+    pool: &PgPool,
+    keyword_id: i64,
+    site_id: i64,
+    this_run: i64,
+) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar!(
+        r#"SELECT r.item_key FROM crawl_results r
+           WHERE r.run_id = (
+               SELECT c.id FROM crawl_runs c
+               WHERE c.keyword_id = $1 AND c.site_id = $2 AND c.id <> $3 AND c.state = 'completed'
+                 AND EXISTS (SELECT 1 FROM crawl_results x WHERE x.run_id = c.id)
+               ORDER BY c.finished_at DESC, c.id DESC
+               LIMIT 1)
+           ORDER BY r.page, r.position
+           LIMIT 1"#,
+        keyword_id,
+        site_id,
+        this_run
+    )
+    .fetch_optional(pool)
     .await
 }
 

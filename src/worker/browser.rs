@@ -315,13 +315,19 @@ impl BrowserPool {
             args.push("--proxy-bypass-list=<-loopback>".to_owned());
             args.push("--force-webrtc-ip-handling-policy=disable_non_proxied_udp".to_owned());
         }
-        let mut chrome_options = json!({ "args": args });
+        // Network events go to chromedriver's performance log: the only
+        // place a page's response headers (Retry-After) can be read.
+        let mut chrome_options = json!({
+            "args": args,
+            "perfLoggingPrefs": {"enableNetwork": true, "enablePage": false},
+        });
         if let Some(path) = &self.chrome_path {
             chrome_options["binary"] = json!(path);
         }
         let capabilities = json!({
             "browserName": "chrome",
             "goog:chromeOptions": chrome_options,
+            "goog:loggingPrefs": {"performance": "ALL"},
             "timeouts": {"pageLoad": 120_000, "script": 30_000},
         });
         let serde_json::Value::Object(capabilities) = capabilities else {

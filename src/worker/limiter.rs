@@ -202,4 +202,3 @@ impl SitePace {
         Ok(waited)
     }
 }
-

@@ -1,8 +1,8 @@
 //! The pages of one crawl attempt, in every render mode: the next URL (by
 //! `{page}` or by a JSON API's token), the fleet-wide rate limit before each
 //! request, a refused page tried again once the site's pause is over, each
-//! page stored as it comes, and an incremental crawl's stop at the first page
-//! an earlier run already stored.
+//! page stored as it comes, and an incremental crawl's stop where a
+//! newest-first feed reaches what an earlier run already stored.
 
 use std::time::{Duration, Instant};
 
@@ -20,7 +20,7 @@ use crate::{
     metrics::metrics,
     store::{
         self,
-        runs::{CrawlRun, CrawledPage, Fence, FenceError},
+        runs::{CrawlRun, CrawledPage, Fence, FenceError, PageItem},
     },
 };
 
@@ -55,6 +55,10 @@ impl Crawl<'_> {
         })?;
         let mut url = first.clone();
         let mut last_token: Option<String> = None;
+        let newest_before = match self.spec.stop_on_seen {
+            true => self.newest_stored_before().await?,
+            false => None,
+        };
         for page in 1..=self.spec.max_pages {
             self.ctx.guard.check(&url).await?;
             let (items, next_token) = match self.fetch_politely(source, &url, page).await? {
@@ -62,18 +66,34 @@ impl Crawl<'_> {
                 Fetched::PastTheEnd => (Vec::new(), None),
                 Fetched::Refused { .. } => unreachable!("refusals are retried by fetch_politely"),
             };
-            let already_stored = self.spec.stop_on_seen && self.all_stored_before(&items).await?;
+            let stored_before = match self.spec.stop_on_seen {
+                true => self.stored_before(&items).await?,
+                false => Vec::new(),
+            };
+            let seen_before = |item: &PageItem| stored_before.iter().any(|k| k == item.key());
+            // A newest-first feed is read up to what an earlier run stored: a
+            // page of nothing new, or the page where the newest item stored
+            // before appears with only stored items after it (an item stored
+            // before that recurs elsewhere, like an ad, does not stop it).
+            let reached_stored = !items.is_empty()
+                && (items.iter().all(seen_before)
+                    || newest_before.as_ref().is_some_and(|newest| {
+                        items
+                            .iter()
+                            .position(|item| item.key() == newest)
+                            .is_some_and(|at| items[at..].iter().all(seen_before))
+                    }));
             let crawled = CrawledPage {
                 page,
                 url: url.as_str(),
                 items: &items,
-                already_stored,
+                stored_before: &stored_before,
             };
             let stored = persist("page results", OUTAGE_PATIENCE, || {
                 store::runs::store_page(&self.ctx.pool, self.fence, &crawled)
             })
             .await?;
-            let count = if already_stored { 0 } else { items.len() };
+            let count = items.iter().filter(|item| !seen_before(item)).count();
             self.ctx
                 .events
                 .publish(&Event::ResultStored {
@@ -89,10 +109,10 @@ impl Crawl<'_> {
                 run_id = self.fence.run_id,
                 page,
                 count,
-                already_stored,
+                reached_stored,
                 "page stored"
             );
-            if items.is_empty() || already_stored {
+            if items.is_empty() || reached_stored {
                 return Ok(page);
             }
             let next = match self.spec.extraction.token_paging() {
@@ -123,11 +143,11 @@ impl Crawl<'_> {
         Ok(self.spec.max_pages)
     }
 
-    /// Whether an earlier completed run already stored every item of the page.
-    async fn all_stored_before(&self, items: &[store::runs::PageItem]) -> Result<bool, CrawlError> {
+    /// Keys of the page's items an earlier completed run stored.
+    async fn stored_before(&self, items: &[PageItem]) -> Result<Vec<String>, CrawlError> {
         let keys: Vec<String> = items.iter().map(|i| i.key().to_owned()).collect();
-        let seen = persist("incremental check", OUTAGE_PATIENCE, || async {
-            store::results::all_stored_by_completed_run(
+        let stored = persist("incremental check", OUTAGE_PATIENCE, || async {
+            store::results::stored_by_completed_runs(
                 &self.ctx.pool,
                 self.run.keyword_id,
                 self.run.site_id,
@@ -138,7 +158,24 @@ impl Crawl<'_> {
             .map_err(FenceError::from)
         })
         .await?;
-        Ok(seen)
+        Ok(stored)
+    }
+
+    /// The newest item an earlier completed run stored, where a re-crawl of
+    /// a newest-first feed can stop.
+    async fn newest_stored_before(&self) -> Result<Option<String>, CrawlError> {
+        let newest = persist("incremental check", OUTAGE_PATIENCE, || async {
+            store::results::newest_stored_by_completed_run(
+                &self.ctx.pool,
+                self.run.keyword_id,
+                self.run.site_id,
+                self.run.id,
+            )
+            .await
+            .map_err(FenceError::from)
+        })
+        .await?;
+        Ok(newest)
     }
 
     /// Fetches one page within the site's fleet-wide rate limit. A refusal

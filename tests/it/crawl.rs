@@ -118,7 +118,9 @@ async fn claimed(app: &TestApp, worker: &str) -> (i64, store::runs::Fence) {
         .unwrap()
         .unwrap();
     let run_id = queued.queued[0].id;
-    let claim = dispatch_and_claim(app.pool(), run_id, 1, worker).await.unwrap();
+    let claim = dispatch_and_claim(app.pool(), run_id, 1, worker)
+        .await
+        .unwrap();
     (run_id, claim.fence)
 }
 
@@ -158,7 +160,7 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
             page: 1,
             url: "http://x/1",
             items: &items(5, "old"),
-            already_stored: false,
+            stored_before: &[],
         },
     )
     .await
@@ -170,7 +172,9 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
     assert_eq!(run.attempt, 2);
     assert!(run.not_before.is_some(), "a retry waits for its backoff");
 
-    let second = dispatch_and_claim(pool, run_id, 2, "worker-b").await.unwrap()
+    let second = dispatch_and_claim(pool, run_id, 2, "worker-b")
+        .await
+        .unwrap()
         .fence;
     store::runs::enter_url_call(pool, &second, "http://x/1")
         .await
@@ -182,7 +186,7 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
             page: 1,
             url: "http://x/1",
             items: &items(4, "new"),
-            already_stored: false,
+            stored_before: &[],
         },
     )
     .await
@@ -202,7 +206,7 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
                 page: 2,
                 url: "http://x/2",
                 items: &items(5, "late"),
-                already_stored: false,
+                stored_before: &[],
             },
         )
         .await
@@ -262,7 +266,9 @@ async fn a_late_message_of_a_run_taken_back_from_redis_claims_nothing() {
     let keyword = app.create_keyword("late", &[site], "0 0 0 1 1 *").await;
     let run_id = app.crawl(keyword).await[0];
     let modes = crawlfleet::domain::site::RenderMode::ALL;
-    let taken = store::runs::take_for_dispatch(pool, &modes, 10).await.unwrap();
+    let taken = store::runs::take_for_dispatch(pool, &modes, 10)
+        .await
+        .unwrap();
     assert_eq!(taken.len(), 1);
     // Its message sat in Redis past the claim timeout: the dispatcher takes
     // the run back, and the site's slot may go to another run meanwhile.
@@ -277,7 +283,9 @@ async fn a_late_message_of_a_run_taken_back_from_redis_claims_nothing() {
             .is_none(),
         "the old message is stale until the run is dispatched again"
     );
-    store::runs::take_for_dispatch(pool, &modes, 10).await.unwrap();
+    store::runs::take_for_dispatch(pool, &modes, 10)
+        .await
+        .unwrap();
     let claimed = store::runs::claim(pool, run_id, 1, "w").await.unwrap();
     assert!(claimed.is_some(), "either message claims a dispatched run");
     app.stop().await;
@@ -294,7 +302,9 @@ async fn the_last_attempt_fails_the_run_and_keeps_its_reason() {
             .unwrap();
         if attempt < 3 {
             assert_eq!(run.state, "queued");
-            fence = dispatch_and_claim(pool, run_id, attempt + 1, "w").await.unwrap()
+            fence = dispatch_and_claim(pool, run_id, attempt + 1, "w")
+                .await
+                .unwrap()
                 .fence;
         } else {
             assert_eq!(run.state, "failed");

@@ -32,6 +32,21 @@ fn titles(results: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// The feed pages (`page` parameters) requested since the first `skip` requests.
+fn pages_requested(app: &TestApp, skip: usize) -> Vec<String> {
+    app.site.requests("/feed")[skip..]
+        .iter()
+        .map(|h| h.param("page").unwrap())
+        .collect()
+}
+
+fn newest_titles(base: &str, newest: u32, count: u32) -> Vec<String> {
+    expected_posts(base, "news", newest, count)
+        .into_iter()
+        .map(|p| p.title)
+        .collect()
+}
+
 #[tokio::test]
 async fn a_second_run_fetches_only_the_new_first_page() {
     let app = TestApp::spawn_without_browsers(Roles::fleet(), |_| {}).await;
@@ -50,28 +65,23 @@ async fn a_second_run_fetches_only_the_new_first_page() {
     let first = crawl_keyword(&app, keyword).await;
     assert_eq!(first["pages_crawled"], 4);
     assert_eq!(first["items_found"], INITIAL_POSTS);
-    assert_eq!(app.site.requests("/feed").len(), 4);
+    assert_eq!(pages_requested(&app, 0), ["1", "2", "3", "4"]);
 
-    // Five new posts on top; the re-crawl reads page 1 (all new) and page 2
-    // (all stored before) and stops there, pages 3 and 4 untouched.
-    app.site.publish("news", 5);
+    // Three new posts on top: page 1 shows them, then the newest post the
+    // first run stored and one more stored post. The re-crawl stops there.
+    app.site.publish("news", 3);
     let second = crawl_keyword(&app, keyword).await;
-    let requested: Vec<String> = app.site.requests("/feed")[4..]
-        .iter()
-        .map(|h| h.param("page").unwrap())
-        .collect();
-    assert_eq!(requested, ["1", "2"]);
-    assert_eq!(second["pages_crawled"], 2);
+    assert_eq!(pages_requested(&app, 4), ["1"]);
+    assert_eq!(second["pages_crawled"], 1);
     assert_eq!(
-        second["items_found"], 5,
+        second["items_found"], 3,
         "only the new posts are its results"
     );
     let second_results = app.results_of_run(second["id"].as_i64().unwrap()).await;
-    let newest: Vec<String> = expected_posts(&base, "news", INITIAL_POSTS + 5, 5)
-        .into_iter()
-        .map(|p| p.title)
-        .collect();
-    assert_eq!(titles(&second_results), newest);
+    assert_eq!(
+        titles(&second_results),
+        newest_titles(&base, INITIAL_POSTS + 3, 3)
+    );
     for result in &second_results {
         assert_eq!(
             at(&result["first_seen_at"]),
@@ -80,12 +90,13 @@ async fn a_second_run_fetches_only_the_new_first_page() {
         );
     }
 
-    // The posts the second run saw again on page 2 keep their first sighting
-    // and show the new one; the posts it did not reach keep their old one.
+    // The two stored posts it saw again keep their first sighting and show
+    // the new one; the posts it did not reach keep their old one.
     let first_results = app.results_of_run(first["id"].as_i64().unwrap()).await;
-    let seen_again: Vec<&Value> = first_results.iter().filter(|r| r["page"] == 1).collect();
-    let not_reached: Vec<&Value> = first_results.iter().filter(|r| r["page"] == 3).collect();
-    assert_eq!((seen_again.len(), not_reached.len()), (5, 5));
+    let (seen_again, not_reached): (Vec<&Value>, Vec<&Value>) = first_results
+        .iter()
+        .partition(|r| r["page"] == 1 && r["position"].as_i64() <= Some(2));
+    assert_eq!((seen_again.len(), not_reached.len()), (2, 13));
     for result in seen_again {
         assert!(
             at(&result["last_seen_at"]) > at(&result["first_seen_at"]),
@@ -101,10 +112,45 @@ async fn a_second_run_fetches_only_the_new_first_page() {
         );
     }
 
-    // Nothing new: the third run stops at page 1.
+    // A whole page of new posts: only page 2 can tell where the new end.
+    app.site.publish("news", 5);
     let third = crawl_keyword(&app, keyword).await;
-    assert_eq!(third["pages_crawled"], 1);
-    assert_eq!(third["items_found"], 0);
+    assert_eq!(pages_requested(&app, 5), ["1", "2"]);
+    assert_eq!(third["items_found"], 5);
+    let third_results = app.results_of_run(third["id"].as_i64().unwrap()).await;
+    assert_eq!(
+        titles(&third_results),
+        newest_titles(&base, INITIAL_POSTS + 8, 5)
+    );
+
+    // Nothing new: page 1 alone, nothing stored.
+    let fourth = crawl_keyword(&app, keyword).await;
+    assert_eq!(pages_requested(&app, 7), ["1"]);
+    assert_eq!(fourth["items_found"], 0);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_item_stored_before_that_recurs_on_every_page_does_not_stop_the_crawl() {
+    let app = TestApp::spawn_without_browsers(Roles::fleet(), |_| {}).await;
+    let base = app.site.base_url();
+    // Every page ends with the same sponsored post (an ad): stored by the
+    // first run, it must not be taken for the end of what is new.
+    let site = app
+        .create_site(json!({
+            "name": "feed-with-ads", "render": "http", "stop_on_seen": true,
+            "search_url": format!("{base}/feed?q={{keyword}}&page={{page}}&ad=true"),
+            "item_selector": "li.product",
+            "fields": {"title": {"selector": "a.title"}, "link": {"selector": "a.title", "attr": "href"}},
+        }))
+        .await;
+    let keyword = app.create_keyword("news", &[site], "0 0 0 1 1 *").await;
+    crawl_keyword(&app, keyword).await;
+    let first_pages = app.site.requests("/feed").len();
+    app.site.publish("news", 5);
+    let second = crawl_keyword(&app, keyword).await;
+    assert_eq!(pages_requested(&app, first_pages), ["1", "2"]);
+    assert_eq!(second["items_found"], 5, "{second}");
     app.stop().await;
 }
 

@@ -113,8 +113,7 @@ async fn retention_deletes_old_runs_with_their_results_and_keeps_recent_ones() {
     let new = app.create_keyword("new", &[site], "0 0 0 1 1 *").await;
     for keyword in [old, new] {
         let run = app.crawl(keyword).await[0];
-        let fence = dispatch_and_claim(pool, run, 1, "w").await.unwrap()
-            .fence;
+        let fence = dispatch_and_claim(pool, run, 1, "w").await.unwrap().fence;
         store::runs::enter_url_call(pool, &fence, "http://x/")
             .await
             .unwrap();
@@ -130,7 +129,7 @@ async fn retention_deletes_old_runs_with_their_results_and_keeps_recent_ones() {
                 page: 1,
                 url: "http://x/",
                 items: &[item],
-                already_stored: false,
+                stored_before: &[],
             },
         )
         .await

@@ -209,6 +209,31 @@ async fn a_429_pauses_the_site_for_its_retry_after_and_the_run_completes() {
 }
 
 #[tokio::test]
+async fn a_503_in_chrome_pauses_the_site_for_its_retry_after() {
+    let app = TestApp::spawn_with(Roles::fleet(), |_| {}).await;
+    // Longer than the pause without a Retry-After (5 s): the header was read.
+    let site = app
+        .one_page_site(
+            "busy",
+            "/limited?key=b&fail=1&status=503&retry_after=8&q={keyword}",
+            json!({"render": "browser"}),
+        )
+        .await;
+    let run = app.crawl_to_end("later", site, LIMIT).await;
+    assert_eq!(run["state"], "completed", "{run}");
+    assert_eq!(run["attempt"], 1);
+    assert_eq!(run["items_found"], 5);
+    let hits = app.site.requests("/limited");
+    assert_eq!(hits.len(), 2, "one refusal, then the page");
+    let gap = hits[1].at - hits[0].at;
+    assert!(
+        gap >= Duration::from_millis(7900),
+        "asked again after {gap:?}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn a_block_page_counts_as_a_refusal_and_the_page_is_tried_again() {
     let app = TestApp::spawn_without_browsers(Roles::fleet(), |_| {}).await;
     let site = app
@@ -256,6 +281,7 @@ async fn the_limiter_spaces_requests_pauses_on_refusal_and_ramps_back_up() {
     assert_eq!(limiter.try_acquire(3, None).await.unwrap(), Duration::ZERO);
 
     // A refusal with Retry-After pauses the site for exactly that long...
+    let refused_at = Instant::now();
     let pause = limiter
         .refuse(site, Some(Duration::from_millis(600)))
         .await
@@ -274,8 +300,9 @@ async fn the_limiter_spaces_requests_pauses_on_refusal_and_ramps_back_up() {
         .unwrap();
     assert!(again > Duration::from_millis(300), "{again:?}");
     // ...then the pace is halved (200 ms apart) until the ramp step passes.
-    let waited = limiter.acquire(site, rate).await.unwrap();
-    assert!(waited >= Duration::from_millis(500), "{waited:?}");
+    limiter.acquire(site, rate).await.unwrap();
+    let paused = refused_at.elapsed();
+    assert!(paused >= Duration::from_millis(600), "{paused:?}");
     let wait = limiter.try_acquire(site, rate).await.unwrap();
     assert!(
         wait > Duration::from_millis(100) && wait <= Duration::from_millis(200),

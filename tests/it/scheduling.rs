@@ -94,8 +94,7 @@ async fn a_scheduled_run_is_skipped_when_the_period_already_has_a_result() {
         .unwrap();
     let on_a = queued.queued.iter().find(|r| r.site_id == a).unwrap().id;
     let on_b = queued.queued.iter().find(|r| r.site_id == b).unwrap().id;
-    let fence = dispatch_and_claim(pool, on_a, 1, "w").await.unwrap()
-        .fence;
+    let fence = dispatch_and_claim(pool, on_a, 1, "w").await.unwrap().fence;
     store::runs::complete(pool, &fence, 0).await.unwrap();
     store::runs::cancel(pool, on_b).await.unwrap();
 

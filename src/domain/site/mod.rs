@@ -105,7 +105,8 @@ pub struct SiteInput {
     pub max_requests_per_sec: Option<f64>,
     /// Runs active at once across the fleet (default 3).
     pub max_concurrent_runs: Option<i32>,
-    /// Stop paging at the first page whose items an earlier completed run already stored.
+    /// Incremental crawl of a newest-first feed: items an earlier completed run
+    /// stored are not stored again, and paging stops where the feed reaches them.
     pub stop_on_seen: Option<bool>,
     /// Keep cookies and local storage between runs (needs SESSION_KEY).
     pub keep_session: Option<bool>,

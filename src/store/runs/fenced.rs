@@ -206,9 +206,9 @@ pub struct CrawledPage<'a> {
     pub page: i32,
     pub url: &'a str,
     pub items: &'a [PageItem],
-    /// Every item was stored by an earlier completed run (an incremental crawl
-    /// stops here): the items are marked seen, not stored again.
-    pub already_stored: bool,
+    /// Keys of the items an earlier completed run stored (an incremental
+    /// crawl): those are marked seen again, not stored again.
+    pub stored_before: &'a [String],
 }
 
 /// Stores one page's items, marks them seen for the keyword/site, and moves
@@ -243,16 +243,16 @@ pub async fn store_page(
     )
     .execute(&mut *tx)
     .await?;
-    let stored: &[PageItem] = if crawled.already_stored {
-        &[]
-    } else {
-        crawled.items
-    };
+    let stored: Vec<&PageItem> = crawled
+        .items
+        .iter()
+        .filter(|item| !crawled.stored_before.iter().any(|key| key == item.key()))
+        .collect();
     let positions: Vec<i32> = (1..=stored.len() as i32).collect();
     let fields: Vec<serde_json::Value> = stored.iter().map(|i| i.fields.clone()).collect();
     let urls: Vec<Option<String>> = stored.iter().map(|i| i.item_url.clone()).collect();
     let hashes: Vec<String> = stored.iter().map(|i| i.content_hash.clone()).collect();
-    let keys = &keys[..stored.len()];
+    let keys: Vec<String> = stored.iter().map(|i| i.key().to_owned()).collect();
     sqlx::query!(
         r#"INSERT INTO crawl_results (run_id, keyword_id, site_id, page, position, page_url, item_url, fields,
                                       content_hash, item_key)
@@ -272,7 +272,7 @@ pub async fn store_page(
         &urls as &[Option<String>],
         &fields,
         &hashes,
-        keys
+        &keys
     )
     .execute(&mut *tx)
     .await?;

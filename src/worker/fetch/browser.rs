@@ -5,16 +5,16 @@ use std::time::Duration;
 
 use anyhow::Context;
 use fantoccini::{Locator, error::CmdError};
-use serde_json::json;
+use serde_json::{Value, json};
 use url::Url;
 
-use super::{Fetched, blocked_page, judge_status};
+use super::{Fetched, blocked_page, judge_status, parse_retry_after};
 use crate::{
     domain::site::{Extraction, SiteSpec},
     target_guard::TargetGuard,
     worker::{
         browser::BrowserSession,
-        cdp::cdp,
+        cdp::{cdp, take_responses},
         crawl_error::CrawlError,
         extract::{extract_in_browser, response_status},
         session::KeptSession,
@@ -123,6 +123,10 @@ impl BrowserPage<'_> {
             return Err(CrawlError::refused(refused));
         }
         loaded?;
+        // Read after every page, which also keeps chromedriver's log short.
+        let responses = take_responses(&self.session.client)
+            .await
+            .map_err(|e| CrawlError::broken(format!("{e:#} at {url}")))?;
         if let Some(identifier) = self.session.restore_script.take() {
             // The kept local storage is in; the site's own writes must stay.
             cdp(
@@ -137,10 +141,11 @@ impl BrowserPage<'_> {
         // A redirect may have led elsewhere: refuse to read a private target
         // (the relay refuses to connect to one when the guard is on; this
         // also covers a browser reached without it).
-        if let Ok(landed) = client.current_url().await
+        let landed = client.current_url().await.ok();
+        if let Some(landed) = &landed
             && landed.origin() != url.origin()
         {
-            guard.check(&landed).await?;
+            guard.check(landed).await?;
         }
         let status = response_status(client)
             .await
@@ -148,7 +153,8 @@ impl BrowserPage<'_> {
         if let Some(status) = status
             && let Some(judged) = judge_status(status, page, url)?
         {
-            return Ok(judged);
+            let document = landed.as_ref().unwrap_or(url);
+            return Ok(judged.with_retry_after(document_retry_after(&responses, document)));
         }
         // Wait for the results, or for the page that says we are blocked.
         let awaited = match (wait_for, blocked_selector) {
@@ -243,6 +249,23 @@ impl BrowserPage<'_> {
     }
 }
 
+/// The Retry-After of the page's own response (the last document response
+/// for its URL), among the responses of the performance log.
+fn document_retry_after(responses: &[Value], document: &Url) -> Option<Duration> {
+    let response = responses
+        .iter()
+        .rev()
+        .filter(|r| r["type"] == "Document")
+        .map(|r| &r["response"])
+        .find(|r| r["url"].as_str() == Some(document.as_str()))?;
+    let headers = response["headers"].as_object()?;
+    headers
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case("retry-after"))
+        .and_then(|(_, value)| value.as_str())
+        .and_then(parse_retry_after)
+}
+
 fn is_timeout(e: &CmdError) -> bool {
     matches!(e, CmdError::Standard(wd) if wd.error == fantoccini::error::ErrorStatus::Timeout)
 }
@@ -251,4 +274,33 @@ fn is_timeout_or_missing(e: &CmdError) -> bool {
     is_timeout(e)
         || matches!(e, CmdError::WaitTimeout)
         || matches!(e, CmdError::Standard(wd) if wd.error == fantoccini::error::ErrorStatus::NoSuchElement)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_comes_from_the_pages_own_document_response() {
+        let page = Url::parse("http://s.example/search?q=a").unwrap();
+        let response = |kind: &str, url: &str, headers: Value| json!({"type": kind, "response": {"url": url, "status": 429, "headers": headers}});
+        let responses = [
+            response("Document", page.as_str(), json!({"Retry-After": "60"})),
+            response("Image", page.as_str(), json!({"Retry-After": "1"})),
+            response(
+                "Document",
+                "http://s.example/frame",
+                json!({"Retry-After": "2"}),
+            ),
+            response("Document", page.as_str(), json!({"retry-after": "7"})),
+        ];
+        assert_eq!(
+            document_retry_after(&responses, &page),
+            Some(Duration::from_secs(7)),
+            "the latest load of the page itself, header name in any case"
+        );
+        let elsewhere = Url::parse("http://s.example/other").unwrap();
+        assert_eq!(document_retry_after(&responses, &elsewhere), None);
+        assert_eq!(document_retry_after(&responses[1..2], &page), None);
+    }
 }

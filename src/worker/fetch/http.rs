@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Duration};
 use reqwest::{Proxy, StatusCode, header};
 use url::Url;
 
-use super::Fetched;
+use super::parse_retry_after;
 use crate::{
     domain::site::Identity,
     target_guard::{Refused, TargetGuard},
@@ -36,7 +36,7 @@ pub struct Answer {
     pub status: u16,
     /// Where the page was served from (after redirects).
     pub url: Url,
-    retry_after: Option<Duration>,
+    pub retry_after: Option<Duration>,
     content_type: Option<String>,
     pub body: Vec<u8>,
 }
@@ -168,29 +168,7 @@ fn request_failed(e: reqwest::Error, url: &Url) -> CrawlError {
     }
 }
 
-/// `Retry-After` as seconds or as an HTTP date.
-fn parse_retry_after(value: &str) -> Option<Duration> {
-    let value = value.trim();
-    if let Ok(secs) = value.parse::<u64>() {
-        return Some(Duration::from_secs(secs));
-    }
-    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
-    let wait = at.with_timezone(&chrono::Utc) - chrono::Utc::now();
-    Some(wait.to_std().unwrap_or(Duration::ZERO))
-}
-
 impl Answer {
-    /// A refusal carries the server's Retry-After.
-    pub fn with_retry_after(&self, judged: Fetched) -> Fetched {
-        match judged {
-            Fetched::Refused { reason, .. } => Fetched::Refused {
-                reason,
-                retry_after: self.retry_after,
-            },
-            other => other,
-        }
-    }
-
     /// The body as text: the charset the server names, else the one the page
     /// declares in a `<meta>`, else UTF-8 (a byte-order mark wins over all).
     pub fn text(&self) -> String {
@@ -231,20 +209,6 @@ fn meta_charset(body: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn retry_after_is_seconds_or_a_date() {
-        assert_eq!(parse_retry_after("7"), Some(Duration::from_secs(7)));
-        assert_eq!(
-            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT"),
-            Some(Duration::ZERO),
-            "a date in the past means now"
-        );
-        let later = (chrono::Utc::now() + chrono::TimeDelta::seconds(90)).to_rfc2822();
-        let wait = parse_retry_after(&later).unwrap();
-        assert!((85..=90).contains(&wait.as_secs()), "{wait:?}");
-        assert_eq!(parse_retry_after("soon"), None);
-    }
 
     #[test]
     fn korean_pages_decode_from_their_declared_charset() {

@@ -40,6 +40,30 @@ pub enum Fetched {
     },
 }
 
+impl Fetched {
+    /// A refusal carries the server's Retry-After.
+    fn with_retry_after(self, retry_after: Option<Duration>) -> Fetched {
+        match self {
+            Fetched::Refused { reason, .. } => Fetched::Refused {
+                reason,
+                retry_after,
+            },
+            other => other,
+        }
+    }
+}
+
+/// `Retry-After` as seconds or as an HTTP date.
+fn parse_retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    let wait = at.with_timezone(&chrono::Utc) - chrono::Utc::now();
+    Some(wait.to_std().unwrap_or(Duration::ZERO))
+}
+
 /// What an HTTP status says about a page, before it is read: `None` to read it.
 fn judge_status(status: u16, page: i32, url: &Url) -> Result<Option<Fetched>, CrawlError> {
     match status {
@@ -91,7 +115,7 @@ impl PageSource<'_> {
                     .get(url, "text/html,application/xhtml+xml,*/*;q=0.8")
                     .await?;
                 if let Some(judged) = judge_status(answer.status, page, url)? {
-                    return Ok(answer.with_retry_after(judged));
+                    return Ok(judged.with_retry_after(answer.retry_after));
                 }
                 let html = HtmlPage::parse(&answer.text(), &answer.url);
                 if let Some(blocked) = blocked_selector
@@ -114,7 +138,7 @@ impl PageSource<'_> {
             ) => {
                 let answer = client.get(url, "application/json").await?;
                 if let Some(judged) = judge_status(answer.status, page, url)? {
-                    return Ok(answer.with_retry_after(judged));
+                    return Ok(judged.with_retry_after(answer.retry_after));
                 }
                 let body: serde_json::Value =
                     serde_json::from_slice(&answer.body).map_err(|e| {
@@ -138,5 +162,24 @@ fn blocked_page(selector: &str, url: &Url) -> Fetched {
     Fetched::Refused {
         reason: format!("blocked page ({selector}) at {url}"),
         retry_after: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_is_seconds_or_a_date() {
+        assert_eq!(parse_retry_after("7"), Some(Duration::from_secs(7)));
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(Duration::ZERO),
+            "a date in the past means now"
+        );
+        let later = (chrono::Utc::now() + chrono::TimeDelta::seconds(90)).to_rfc2822();
+        let wait = parse_retry_after(&later).unwrap();
+        assert!((85..=90).contains(&wait.as_secs()), "{wait:?}");
+        assert_eq!(parse_retry_after("soon"), None);
     }
 }
