@@ -18,6 +18,10 @@ COPY Cargo.toml Cargo.lock ./
 COPY .sqlx ./.sqlx
 COPY migrations ./migrations
 COPY src ./src
+# Cargo.toml declares [[bench]] render_modes: cargo refuses a manifest whose declared
+# bench file is missing, even to build only the binary. Never compiled here, and the
+# runtime stage takes only the binary.
+COPY benches ./benches
 # The cache mounts keep the registry and compiled dependencies between builds; the
 # binary is copied out of the (mounted, so not layered) target dir in the same step.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
