@@ -18,6 +18,10 @@ COPY Cargo.toml Cargo.lock ./
 COPY .sqlx ./.sqlx
 COPY migrations ./migrations
 COPY src ./src
+# Cargo.toml declares [[bench]] render_modes: cargo refuses a manifest whose declared
+# bench file is missing, even to build only the binary. Never compiled here, and the
+# runtime stage takes only the binary.
+COPY benches ./benches
 # The cache mounts keep the registry and compiled dependencies between builds; the
 # binary is copied out of the (mounted, so not layered) target dir in the same step.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
@@ -58,8 +62,9 @@ ENV LOG_FORMAT=json \
 
 USER 10001:10001
 WORKDIR /home/crawlfleet
-# api, scheduler health/metrics
-EXPOSE 3000 3002
+# api (API_PORT), worker health/metrics (METRICS_PORT), scheduler health/metrics
+# (SCHEDULER_PORT): the defaults of src/config.rs (tests/infra_agrees/ checks).
+EXPOSE 3000 3001 3002
 
 # Defaults to the api's port; a scheduler or worker container sets HEALTHCHECK_URL
 # (docker-compose.ec2.yaml and the ECS task definition define their own checks).

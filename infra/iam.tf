@@ -17,13 +17,43 @@ resource "aws_iam_role" "ec2" {
   assume_role_policy = data.aws_iam_policy_document.ec2_assume.json
 }
 
-# Session Manager (shell without SSH) and Run Command (crawlfleet-deploy).
-resource "aws_iam_role_policy_attachment" "ec2_ssm" {
-  role       = aws_iam_role.ec2.name
-  policy_arn = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
-}
-
 data "aws_iam_policy_document" "ec2" {
+  # What the SSM agent needs for Session Manager (shell without SSH) and Run Command
+  # (crawlfleet-deploy), instead of AmazonSSMManagedInstanceCore: that managed policy
+  # also allows ssm:GetParameter(s) on every parameter in the account, which would
+  # make ReadOwnParameters below narrow nothing. State Manager, Inventory and Patch
+  # Manager are not used, so their actions are not granted. The agent registers as
+  # its EC2 instance; the messages actions have no resource-level permissions.
+  statement {
+    sid       = "SsmAgentRegisters"
+    actions   = ["ssm:UpdateInstanceInformation"]
+    resources = ["arn:aws:ec2:${var.region}:${var.aws_account_id}:instance/*"]
+  }
+
+  statement {
+    sid = "SessionManager"
+    actions = [
+      "ssmmessages:CreateControlChannel",
+      "ssmmessages:CreateDataChannel",
+      "ssmmessages:OpenControlChannel",
+      "ssmmessages:OpenDataChannel",
+    ]
+    resources = ["*"]
+  }
+
+  statement {
+    sid = "RunCommand"
+    actions = [
+      "ec2messages:AcknowledgeMessage",
+      "ec2messages:DeleteMessage",
+      "ec2messages:FailMessage",
+      "ec2messages:GetEndpoint",
+      "ec2messages:GetMessages",
+      "ec2messages:SendReply",
+    ]
+    resources = ["*"]
+  }
+
   statement {
     sid = "PublishQueueDepthAndHostMetrics"
     # PutMetricData has no resource-level permissions; the namespace condition is
@@ -144,11 +174,29 @@ resource "aws_iam_role_policy" "ecs_execution" {
   policy = data.aws_iam_policy_document.ecs_execution.json
 }
 
-# The worker's own identity. It calls no AWS API (task scale-in protection goes
-# through the ECS agent endpoint, which needs no IAM), so it has no policy.
+# The worker's own identity. Its one AWS call is task scale-in protection
+# (src/worker/scale_in.rs): it goes through the ECS agent endpoint
+# ($ECS_AGENT_URI/task-protection/v1/state), but the agent makes the
+# UpdateTaskProtection / GetTaskProtection call with this role's credentials.
+# Without this policy every protection fails, and scale-in may stop busy workers.
 resource "aws_iam_role" "ecs_task" {
   name               = "${var.name}-worker-task"
   assume_role_policy = data.aws_iam_policy_document.ecs_tasks_assume.json
+}
+
+data "aws_iam_policy_document" "ecs_task" {
+  statement {
+    sid     = "ProtectOwnTasksFromScaleIn"
+    actions = ["ecs:GetTaskProtection", "ecs:UpdateTaskProtection"]
+    # Tasks of our cluster only (ecs/task-role-policy.json says the same).
+    resources = ["arn:aws:ecs:${var.region}:${var.aws_account_id}:task/${aws_ecs_cluster.crawlfleet.name}/*"]
+  }
+}
+
+resource "aws_iam_role_policy" "ecs_task" {
+  name   = "crawlfleet-worker-task-protection"
+  role   = aws_iam_role.ecs_task.id
+  policy = data.aws_iam_policy_document.ecs_task.json
 }
 
 # --- VPC flow logs ----------------------------------------------------------------------

@@ -1,8 +1,8 @@
 locals {
-  # Fixed by the code (src/config.rs, .env.example); tests/infra_agrees.rs checks
-  # that this file, ecs/*.json and docker-compose.ec2.yaml say the same.
-  api_port       = 3000
-  scheduler_port = 3002
+  # Fixed by the code (src/config.rs, .env.example); tests/infra_agrees/ checks
+  # that this file, ecs/*.json and docker-compose.ec2.yaml say the same. (The
+  # scheduler's port stays on the host: nothing here opens it.)
+  api_port = 3000
 
   # What the api publishes every minute (namespace: var.cloudwatch_namespace).
   queue_metric     = "QueueWaitingJobs"

@@ -1,7 +1,9 @@
 # Secrets live in Parameter Store, never in plain task environment or in the state:
 # Terraform creates each parameter with a placeholder and never looks at its value
 # again; the operator writes the real ones (docs/deploy.md, step 3). The EC2 host
-# reads them into /opt/crawlfleet/.env; the Fargate task gets them as `secrets`.
+# reads them into /opt/crawlfleet/.env (api.env for the api's tokens); the Fargate
+# task gets its three as `secrets`. An optional secret left at the placeholder
+# means "none"; a required one stops crawlfleet-deploy.
 
 locals {
   secret_parameters = {
@@ -10,6 +12,8 @@ locals {
     "database-url"      = "DATABASE_URL of the Fargate workers: postgres://crawlfleet:<password>@<ec2_private_ip>:5432/crawlfleet"
     "redis-url"         = "REDIS_URL of the Fargate workers: redis://:<password>@<ec2_private_ip>:6379"
     "session-key"       = "SESSION_KEY: 32 random bytes as 64 hex characters; seals kept site sessions (api and every worker)."
+    "api-tokens"        = "API_TOKENS of the api alone: bearer tokens allowed to read and write, comma-separated (openssl rand -hex 32 each)."
+    "api-read-tokens"   = "API_READ_TOKENS of the api alone: read-only bearer tokens, comma-separated. Optional: the placeholder means none."
   }
   secret_placeholder = "set-me-see-docs-deploy-md"
 }

@@ -60,6 +60,14 @@ def main():
     check("task-definition.json", "ecs", "RegisterTaskDefinition", load(ecs / "task-definition.json"))
     check("service.json", "ecs", "CreateService", load(ecs / "service.json"))
 
+    # PutRolePolicy takes the document as a string; check it is a policy.
+    policy = load(ecs / "task-role-policy.json")
+    check("task-role-policy.json", "iam", "PutRolePolicy",
+          {"RoleName": "crawlfleet-worker-task", "PolicyName": "crawlfleet-worker-task-protection",
+           "PolicyDocument": json.dumps(policy)})
+    if policy.get("Version") != "2012-10-17" or not policy.get("Statement"):
+        failures.append("task-role-policy.json: needs Version 2012-10-17 and statements")
+
     scaling = load(ecs / "autoscaling.json")
     scaling.pop("_comment", None)
     check("autoscaling.json registerScalableTarget", "application-autoscaling",

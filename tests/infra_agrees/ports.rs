@@ -1,0 +1,132 @@
+//! Ports: the code's defaults, the compose file, the security groups, the Dockerfile
+//! and the ECS JSON.
+
+use serde_json::json;
+
+use crate::sources::{
+    Terraform, attr, code_default, compose, ecs_env, health_port, json_file, runtime_stage, source,
+    text, url_port,
+};
+
+#[test]
+fn ports_agree_between_the_code_compose_terraform_and_the_ecs_json() {
+    let tf = Terraform::load();
+    let services = compose();
+    let api = code_default("API_PORT");
+    assert_eq!(tf.get("local", "api_port"), api);
+    assert_eq!(services["api"]["ports"][0], format!("{api}:{api}"));
+    assert_eq!(services["api"]["environment"]["API_PORT"], api.to_string());
+    assert_eq!(health_port(&services["api"]["healthcheck"]["test"]), api);
+
+    let scheduler = code_default("SCHEDULER_PORT");
+    assert_eq!(
+        services["scheduler"]["environment"]["SCHEDULER_PORT"],
+        scheduler.to_string()
+    );
+    assert_eq!(
+        health_port(&services["scheduler"]["healthcheck"]["test"]),
+        scheduler
+    );
+
+    let metrics = code_default("METRICS_PORT");
+    let base = &services["worker"];
+    assert_eq!(base["environment"]["METRICS_PORT"], metrics.to_string());
+    assert_eq!(health_port(&base["healthcheck"]["test"]), metrics);
+
+    let worker = &json_file("ecs/task-definition.json")["containerDefinitions"][0];
+    let tf_worker = tf.get("local", "worker_container");
+    let port = tf
+        .get("var", "worker_metrics_port")
+        .as_u64()
+        .expect("worker_metrics_port");
+    assert_eq!(port, metrics);
+    assert_eq!(ecs_env(worker, "METRICS_PORT"), port.to_string());
+    assert_eq!(worker["portMappings"][0]["containerPort"], port);
+    assert_eq!(health_port(&worker["healthCheck"]["command"]), port);
+    assert_eq!(
+        tf_worker["healthCheck"]["command"],
+        json!([
+            "CMD",
+            "crawlfleet",
+            "healthcheck",
+            "--url",
+            "http://127.0.0.1:${var.worker_metrics_port}/health"
+        ])
+    );
+}
+
+#[test]
+fn the_image_exposes_the_ports_of_every_role() {
+    let stage = runtime_stage();
+    let mut exposed: Vec<u64> = stage
+        .iter()
+        .filter_map(|i| i.strip_prefix("EXPOSE "))
+        .flat_map(str::split_whitespace)
+        .map(|p| p.trim_end_matches("/tcp").parse().expect("a port"))
+        .collect();
+    exposed.sort();
+    let mut roles = [
+        code_default("API_PORT"),
+        code_default("METRICS_PORT"),
+        code_default("SCHEDULER_PORT"),
+    ];
+    roles.sort();
+    assert_eq!(exposed, roles, "EXPOSE: api, worker, scheduler");
+
+    // The image's own HEALTHCHECK probes the api unless told otherwise.
+    let url = stage
+        .iter()
+        .find_map(|i| {
+            i.split_once("HEALTHCHECK_URL=")
+                .map(|(_, url)| url.to_owned())
+        })
+        .expect("ENV HEALTHCHECK_URL");
+    assert_eq!(url_port(&url), code_default("API_PORT"));
+}
+
+#[test]
+fn postgres_and_redis_ports_agree_between_the_security_groups_and_compose() {
+    let tf = Terraform::load();
+    let data_ports = tf.get("local", "data_ports");
+    assert_eq!(data_ports, json!({ "postgres": 5432, "redis": 6379 }));
+    let services = compose();
+    let secrets = tf.get("local", "secret_parameters");
+
+    for (service, url_variable, url_secret) in [
+        ("postgres", "DATABASE_URL", "database-url"),
+        ("redis", "REDIS_URL", "redis-url"),
+    ] {
+        let port = data_ports[service].as_u64().unwrap();
+        // "${PRIVATE_BIND_IP:-127.0.0.1}:5432:5432": published on the host's
+        // private IP at the port the security group opens, to the same port inside.
+        let published = text(&services[service]["ports"][0]);
+        let mut fields = published.rsplit(':');
+        let (inside, on_host) = (fields.next().unwrap(), fields.next().unwrap());
+        assert_eq!(
+            (inside, on_host),
+            (port.to_string().as_str(), port.to_string().as_str()),
+            "{service}: {published}"
+        );
+        // The host's containers and the Fargate workers connect on that port.
+        let url = text(&services["api"]["environment"][url_variable]);
+        assert!(
+            url.contains(&format!("@{service}:{port}")),
+            "{url_variable}: {url}"
+        );
+        assert!(
+            text(&secrets[url_secret]).contains(&format!(":{port}")),
+            "the {url_secret} parameter's description says port {port}"
+        );
+    }
+
+    // The rules take their ports from local.data_ports, none of their own.
+    assert!(source(tf.expr("local", "data_rules")).contains("local.data_ports["));
+    let ingress = tf.resource("aws_vpc_security_group_ingress_rule", "data");
+    assert_eq!(source(attr(ingress, "for_each")), "local.data_rules");
+    let egress = tf.resource("aws_vpc_security_group_egress_rule", "workers_data");
+    assert_eq!(source(attr(egress, "for_each")), "local.data_ports");
+    for (rule, port) in [(ingress, "each.value.port"), (egress, "each.value")] {
+        assert_eq!(source(attr(rule, "from_port")), port);
+        assert_eq!(source(attr(rule, "to_port")), port);
+    }
+}
