@@ -8,64 +8,51 @@ use anyhow::Context;
 use fantoccini::{Client, wd::WebDriverCompatibleCommand};
 use serde_json::{Value, json};
 
+/// A POST to one of chromedriver's own endpoints of the session.
 #[derive(Debug)]
-struct CdpCommand {
-    cmd: &'static str,
-    params: Value,
+struct ChromedriverCommand {
+    /// Below `session/{id}/`.
+    path: &'static str,
+    body: Value,
 }
 
-impl WebDriverCompatibleCommand for CdpCommand {
+impl WebDriverCompatibleCommand for ChromedriverCommand {
     fn endpoint(
         &self,
         base_url: &url::Url,
         session_id: Option<&str>,
     ) -> Result<url::Url, url::ParseError> {
         let session = session_id.unwrap_or_default();
-        base_url.join(&format!("session/{session}/goog/cdp/execute"))
+        base_url.join(&format!("session/{session}/{}", self.path))
     }
 
     fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
-        let body = json!({"cmd": self.cmd, "params": self.params});
-        (http::Method::POST, Some(body.to_string()))
+        (http::Method::POST, Some(self.body.to_string()))
     }
 }
 
 /// Runs one CDP command on the session's page; returns its result.
 pub async fn cdp(client: &Client, cmd: &'static str, params: Value) -> anyhow::Result<Value> {
     client
-        .issue_cmd(CdpCommand { cmd, params })
+        .issue_cmd(ChromedriverCommand {
+            path: "goog/cdp/execute",
+            body: json!({"cmd": cmd, "params": params}),
+        })
         .await
         .with_context(|| format!("CDP {cmd}"))
-}
-
-/// The session's performance log: chromedriver keeps every network event
-/// since the last read, so the log is read (and so emptied) after each page.
-#[derive(Debug)]
-struct PerformanceLog;
-
-impl WebDriverCompatibleCommand for PerformanceLog {
-    fn endpoint(
-        &self,
-        base_url: &url::Url,
-        session_id: Option<&str>,
-    ) -> Result<url::Url, url::ParseError> {
-        let session = session_id.unwrap_or_default();
-        base_url.join(&format!("session/{session}/se/log"))
-    }
-
-    fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
-        let body = json!({"type": "performance"});
-        (http::Method::POST, Some(body.to_string()))
-    }
 }
 
 /// The responses the session received since the last call, oldest first:
 /// each `Network.responseReceived` event's `params` (type, frame, response
 /// with url, status and headers). Needs the session opened with
-/// `goog:loggingPrefs: {performance: ALL}`.
+/// `goog:loggingPrefs: {performance: ALL}`. chromedriver keeps every network
+/// event until it is read: read it after each page.
 pub async fn take_responses(client: &Client) -> anyhow::Result<Vec<Value>> {
     let entries = client
-        .issue_cmd(PerformanceLog)
+        .issue_cmd(ChromedriverCommand {
+            path: "se/log",
+            body: json!({"type": "performance"}),
+        })
         .await
         .context("reading the performance log")?;
     let Value::Array(entries) = entries else {
