@@ -263,6 +263,14 @@ impl TestApp {
         &self.db.pool
     }
 
+    /// The token the test's own requests carry: the first write token when
+    /// the config turns auth on.
+    pub fn token(&self) -> Option<&str> {
+        (!self.config.auth_disabled)
+            .then(|| self.config.api_tokens.first().map(String::as_str))
+            .flatten()
+    }
+
     pub async fn request(
         &self,
         method: reqwest::Method,
@@ -270,6 +278,9 @@ impl TestApp {
         body: Option<Value>,
     ) -> (StatusCode, Value) {
         let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = self.token() {
+            req = req.bearer_auth(token);
+        }
         if let Some(body) = body {
             req = req.json(&body);
         }
