@@ -227,7 +227,7 @@ pub fn router(state: AppState) -> Router {
             StatusCode::REQUEST_TIMEOUT,
             Duration::from_secs(30),
         ))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(observe::request_span))
         // A route layer: it sees the matched route pattern (bounded labels).
         .route_layer(middleware::from_fn(observe::track))
         .with_state(state)
