@@ -31,7 +31,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use crate::{
     cloudwatch::{self, PublisherSettings},
     config::Config,
-    events::{Event, EventPublisher},
+    events::{Event, EventPublisher, Names},
     target_guard::TargetGuard,
 };
 
@@ -279,6 +279,7 @@ impl Application {
         let relay = tokio::spawn(crate::events::relay(
             self.redis_url,
             self.queue_name,
+            Names::new(self.state.pool.clone()),
             self.state.live.clone(),
             shutdown.clone(),
         ));

@@ -322,7 +322,9 @@ async fn two_hundred_clients_all_receive_an_event() {
     let event = Event::RunUpdated {
         id: 42,
         keyword_id: 1,
+        keyword: None,
         site_id: 1,
+        site: None,
         state: "running".into(),
         attempt: 1,
         pages: 0,
@@ -387,7 +389,9 @@ async fn a_client_that_never_reads_does_not_hold_up_others_and_is_told_or_droppe
         let event = Event::RunUpdated {
             id: id as i64,
             keyword_id: 1,
+            keyword: None,
             site_id: 1,
+            site: None,
             state: "running".into(),
             attempt: 1,
             pages: 0,
