@@ -197,7 +197,7 @@ async fn send_events(
     }
 }
 
-/// Every 5 s: the queue's counts to live clients and the Prometheus gauges.
+/// Every 5 s: the queue's counts to live clients.
 pub async fn publish_queue_stats(state: AppState) {
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     loop {
@@ -205,32 +205,11 @@ pub async fn publish_queue_stats(state: AppState) {
             _ = state.shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let counts = match store::stats::queue_counts(&state.pool).await {
-            Ok(counts) => counts,
-            Err(e) => {
-                tracing::warn!(error = %e, "queue stats not computed");
-                continue;
+        match store::stats::queue_counts(&state.pool).await {
+            Ok(counts) => {
+                let _ = state.live.send(Event::QueueStats(counts));
             }
-        };
-        let gauges = &metrics().queue_runs;
-        for (state_name, value) in [
-            ("queued", counts.queued),
-            ("dispatched", counts.dispatched),
-            ("delayed", counts.delayed),
-            ("running", counts.running),
-            ("url_call", counts.url_call),
-            ("call_done", counts.call_done),
-            ("completed_last_hour", counts.completed_last_hour),
-            ("failed_last_hour", counts.failed_last_hour),
-        ] {
-            gauges.with_label_values(&[state_name]).set(value);
+            Err(e) => tracing::warn!(error = %e, "queue stats not computed"),
         }
-        metrics()
-            .queue_oldest_queued_age
-            .set(counts.oldest_queued_age_secs);
-        if let Ok(workers) = store::stats::workers_seen(&state.pool).await {
-            metrics().queue_workers.set(workers.len() as i64);
-        }
-        let _ = state.live.send(Event::QueueStats(counts));
     }
 }
