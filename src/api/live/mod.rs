@@ -3,6 +3,8 @@
 //! receiver, so a slow client lags (and is told how much it missed) but never
 //! blocks others or grows memory; a client that stops answering is dropped.
 
+mod subscription;
+
 use std::{
     sync::{
         Arc,
@@ -19,13 +21,17 @@ use axum::{
     response::Response,
 };
 use futures::{SinkExt, StreamExt, stream::SplitSink};
-use serde::Deserialize;
 use serde_json::json;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::AppState;
 use crate::{events::Event, metrics::metrics, store};
+use subscription::{Filter, read_subscription};
+
+/// Largest message a client may send: a subscription is a few dozen bytes.
+/// Anything larger closes the connection with 1009 (message too big).
+pub const MAX_CLIENT_MESSAGE_BYTES: usize = 64 * 1024;
 
 /// Timing of live connections.
 #[derive(Debug, Clone, Copy)]
@@ -39,45 +45,24 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(upgrade))
 }
 
-/// Live events as JSON text frames: `run.updated`, `result.stored`,
-/// `queue.stats` (every 5 s), `lagged`. Send `{"subscribe": {"keyword_id"?,
-/// "site_id"?, "run_id"?}}` to filter. The token may be given as `?token=`.
+/// Live events as JSON text frames: `run.updated` (id, keyword_id, keyword,
+/// site_id, site, state, attempt, pages, items, error), `result.stored`
+/// (run_id, keyword_id, site_id, page, count), `queue.stats` (every 5 s),
+/// `lagged` (missed). Send `{"subscribe": {"keyword_id"?, "site_id"?,
+/// "run_id"?}}` to filter: the answer is `subscribed`, or `error` naming the
+/// field at fault. Messages over 64 KiB close the connection (1009). The
+/// token may be given as `?token=`.
 #[utoipa::path(get, path = "/ws", tag = "live", security(("bearer" = [])),
     params(("token" = Option<String>, Query, description = "The bearer token, for browsers")),
     responses((status = 101, description = "Switching to the WebSocket protocol"), (status = 401, body = super::error::ErrorBody)))]
 async fn upgrade(ws: WebSocketUpgrade, State(state): State<AppState>) -> Response {
-    ws.on_upgrade(move |socket| serve_client(socket, state))
-}
-
-/// What a client subscribed to; empty fields match everything.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-struct Filter {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    keyword_id: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    site_id: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    run_id: Option<i64>,
-}
-
-impl Filter {
-    fn admits(&self, event: &Event) -> bool {
-        match event.subject() {
-            None => true,
-            Some((run, keyword, site)) => {
-                self.run_id.is_none_or(|id| id == run)
-                    && self.keyword_id.is_none_or(|id| id == keyword)
-                    && self.site_id.is_none_or(|id| id == site)
-            }
-        }
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ClientMessage {
-    subscribe: Filter,
+    ws.max_message_size(MAX_CLIENT_MESSAGE_BYTES)
+        .max_frame_size(MAX_CLIENT_MESSAGE_BYTES)
+        .on_upgrade(move |socket| {
+            // Tracked, so shutdown can wait for every client's close frame.
+            let clients = state.live_clients.clone();
+            clients.track_future(serve_client(socket, state))
+        })
 }
 
 struct ClientGauge;
@@ -93,8 +78,17 @@ impl Drop for ClientGauge {
     }
 }
 
+/// Whether a receive error is a message over the size limit.
+fn too_big(error: axum::Error) -> bool {
+    error
+        .into_inner()
+        .downcast::<tungstenite::Error>()
+        .is_ok_and(|e| matches!(*e, tungstenite::Error::Capacity(_)))
+}
+
 async fn serve_client(socket: WebSocket, state: AppState) {
     let _gauge = ClientGauge::new();
+    let send_timeout = state.live_settings.send_timeout;
     let (sink, mut stream) = socket.split();
     let events = state.live.subscribe();
     let (filter_tx, filter_rx) = watch::channel(Filter::default());
@@ -102,43 +96,69 @@ async fn serve_client(socket: WebSocket, state: AppState) {
     // Milliseconds since `started` of the last frame the client sent.
     let last_heard = Arc::new(AtomicU64::new(0));
 
-    let (reply_tx, reply_rx) = tokio::sync::mpsc::channel::<String>(8);
+    // Answers to the client's messages, and the close frame that ends a
+    // connection whose client broke the rules.
+    let (reply_tx, reply_rx) = mpsc::channel::<Message>(8);
     let mut send = tokio::spawn(send_events(
         sink,
         events,
         filter_rx,
         reply_rx,
-        state.clone(),
+        state,
         started,
         last_heard.clone(),
     ));
     let mut receive = tokio::spawn(async move {
-        while let Some(Ok(message)) = stream.next().await {
-            last_heard.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
-            let Message::Text(text) = message else {
-                if matches!(message, Message::Close(_)) {
+        loop {
+            let message = match stream.next().await {
+                Some(Ok(message)) => message,
+                Some(Err(e)) => {
+                    if too_big(e) {
+                        let close = CloseFrame {
+                            code: close_code::SIZE,
+                            reason: Utf8Bytes::from_static("message too big: at most 64 KiB"),
+                        };
+                        let _ = reply_tx.send(Message::Close(Some(close))).await;
+                    }
                     return;
                 }
-                continue;
+                None => return,
             };
-            let reply = match serde_json::from_str::<ClientMessage>(&text) {
-                Ok(ClientMessage { subscribe }) => {
-                    let reply = json!({"type": "subscribed", "filter": subscribe});
-                    let _ = filter_tx.send(subscribe);
-                    reply
-                }
-                Err(e) => {
-                    json!({"type": "error", "message": format!("expected {{\"subscribe\": {{...}}}}: {e}")})
-                }
+            last_heard.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+            let reply = match message {
+                Message::Text(text) => match read_subscription(&text) {
+                    Ok(subscribe) => {
+                        let reply = json!({"type": "subscribed", "filter": subscribe});
+                        let _ = filter_tx.send(subscribe);
+                        reply
+                    }
+                    Err(error) => error,
+                },
+                Message::Binary(_) => json!({
+                    "type": "error",
+                    "message": "binary frames are not understood: send JSON text frames"
+                }),
+                Message::Close(_) => return,
+                Message::Ping(_) | Message::Pong(_) => continue,
             };
-            if reply_tx.send(reply.to_string()).await.is_err() {
+            if reply_tx
+                .send(Message::Text(reply.to_string().into()))
+                .await
+                .is_err()
+            {
                 return;
             }
         }
     });
     tokio::select! {
         _ = &mut send => receive.abort(),
-        _ = &mut receive => send.abort(),
+        _ = &mut receive => {
+            // The send task ends once it has sent what the receive task left
+            // for it (a close frame, say): the reply channel is closed.
+            if tokio::time::timeout(send_timeout, &mut send).await.is_err() {
+                send.abort();
+            }
+        }
     }
 }
 
@@ -146,7 +166,7 @@ async fn send_events(
     mut sink: SplitSink<WebSocket, Message>,
     mut events: broadcast::Receiver<Event>,
     filter: watch::Receiver<Filter>,
-    mut replies: tokio::sync::mpsc::Receiver<String>,
+    mut replies: mpsc::Receiver<Message>,
     state: AppState,
     started: Instant,
     last_heard: Arc<AtomicU64>,
@@ -158,15 +178,34 @@ async fn send_events(
     );
     loop {
         let frame = tokio::select! {
+            // In this order: a close frame or a ping must not wait behind a
+            // flood of events.
+            biased;
             _ = state.shutdown.cancelled() => {
                 let close = CloseFrame { code: close_code::AWAY, reason: Utf8Bytes::from_static("server shutting down") };
                 let _ = tokio::time::timeout(settings.send_timeout, sink.send(Message::Close(Some(close)))).await;
                 return;
             }
             reply = replies.recv() => match reply {
-                Some(reply) => Message::Text(reply.into()),
-                None => return,
+                Some(close @ Message::Close(_)) => {
+                    let _ = tokio::time::timeout(settings.send_timeout, sink.send(close)).await;
+                    return;
+                }
+                Some(reply) => reply,
+                // The client is gone or closed: complete its closing handshake.
+                None => {
+                    let _ = tokio::time::timeout(settings.send_timeout, sink.close()).await;
+                    return;
+                }
             },
+            _ = ping.tick() => {
+                let heard = Duration::from_millis(last_heard.load(Ordering::Relaxed));
+                if started.elapsed().saturating_sub(heard) > settings.ping_every * 2 {
+                    tracing::info!("websocket client stopped answering; dropped");
+                    return;
+                }
+                Message::Ping(Default::default())
+            }
             event = events.recv() => match event {
                 Ok(event) if filter.borrow().admits(&event) => {
                     Message::Text(serde_json::to_string(&event).expect("events serialize").into())
@@ -177,14 +216,6 @@ async fn send_events(
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
             },
-            _ = ping.tick() => {
-                let heard = Duration::from_millis(last_heard.load(Ordering::Relaxed));
-                if started.elapsed().saturating_sub(heard) > settings.ping_every * 2 {
-                    tracing::info!("websocket client stopped answering; dropped");
-                    return;
-                }
-                Message::Ping(Default::default())
-            }
         };
         match tokio::time::timeout(settings.send_timeout, sink.send(frame)).await {
             Ok(Ok(())) => {}
