@@ -136,8 +136,12 @@ async fn lead(
             let tick = async {
                 ticker.tick().await;
                 let now = Utc::now();
-                publish_bounded(pool, client, settings, since).await;
-                since = now;
+                // After a failed put the next one covers the failed interval
+                // too: its crawls are reported late, never lost. (A put that
+                // timed out may have landed: then they count twice, the lesser harm.)
+                if publish_bounded(pool, client, settings, since, now).await {
+                    since = now;
+                }
             };
             tokio::select! {
                 _ = shutdown.cancelled() => break true,
@@ -154,25 +158,29 @@ async fn lead(
 }
 
 /// One tick, bounded by `call_timeout`; its outcome is logged and counted.
+/// Whether the put succeeded.
 async fn publish_bounded(
     pool: &PgPool,
     client: &aws_sdk_cloudwatch::Client,
     settings: &PublisherSettings,
     since: ChronoTime<Utc>,
-) {
+    until: ChronoTime<Utc>,
+) -> bool {
     let outcome = tokio::time::timeout(
         settings.call_timeout,
-        publish(pool, client, &settings.namespace, since),
+        publish(pool, client, &settings.namespace, since, until),
     )
     .await;
     match outcome {
         Ok(Ok(backlog)) => {
             metrics().cloudwatch_publishes.inc();
             tracing::debug!(backlog, "scaling metric published");
+            true
         }
         Ok(Err(e)) => {
             metrics().cloudwatch_failures.inc();
             tracing::warn!(error = ?e, "CloudWatch put failed; the next tick tries again");
+            false
         }
         Err(_) => {
             metrics().cloudwatch_failures.inc();
@@ -180,24 +188,25 @@ async fn publish_bounded(
                 timeout = ?settings.call_timeout,
                 "CloudWatch put timed out; the next tick tries again"
             );
+            false
         }
     }
 }
 
-/// Reads the backlog and the crawls finished since `since`, and puts them in
-/// one PutMetricData call; returns the backlog.
+/// Reads the backlog and the crawls finished from `since` until `until`,
+/// and puts them in one PutMetricData call; returns the backlog.
 async fn publish(
     pool: &PgPool,
     client: &aws_sdk_cloudwatch::Client,
     namespace: &str,
     since: ChronoTime<Utc>,
+    until: ChronoTime<Utc>,
 ) -> anyhow::Result<i64> {
     let backlog = store::stats::backlog(pool)
         .await
         .context("counting the backlog")?;
-    // `finished_since` has no upper bound: a run finishing during this query
-    // may also count in the next interval (a window of milliseconds).
-    let (completed, failed) = store::stats::finished_since(pool, since)
+    // Intervals meet without overlapping, so a crawl counts in one put only.
+    let (completed, failed) = store::stats::finished_between(pool, since, Some(until))
         .await
         .context("counting finished crawls")?;
     let at = DateTime::from(SystemTime::now());

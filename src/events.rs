@@ -1,16 +1,21 @@
 //! Live events: workers, scheduler and api publish them on a Redis pub/sub
-//! channel; every api process fans them out to its WebSocket clients.
+//! channel; every api process fans them out to its WebSocket clients, naming
+//! the keyword and site of each run as it does.
 
-use std::time::Duration;
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
 
 use anyhow::Context;
 use apalis_redis::ConnectionManager;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{runs::CrawlRun, stats::QueueCounts};
+use crate::store::{self, runs::CrawlRun, stats::QueueCounts};
 
 /// One live event, as WebSocket clients receive it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -21,7 +26,14 @@ pub enum Event {
     RunUpdated {
         id: i64,
         keyword_id: i64,
+        /// The keyword's text. Publishers send ids; the api that fans the
+        /// event out fills in the names (`null` if deleted meanwhile).
+        #[serde(default)]
+        keyword: Option<String>,
         site_id: i64,
+        /// The site's name.
+        #[serde(default)]
+        site: Option<String>,
         state: String,
         attempt: i32,
         pages: i32,
@@ -47,7 +59,9 @@ impl Event {
         Event::RunUpdated {
             id: run.id,
             keyword_id: run.keyword_id,
+            keyword: None,
             site_id: run.site_id,
+            site: None,
             state: run.state.clone(),
             attempt: run.attempt,
             pages: run.pages_crawled,
@@ -118,17 +132,101 @@ impl EventPublisher {
     }
 }
 
-/// Forwards the fleet's events from Redis to `local` until `shutdown`,
-/// resubscribing after a Redis restart.
+/// How long a looked-up name is trusted: a renamed keyword or site shows
+/// under its new name within this time.
+const NAMES_TTL: Duration = Duration::from_secs(60);
+/// After a failed lookup, events go out with ids only for this long, rather
+/// than each waiting for a Postgres that does not answer.
+const NAMES_RETRY: Duration = Duration::from_secs(5);
+const NAMES_LOOKUP_TIMEOUT: Duration = Duration::from_secs(1);
+/// Pairs remembered at most; past it the memory starts afresh.
+const NAMES_KEPT: usize = 10_000;
+
+/// The keyword texts and site names of recent runs, so the many events of one
+/// crawl cost one lookup.
+pub struct Names {
+    pool: PgPool,
+    known: HashMap<(i64, i64), KnownNames>,
+}
+
+struct KnownNames {
+    until: Instant,
+    keyword: Option<String>,
+    site: Option<String>,
+}
+
+impl Names {
+    pub fn new(pool: PgPool) -> Self {
+        Self {
+            pool,
+            known: HashMap::new(),
+        }
+    }
+
+    /// Fills in the keyword and site names of a `run.updated` event that
+    /// lacks them.
+    pub async fn fill(&mut self, event: &mut Event) {
+        let Event::RunUpdated {
+            keyword_id,
+            keyword,
+            site_id,
+            site,
+            ..
+        } = event
+        else {
+            return;
+        };
+        if keyword.is_some() && site.is_some() {
+            return;
+        }
+        let key = (*keyword_id, *site_id);
+        let now = Instant::now();
+        if let Some(known) = self.known.get(&key).filter(|k| k.until > now) {
+            keyword.clone_from(&known.keyword);
+            site.clone_from(&known.site);
+            return;
+        }
+        let looked_up = tokio::time::timeout(
+            NAMES_LOOKUP_TIMEOUT,
+            store::names::keyword_and_site(&self.pool, key.0, key.1),
+        )
+        .await;
+        let known = match looked_up {
+            Ok(Ok((keyword, site))) => KnownNames {
+                until: now + NAMES_TTL,
+                keyword,
+                site,
+            },
+            failed => {
+                tracing::debug!(?failed, "names of an event not looked up");
+                KnownNames {
+                    until: now + NAMES_RETRY,
+                    keyword: None,
+                    site: None,
+                }
+            }
+        };
+        keyword.clone_from(&known.keyword);
+        site.clone_from(&known.site);
+        if self.known.len() >= NAMES_KEPT {
+            self.known.clear();
+        }
+        self.known.insert(key, known);
+    }
+}
+
+/// Forwards the fleet's events from Redis to `local`, with names filled in,
+/// until `shutdown`, resubscribing after a Redis restart.
 pub async fn relay(
     redis_url: String,
     queue_name: String,
+    mut names: Names,
     local: broadcast::Sender<Event>,
     shutdown: CancellationToken,
 ) {
     let channel = channel(&queue_name);
     while !shutdown.is_cancelled() {
-        match subscribe_and_forward(&redis_url, &channel, &local, &shutdown).await {
+        match subscribe_and_forward(&redis_url, &channel, &mut names, &local, &shutdown).await {
             Ok(()) => return,
             Err(e) => {
                 tracing::warn!(error = ?e, "event subscription lost; resubscribing");
@@ -144,6 +242,7 @@ pub async fn relay(
 async fn subscribe_and_forward(
     redis_url: &str,
     channel: &str,
+    names: &mut Names,
     local: &broadcast::Sender<Event>,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
@@ -166,8 +265,12 @@ async fn subscribe_and_forward(
                 };
                 let payload: String = message.get_payload().context("event payload")?;
                 match serde_json::from_str::<Event>(&payload) {
-                    // No receivers is fine: nobody is watching.
-                    Ok(event) => { let _ = local.send(event); }
+                    // Nobody watching: no names to look up, nobody to tell.
+                    Ok(_) if local.receiver_count() == 0 => {}
+                    Ok(mut event) => {
+                        names.fill(&mut event).await;
+                        let _ = local.send(event);
+                    }
                     Err(e) => tracing::warn!(error = %e, "unreadable event dropped"),
                 }
             }

@@ -23,7 +23,7 @@ use serde::Serialize;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tokio::sync::broadcast;
-use tokio_util::sync::CancellationToken;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tower_http::{timeout::TimeoutLayer, trace::TraceLayer};
 use utoipa::OpenApi as _;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -31,13 +31,13 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use crate::{
     cloudwatch::{self, PublisherSettings},
     config::Config,
-    events::{Event, EventPublisher},
+    events::{Event, EventPublisher, Names},
     target_guard::TargetGuard,
 };
 
 pub use auth::Tokens;
 pub use error::ApiError;
-pub use live::LiveSettings;
+pub use live::{LiveSettings, MAX_CLIENT_MESSAGE_BYTES};
 pub use observe::render_metrics;
 
 /// What every handler shares.
@@ -54,6 +54,8 @@ pub struct AppState {
     /// This process's live clients' feed.
     pub live: broadcast::Sender<Event>,
     pub live_settings: LiveSettings,
+    /// This process's live clients, so shutdown can wait for their close frames.
+    pub live_clients: TaskTracker,
     pub shutdown: CancellationToken,
     /// Refuses sites whose targets are private or metadata addresses.
     pub guard: TargetGuard,
@@ -63,6 +65,10 @@ pub struct AppState {
 
 /// Events a slow live client may fall behind by before it is told it lagged.
 const LIVE_BUFFER: usize = 1024;
+
+/// How long shutdown waits for live clients to be sent their close frames:
+/// the server stops waiting for upgraded connections as soon as it stops.
+const CLOSE_FRAMES_GRACE: Duration = Duration::from_secs(2);
 
 impl AppState {
     /// The api's state from its settings; refuses to run an API nobody locked
@@ -96,6 +102,7 @@ impl AppState {
                 ping_every: Duration::from_secs(config.ws_ping_interval_secs.max(1)),
                 send_timeout: Duration::from_secs(config.ws_send_timeout_secs.max(1)),
             },
+            live_clients: TaskTracker::new(),
             shutdown,
             guard: TargetGuard::from_config(config),
             sessions_enabled: config.session_key.is_some(),
@@ -227,7 +234,7 @@ pub fn router(state: AppState) -> Router {
             StatusCode::REQUEST_TIMEOUT,
             Duration::from_secs(30),
         ))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(observe::request_span))
         // A route layer: it sees the matched route pattern (bounded labels).
         .route_layer(middleware::from_fn(observe::track))
         .with_state(state)
@@ -279,6 +286,7 @@ impl Application {
         let relay = tokio::spawn(crate::events::relay(
             self.redis_url,
             self.queue_name,
+            Names::new(self.state.pool.clone()),
             self.state.live.clone(),
             shutdown.clone(),
         ));
@@ -303,6 +311,19 @@ impl Application {
             .with_graceful_shutdown(shutdown.cancelled_owned())
             .await
             .context("serving the api");
+        // axum::serve does not wait for upgraded connections: without this the
+        // process could exit before its WebSocket clients get their close frame.
+        let clients = &self.state.live_clients;
+        clients.close();
+        if tokio::time::timeout(CLOSE_FRAMES_GRACE, clients.wait())
+            .await
+            .is_err()
+        {
+            tracing::info!(
+                clients = clients.len(),
+                "live clients not closed within {CLOSE_FRAMES_GRACE:?}; leaving them"
+            );
+        }
         let (_, _, published) = tokio::join!(relay, stats, publisher);
         if let Ok(Err(e)) = published {
             tracing::warn!(error = ?e, "CloudWatch publisher stopped with an error");

@@ -1,12 +1,17 @@
+use std::time::Duration;
+
 use axum::{Json, extract::State};
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{ApiError, AppState, error::ErrorBody};
-use crate::store::{
-    self,
-    stats::{QueueCounts, WorkerSeen},
+use crate::{
+    metrics::metrics,
+    store::{
+        self,
+        stats::{QueueCounts, WorkerSeen},
+    },
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -35,4 +40,41 @@ async fn show(State(state): State<AppState>) -> Result<Json<QueueReport>, ApiErr
         counts,
         workers,
     }))
+}
+
+/// Bound on reading the queue for a scrape: a slow Postgres must not make
+/// the scraper time out on every other metric.
+const GAUGES_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Sets the `crawlfleet_queue_*` gauges from Postgres, as `/api/jobs/queue`
+/// reports them: called on every scrape, so the two agree. When Postgres does
+/// not answer in time the gauges keep their last values.
+pub(super) async fn refresh_gauges(pool: &sqlx::PgPool) {
+    let read = async {
+        let counts = store::stats::queue_counts(pool).await?;
+        let workers = store::stats::workers_seen(pool).await?;
+        Ok::<_, sqlx::Error>((counts, workers))
+    };
+    let (counts, workers) = match tokio::time::timeout(GAUGES_TIMEOUT, read).await {
+        Ok(Ok(read)) => read,
+        failed => {
+            tracing::warn!(?failed, "queue gauges not refreshed");
+            return;
+        }
+    };
+    let m = metrics();
+    for (state, value) in [
+        ("queued", counts.queued),
+        ("dispatched", counts.dispatched),
+        ("delayed", counts.delayed),
+        ("running", counts.running),
+        ("url_call", counts.url_call),
+        ("call_done", counts.call_done),
+        ("completed_last_hour", counts.completed_last_hour),
+        ("failed_last_hour", counts.failed_last_hour),
+    ] {
+        m.queue_runs.with_label_values(&[state]).set(value);
+    }
+    m.queue_oldest_queued_age.set(counts.oldest_queued_age_secs);
+    m.queue_workers.set(workers.len() as i64);
 }

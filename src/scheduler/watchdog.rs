@@ -49,6 +49,25 @@ pub(super) async fn run(
     }
 }
 
+/// Counts a run taken back as the worker counts a failed attempt: a retry, or
+/// a run finished as failed after its last attempt (by site), besides the
+/// watchdog's own action.
+fn count_taken_back(reason: &str, after: &CrawlRun) {
+    let m = metrics();
+    let kind = if reason.starts_with("stuck") {
+        "stuck"
+    } else {
+        "worker_lost"
+    };
+    m.watchdog_actions.with_label_values(&[kind]).inc();
+    let site = after.site_id.to_string();
+    match after.state.as_str() {
+        "queued" => m.retries.with_label_values(&[&site]).inc(),
+        "failed" => m.runs_finished.with_label_values(&["failed", &site]).inc(),
+        _ => {}
+    }
+}
+
 /// One pass; returns the runs taken back, as they are now.
 pub async fn sweep(pool: &PgPool, settings: &WatchdogSettings) -> anyhow::Result<Vec<CrawlRun>> {
     let abandoned = store::runs::find_abandoned(
@@ -62,12 +81,7 @@ pub async fn sweep(pool: &PgPool, settings: &WatchdogSettings) -> anyhow::Result
     for run in abandoned {
         match store::runs::fail_attempt(pool, &run.fence, &run.reason, false).await {
             Ok(after) => {
-                let kind = if run.reason.starts_with("stuck") {
-                    "stuck"
-                } else {
-                    "worker_lost"
-                };
-                metrics().watchdog_actions.with_label_values(&[kind]).inc();
+                count_taken_back(&run.reason, &after);
                 tracing::warn!(run_id = run.fence.run_id, attempt = run.fence.attempt, state = %after.state, reason = %run.reason, "run taken back");
                 taken.push(after);
             }

@@ -2,6 +2,7 @@
 
 pub mod keywords;
 pub mod leader;
+pub mod names;
 pub mod results;
 pub mod runs;
 pub mod sessions;

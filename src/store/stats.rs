@@ -46,7 +46,7 @@ pub async fn queue_counts(pool: &PgPool) -> sqlx::Result<QueueCounts> {
     .fetch_one(pool)
     .await?;
     let (completed_last_hour, failed_last_hour) =
-        finished_since(pool, Utc::now() - chrono::TimeDelta::hours(1)).await?;
+        finished_between(pool, Utc::now() - chrono::TimeDelta::hours(1), None).await?;
     Ok(QueueCounts {
         queued: row.queued,
         dispatched: row.dispatched,
@@ -69,13 +69,21 @@ pub async fn backlog(pool: &PgPool) -> sqlx::Result<i64> {
     .await
 }
 
-/// Runs that completed and that failed since `since`.
-pub async fn finished_since(pool: &PgPool, since: DateTime<Utc>) -> sqlx::Result<(i64, i64)> {
+/// Runs that completed and that failed from `since`, until `until` (not
+/// included) when given: consecutive intervals count each run once.
+pub async fn finished_between(
+    pool: &PgPool,
+    since: DateTime<Utc>,
+    until: Option<DateTime<Utc>>,
+) -> sqlx::Result<(i64, i64)> {
     let row = sqlx::query!(
         r#"SELECT count(*) FILTER (WHERE state = 'completed') AS "completed!",
                   count(*) FILTER (WHERE state = 'failed') AS "failed!"
-           FROM crawl_runs WHERE finished_at >= $1 AND state IN ('completed', 'failed')"#,
-        since
+           FROM crawl_runs
+           WHERE finished_at >= $1 AND ($2::timestamptz IS NULL OR finished_at < $2)
+             AND state IN ('completed', 'failed')"#,
+        since,
+        until
     )
     .fetch_one(pool)
     .await?;

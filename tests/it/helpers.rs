@@ -263,6 +263,14 @@ impl TestApp {
         &self.db.pool
     }
 
+    /// The token the test's own requests carry: the first write token when
+    /// the config turns auth on.
+    pub fn token(&self) -> Option<&str> {
+        (!self.config.auth_disabled)
+            .then(|| self.config.api_tokens.first().map(String::as_str))
+            .flatten()
+    }
+
     pub async fn request(
         &self,
         method: reqwest::Method,
@@ -270,6 +278,9 @@ impl TestApp {
         body: Option<Value>,
     ) -> (StatusCode, Value) {
         let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = self.token() {
+            req = req.bearer_auth(token);
+        }
         if let Some(body) = body {
             req = req.json(&body);
         }
@@ -479,6 +490,7 @@ impl RoleProcess {
             .env("METRICS_PORT", config.metrics_port.to_string())
             .env("AUTH_DISABLED", config.auth_disabled.to_string())
             .env("API_TOKENS", config.api_tokens.join(","))
+            .env("API_READ_TOKENS", config.api_read_tokens.join(","))
             .env("WORKER_CONCURRENCY", config.worker_concurrency.to_string())
             .env("HTTP_CONCURRENCY", config.http_concurrency.to_string())
             .env(
@@ -508,6 +520,8 @@ impl RoleProcess {
             )
             .env("DRAIN_TIMEOUT_SECS", config.drain_timeout_secs.to_string())
             .env("LOG_FORMAT", "pretty")
+            // Plain text: tests read the log.
+            .env("NO_COLOR", "1")
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
@@ -526,6 +540,33 @@ impl RoleProcess {
 
     pub fn pid(&self) -> i32 {
         self.child.id().expect("running") as i32
+    }
+
+    /// The first line of the log containing `needle`, waiting up to `limit`.
+    pub async fn log_line(&self, needle: &str, limit: Duration) -> String {
+        let log = self.log.clone();
+        eventually(limit, &format!("{needle:?} in {}", log.display()), || {
+            let log = log.clone();
+            async move {
+                std::fs::read_to_string(&log)
+                    .unwrap_or_default()
+                    .lines()
+                    .find(|line| line.contains(needle))
+                    .map(str::to_owned)
+            }
+        })
+        .await
+    }
+
+    /// The address the process logged with `message` (`api listening`,
+    /// `health and metrics listening`): ports are picked by the process itself
+    /// (port 0), so none can be taken by another test in between.
+    pub async fn listening_on(&self, message: &str) -> std::net::SocketAddr {
+        let line = self.log_line(message, Duration::from_secs(30)).await;
+        line.split_whitespace()
+            .find_map(|word| word.strip_prefix("addr="))
+            .and_then(|addr| addr.parse().ok())
+            .unwrap_or_else(|| panic!("no addr= in {line:?}"))
     }
 
     pub fn signal(&self, signal: i32) {
