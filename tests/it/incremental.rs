@@ -47,19 +47,26 @@ fn newest_titles(base: &str, newest: u32, count: u32) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_second_run_fetches_only_the_new_first_page() {
-    let app = TestApp::spawn_without_browsers(Roles::fleet(), |_| {}).await;
+/// The keyword "news" on an incremental site reading the demo feed (with
+/// `extra` query parameters).
+async fn incremental_feed(app: &TestApp, name: &str, extra: &str) -> i64 {
     let base = app.site.base_url();
     let site = app
         .create_site(json!({
-            "name": "feed", "render": "http", "stop_on_seen": true,
-            "search_url": format!("{base}/feed?q={{keyword}}&page={{page}}"),
+            "name": name, "render": "http", "stop_on_seen": true,
+            "search_url": format!("{base}/feed?q={{keyword}}&page={{page}}{extra}"),
             "item_selector": "li.product",
             "fields": {"title": {"selector": "a.title"}, "link": {"selector": "a.title", "attr": "href"}},
         }))
         .await;
-    let keyword = app.create_keyword("news", &[site], "0 0 0 1 1 *").await;
+    app.create_keyword("news", &[site], "0 0 0 1 1 *").await
+}
+
+#[tokio::test]
+async fn a_second_run_fetches_only_the_new_first_page() {
+    let app = TestApp::spawn_without_browsers(Roles::fleet(), |_| {}).await;
+    let base = app.site.base_url();
+    let keyword = incremental_feed(&app, "feed", "").await;
 
     // The first run reads the whole feed: 3 pages and the empty 4th.
     let first = crawl_keyword(&app, keyword).await;
@@ -133,18 +140,9 @@ async fn a_second_run_fetches_only_the_new_first_page() {
 #[tokio::test]
 async fn an_item_stored_before_that_recurs_on_every_page_does_not_stop_the_crawl() {
     let app = TestApp::spawn_without_browsers(Roles::fleet(), |_| {}).await;
-    let base = app.site.base_url();
     // Every page ends with the same sponsored post (an ad): stored by the
     // first run, it must not be taken for the end of what is new.
-    let site = app
-        .create_site(json!({
-            "name": "feed-with-ads", "render": "http", "stop_on_seen": true,
-            "search_url": format!("{base}/feed?q={{keyword}}&page={{page}}&ad=true"),
-            "item_selector": "li.product",
-            "fields": {"title": {"selector": "a.title"}, "link": {"selector": "a.title", "attr": "href"}},
-        }))
-        .await;
-    let keyword = app.create_keyword("news", &[site], "0 0 0 1 1 *").await;
+    let keyword = incremental_feed(&app, "feed-with-ads", "&ad=true").await;
     crawl_keyword(&app, keyword).await;
     let first_pages = app.site.requests("/feed").len();
     app.site.publish("news", 5);
