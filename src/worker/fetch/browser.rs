@@ -283,7 +283,12 @@ mod tests {
     #[test]
     fn retry_after_comes_from_the_pages_own_document_response() {
         let page = Url::parse("http://s.example/search?q=a").unwrap();
-        let response = |kind: &str, url: &str, headers: Value| json!({"type": kind, "response": {"url": url, "status": 429, "headers": headers}});
+        let response = |kind: &str, url: &str, headers: Value| {
+            json!({
+                "type": kind,
+                "response": {"url": url, "status": 429, "headers": headers},
+            })
+        };
         let responses = [
             response("Document", page.as_str(), json!({"Retry-After": "60"})),
             response("Image", page.as_str(), json!({"Retry-After": "1"})),
