@@ -229,6 +229,24 @@ impl Metrics {
     }
 }
 
+impl Metrics {
+    /// Counts how an attempt ended, by the run's state after it and its site,
+    /// the same wherever it ends (the worker, or the watchdog taking it back):
+    /// a failed attempt queued again is a retry; a completed or failed run is
+    /// finished.
+    pub fn count_attempt_end(&self, state_after: &str, site_id: i64, attempt_failed: bool) {
+        let site = site_id.to_string();
+        match state_after {
+            "queued" if attempt_failed => self.retries.with_label_values(&[&site]).inc(),
+            "completed" | "failed" => self
+                .runs_finished
+                .with_label_values(&[state_after, &site])
+                .inc(),
+            _ => {}
+        }
+    }
+}
+
 /// This process's metrics.
 pub fn metrics() -> &'static Metrics {
     static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);

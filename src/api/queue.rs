@@ -33,13 +33,19 @@ pub struct QueueReport {
 #[utoipa::path(get, path = "/jobs/queue", tag = "queue", security(("bearer" = [])),
     responses((status = 200, body = QueueReport), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn show(State(state): State<AppState>) -> Result<Json<QueueReport>, ApiError> {
-    let counts = store::stats::queue_counts(&state.pool).await?;
-    let workers = store::stats::workers_seen(&state.pool).await?;
-    Ok(Json(QueueReport {
-        backlog: counts.backlog(),
-        counts,
-        workers,
-    }))
+    Ok(Json(QueueReport::read(&state.pool).await?))
+}
+
+impl QueueReport {
+    async fn read(pool: &sqlx::PgPool) -> sqlx::Result<QueueReport> {
+        let counts = store::stats::queue_counts(pool).await?;
+        let workers = store::stats::workers_seen(pool).await?;
+        Ok(QueueReport {
+            backlog: counts.backlog(),
+            counts,
+            workers,
+        })
+    }
 }
 
 /// Bound on reading the queue for a scrape: a slow Postgres must not make
@@ -50,13 +56,10 @@ const GAUGES_TIMEOUT: Duration = Duration::from_secs(2);
 /// reports them: called on every scrape, so the two agree. When Postgres does
 /// not answer in time the gauges keep their last values.
 pub(super) async fn refresh_gauges(pool: &sqlx::PgPool) {
-    let read = async {
-        let counts = store::stats::queue_counts(pool).await?;
-        let workers = store::stats::workers_seen(pool).await?;
-        Ok::<_, sqlx::Error>((counts, workers))
-    };
-    let (counts, workers) = match tokio::time::timeout(GAUGES_TIMEOUT, read).await {
-        Ok(Ok(read)) => read,
+    let QueueReport {
+        counts, workers, ..
+    } = match tokio::time::timeout(GAUGES_TIMEOUT, QueueReport::read(pool)).await {
+        Ok(Ok(report)) => report,
         failed => {
             tracing::warn!(?failed, "queue gauges not refreshed");
             return;

@@ -49,9 +49,8 @@ pub(super) async fn run(
     }
 }
 
-/// Counts a run taken back as the worker counts a failed attempt: a retry, or
-/// a run finished as failed after its last attempt (by site), besides the
-/// watchdog's own action.
+/// Counts a run taken back: the watchdog's own action, and the failed
+/// attempt as the worker counts one.
 fn count_taken_back(reason: &str, after: &CrawlRun) {
     let m = metrics();
     let kind = if reason.starts_with("stuck") {
@@ -60,12 +59,7 @@ fn count_taken_back(reason: &str, after: &CrawlRun) {
         "worker_lost"
     };
     m.watchdog_actions.with_label_values(&[kind]).inc();
-    let site = after.site_id.to_string();
-    match after.state.as_str() {
-        "queued" => m.retries.with_label_values(&[&site]).inc(),
-        "failed" => m.runs_finished.with_label_values(&["failed", &site]).inc(),
-        _ => {}
-    }
+    m.count_attempt_end(&after.state, after.site_id, true);
 }
 
 /// One pass; returns the runs taken back, as they are now.

@@ -97,6 +97,7 @@ pub async fn handle(job: Job, ctx: &CrawlContext) {
     };
     watch.abort();
     let metrics = metrics();
+    let attempt_failed = matches!(result, Err(CrawlError::Attempt { .. }));
     let ended = match result {
         Ok(last_page) => persist("completion", OUTAGE_PATIENCE, || {
             store::runs::complete(&ctx.pool, &fence, last_page)
@@ -131,9 +132,6 @@ pub async fn handle(job: Job, ctx: &CrawlContext) {
             .await;
             if let Ok(run) = &run {
                 tracing::warn!(run_id, attempt, state = %run.state, %reason, "attempt failed");
-                if run.state == "queued" {
-                    metrics.retries.with_label_values(&[&site_label]).inc();
-                }
             }
             run.map(Some)
         }
@@ -146,12 +144,7 @@ pub async fn handle(job: Job, ctx: &CrawlContext) {
             }
             _ => {}
         }
-        if matches!(run.state.as_str(), "completed" | "failed") {
-            metrics
-                .runs_finished
-                .with_label_values(&[run.state.as_str(), &site_label])
-                .inc();
-        }
+        metrics.count_attempt_end(&run.state, run.site_id, attempt_failed);
         ctx.events.run_updated(run).await;
     }
     if let Some(protection) = &ctx.scale_in {

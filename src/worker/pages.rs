@@ -70,30 +70,27 @@ impl Crawl<'_> {
                 true => self.stored_before(&items).await?,
                 false => Vec::new(),
             };
-            let seen_before = |item: &PageItem| stored_before.iter().any(|k| k == item.key());
-            // A newest-first feed is read up to what an earlier run stored: a
-            // page of nothing new, or the page where the newest item stored
-            // before appears with only stored items after it (an item stored
-            // before that recurs elsewhere, like an ad, does not stop it).
-            let reached_stored = !items.is_empty()
-                && (items.iter().all(seen_before)
-                    || newest_before.as_ref().is_some_and(|newest| {
-                        items
-                            .iter()
-                            .position(|item| item.key() == newest)
-                            .is_some_and(|at| items[at..].iter().all(seen_before))
-                    }));
             let crawled = CrawledPage {
                 page,
                 url: url.as_str(),
                 items: &items,
                 stored_before: &stored_before,
             };
+            // A newest-first feed is read up to what an earlier run stored: a
+            // page of nothing new, or the page where the newest item stored
+            // before appears with only stored items after it (an item stored
+            // before that recurs elsewhere, like an ad, does not stop it).
+            let stored_from = |at: usize| items[at..].iter().all(|i| crawled.stored_before(i));
+            let newest_at = newest_before
+                .as_ref()
+                .and_then(|newest| items.iter().position(|item| item.key() == newest));
+            let reached_stored =
+                !items.is_empty() && (stored_from(0) || newest_at.is_some_and(stored_from));
             let stored = persist("page results", OUTAGE_PATIENCE, || {
                 store::runs::store_page(&self.ctx.pool, self.fence, &crawled)
             })
             .await?;
-            let count = items.iter().filter(|item| !seen_before(item)).count();
+            let count = crawled.new_items().count();
             self.ctx
                 .events
                 .publish(&Event::ResultStored {

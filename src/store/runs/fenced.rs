@@ -211,6 +211,18 @@ pub struct CrawledPage<'a> {
     pub stored_before: &'a [String],
 }
 
+impl CrawledPage<'_> {
+    /// Whether an earlier completed run stored `item`.
+    pub fn stored_before(&self, item: &PageItem) -> bool {
+        self.stored_before.iter().any(|key| key == item.key())
+    }
+
+    /// The items this run stores as its results: those no earlier run stored.
+    pub fn new_items(&self) -> impl Iterator<Item = &PageItem> {
+        self.items.iter().filter(|item| !self.stored_before(item))
+    }
+}
+
 /// Stores one page's items, marks them seen for the keyword/site, and moves
 /// the run to `call_done`, in one transaction that holds the run's row: a
 /// superseded worker's page never lands. A page stored again (a retried
@@ -243,11 +255,7 @@ pub async fn store_page(
     )
     .execute(&mut *tx)
     .await?;
-    let stored: Vec<&PageItem> = crawled
-        .items
-        .iter()
-        .filter(|item| !crawled.stored_before.iter().any(|key| key == item.key()))
-        .collect();
+    let stored: Vec<&PageItem> = crawled.new_items().collect();
     let positions: Vec<i32> = (1..=stored.len() as i32).collect();
     let fields: Vec<serde_json::Value> = stored.iter().map(|i| i.fields.clone()).collect();
     let urls: Vec<Option<String>> = stored.iter().map(|i| i.item_url.clone()).collect();
