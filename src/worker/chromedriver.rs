@@ -12,8 +12,6 @@ use super::processes::kill_chrome_under;
 /// A running, supervised chromedriver.
 pub struct ChromeDriver {
     url: String,
-    /// The pid of the current chromedriver (0 between restarts).
-    pid: watch::Receiver<u32>,
     /// Bumped on every restart: sessions opened before it are gone.
     generation: watch::Receiver<u64>,
     supervisor: tokio::task::JoinHandle<()>,
@@ -28,14 +26,8 @@ impl ChromeDriver {
         shutdown: CancellationToken,
     ) -> anyhow::Result<Self> {
         let port = free_port().await?;
-        // Chrome's own temporary folders (scoped_dir...) go under our profile
-        // root too, so they are removed with it even when Chrome is killed.
-        let temp = profile_root.join("tmp");
-        tokio::fs::create_dir_all(&temp)
-            .await
-            .with_context(|| format!("creating {}", temp.display()))?;
-        let mut child = spawn(binary, port, &temp).await?;
-        let (pid_tx, pid) = watch::channel(child.id().unwrap_or(0));
+        let places = ChromePlaces::under(&profile_root).await?;
+        let mut child = spawn(binary, port, &places).await?;
         let (generation_tx, generation) = watch::channel(0u64);
         let binary = binary.to_owned();
         let profile_root = Arc::new(profile_root);
@@ -49,12 +41,11 @@ impl ChromeDriver {
                         if killed > 0 {
                             tracing::warn!(killed, "killed browsers orphaned by chromedriver");
                         }
-                        let _ = pid_tx.send(0);
                         child = loop {
                             if shutdown.is_cancelled() {
                                 return;
                             }
-                            match spawn(&binary, port, &temp).await {
+                            match spawn(&binary, port, &places).await {
                                 Ok(child) => break child,
                                 Err(e) => {
                                     tracing::error!(error = ?e, "chromedriver restart failed; retrying");
@@ -62,7 +53,6 @@ impl ChromeDriver {
                                 }
                             }
                         };
-                        let _ = pid_tx.send(child.id().unwrap_or(0));
                         generation_tx.send_modify(|g| *g += 1);
                     }
                     _ = shutdown.cancelled() => {
@@ -75,7 +65,6 @@ impl ChromeDriver {
         });
         Ok(Self {
             url: format!("http://127.0.0.1:{port}"),
-            pid,
             generation,
             supervisor,
         })
@@ -83,11 +72,6 @@ impl ChromeDriver {
 
     pub fn url(&self) -> &str {
         &self.url
-    }
-
-    /// Pid of the chromedriver running now (0 while restarting).
-    pub fn pid_watch(&self) -> watch::Receiver<u32> {
-        self.pid.clone()
     }
 
     /// Changes on every restart of chromedriver.
@@ -108,17 +92,46 @@ async fn free_port() -> anyhow::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
-/// Starts chromedriver and waits until it accepts connections.
+/// Where chromedriver and its browsers keep files besides their profiles:
+/// under the profile root, so they are removed with it even when Chrome is
+/// killed, and so every Chrome process names the root on its command line
+/// (how `processes` tells them from any other process).
+struct ChromePlaces {
+    /// Chrome's own temporary folders (scoped_dir...).
+    temp: PathBuf,
+    /// Chrome's configuration home: its crash handlers' database goes there
+    /// (`--database=<root>/config/chromium/Crash Reports`), not to ~/.config.
+    config: PathBuf,
+}
+
+impl ChromePlaces {
+    async fn under(profile_root: &std::path::Path) -> anyhow::Result<Self> {
+        let places = Self {
+            temp: profile_root.join("tmp"),
+            config: profile_root.join("config"),
+        };
+        for dir in [&places.temp, &places.config] {
+            tokio::fs::create_dir_all(dir)
+                .await
+                .with_context(|| format!("creating {}", dir.display()))?;
+        }
+        Ok(places)
+    }
+}
+
+/// Starts chromedriver and waits until it accepts connections. Without
+/// `--allowed-ips` it listens on loopback only (127.0.0.1 and ::1); with it,
+/// on every interface.
 async fn spawn(
     binary: &str,
     port: u16,
-    temp: &std::path::Path,
+    places: &ChromePlaces,
 ) -> anyhow::Result<tokio::process::Child> {
     let mut command = Command::new(binary);
     command
-        .env("TMPDIR", temp)
+        .env("TMPDIR", &places.temp)
+        .env("XDG_CONFIG_HOME", &places.config)
         .arg(format!("--port={port}"))
-        .arg("--allowed-ips=127.0.0.1")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -103,7 +103,7 @@ pub async fn run(
         browsers: BrowserPool::new(
             webdriver_url,
             config.chrome_path.clone(),
-            profile_root,
+            profile_root.clone(),
             concurrency,
             chromedriver
                 .as_ref()
@@ -132,7 +132,7 @@ pub async fn run(
         pool.clone(),
         worker_id.clone(),
         slots,
-        chromedriver.as_ref().map(ChromeDriver::pid_watch),
+        profile_root.clone(),
         shutdown.clone(),
     ));
     let drain_timeout = Duration::from_secs(config.drain_timeout_secs);
@@ -316,7 +316,7 @@ async fn housekeeping(
     pool: PgPool,
     worker_id: String,
     slots: Slots,
-    chromedriver_pid: Option<tokio::sync::watch::Receiver<u32>>,
+    profile_root: std::path::PathBuf,
     shutdown: CancellationToken,
 ) {
     let mut announce = tokio::time::interval(ANNOUNCE_EVERY);
@@ -337,9 +337,7 @@ async fn housekeeping(
                 }
             }
             _ = reap.tick() => {
-                // chromedriver is tokio's to wait for, not ours.
-                let keep: Vec<u32> = chromedriver_pid.iter().map(|pid| *pid.borrow()).collect();
-                processes::reap_orphans(&keep);
+                processes::reap_orphans(&profile_root);
             }
         }
     }
