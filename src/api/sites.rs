@@ -28,17 +28,19 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// target crawlfleet may reach (the SSRF guard), and a kept session needs
 /// the key that seals it.
 async fn check_reachable(state: &AppState, spec: &SiteSpec) -> Result<(), ApiError> {
+    // A name that does not resolve from here may resolve for the workers:
+    // they judge every connection they open, so it is let through.
     let sample = spec.search_url.sample_url();
     if let Err(refused) = state.guard.check(&sample).await
-        && !matches!(refused, crate::target_guard::Refused::Unresolvable { .. })
+        && !refused.may_pass_later()
     {
-        return Err(FieldError::new("search_url", format!("is refused: {refused}")).into());
+        return Err(FieldError::new("search_url", refused.to_string()).into());
     }
     if let Some(proxy) = &spec.identity.proxy
-        && let Err(refused) = state.guard.resolve(proxy.host(), proxy.port()).await
-        && !matches!(refused, crate::target_guard::Refused::Unresolvable { .. })
+        && let Err(refused) = state.guard.addresses(proxy.host(), proxy.port()).await
+        && !refused.may_pass_later()
     {
-        return Err(FieldError::new("proxy", format!("is refused: {refused}")).into());
+        return Err(FieldError::new("proxy", refused.to_string()).into());
     }
     if spec.session.keep && !state.sessions_enabled {
         return Err(FieldError::new(

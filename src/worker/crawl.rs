@@ -261,7 +261,8 @@ async fn crawl(ctx: &CrawlContext, fence: &Fence, run: &CrawlRun) -> Result<i32,
                 crawl.stuck_timeout,
                 cookies.clone(),
                 crawl.pace(),
-            )?;
+            )
+            .await?;
             let last_page = crawl.pages(&mut PageSource::Http(client)).await?;
             (last_page, spec.session.keep.then(|| cookies.session()))
         }

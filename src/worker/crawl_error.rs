@@ -57,7 +57,7 @@ impl CrawlError {
     /// A target the SSRF guard refused: no later attempt can succeed (a name
     /// that does not resolve may resolve later).
     pub fn refused(refused: Refused) -> Self {
-        if matches!(refused, Refused::Unresolvable { .. }) {
+        if refused.may_pass_later() {
             return CrawlError::transient(refused.to_string());
         }
         CrawlError::permanent(format!("target refused: {refused}"))
@@ -67,7 +67,7 @@ impl CrawlError {
 /// A refusal met here, counted as it is turned into the attempt's error.
 impl From<Refused> for CrawlError {
     fn from(refused: Refused) -> Self {
-        if !matches!(refused, Refused::Unresolvable { .. }) {
+        if !refused.may_pass_later() {
             crate::metrics::metrics().refused_targets.inc();
         }
         CrawlError::refused(refused)

@@ -150,30 +150,44 @@ enum Opening {
 }
 
 /// Opens a connection to `target` the way `egress` says, once the guard let
-/// it through. Through a proxy the name is resolved here for the guard only,
-/// as in http mode; the proxy resolves it again.
+/// it through, to the very addresses the guard judged. Through a proxy the
+/// target's name is resolved here for the guard only, as in http mode (the
+/// proxy resolves it again), and the proxy itself is judged like a target.
 async fn open(egress: &Egress, guard: &TargetGuard, target: &Target) -> Result<TcpStream, Opening> {
+    let judged = |refused: Refused| match refused.may_pass_later() {
+        true => Opening::Unresolvable(refused),
+        false => Opening::Refused(refused),
+    };
     let checked = if guard.is_open() && matches!(egress, Egress::Proxy(_)) {
         Vec::new()
     } else {
         guard
-            .resolve(&target.host, target.port)
+            .addresses(&target.host, target.port)
             .await
-            .map_err(|refused| match refused {
-                Refused::Unresolvable { .. } => Opening::Unresolvable(refused),
-                _ => Opening::Refused(refused),
-            })?
+            .map_err(judged)?
     };
-    match egress {
-        Egress::Direct => TcpStream::connect(checked.as_slice())
-            .await
-            .with_context(|| format!("connecting to {}", target.authority()))
-            .map_err(Opening::Failed),
-        Egress::Proxy(proxy) if proxy.scheme() == "http" => {
-            http_connect(proxy, target).await.map_err(Opening::Failed)
+    let proxy = match egress {
+        Egress::Direct => {
+            return TcpStream::connect(checked.as_slice())
+                .await
+                .with_context(|| format!("connecting to {}", target.authority()))
+                .map_err(Opening::Failed);
         }
-        Egress::Proxy(proxy) => socks5_connect(proxy, target).await.map_err(Opening::Failed),
-    }
+        Egress::Proxy(proxy) => proxy,
+    };
+    let addresses = guard
+        .addresses(proxy.host(), proxy.port())
+        .await
+        .map_err(judged)?;
+    let server = TcpStream::connect(addresses.as_slice())
+        .await
+        .context("connecting to the proxy")
+        .map_err(Opening::Failed)?;
+    let tunnel = match proxy.scheme() {
+        "http" => http_connect(server, proxy, target).await,
+        _ => socks5_connect(server, proxy, target).await,
+    };
+    tunnel.map_err(Opening::Failed)
 }
 
 /// The server side of a SOCKS5 handshake (no authentication) up to CONNECT.
@@ -223,11 +237,12 @@ async fn read_address(stream: &mut (impl AsyncRead + Unpin), kind: u8) -> anyhow
     Ok(Target { host, port })
 }
 
-/// A tunnel through an HTTP proxy: `CONNECT` with the credentials.
-async fn http_connect(upstream: &ProxyUrl, target: &Target) -> anyhow::Result<TcpStream> {
-    let mut server = TcpStream::connect((upstream.host(), upstream.port()))
-        .await
-        .context("connecting to the proxy")?;
+/// A tunnel through an HTTP proxy (`server`): `CONNECT` with the credentials.
+async fn http_connect(
+    mut server: TcpStream,
+    upstream: &ProxyUrl,
+    target: &Target,
+) -> anyhow::Result<TcpStream> {
     let authority = target.authority();
     let mut request = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n");
     if let Some((user, password)) = upstream.credentials() {
@@ -253,11 +268,12 @@ async fn http_connect(upstream: &ProxyUrl, target: &Target) -> anyhow::Result<Tc
     Ok(server)
 }
 
-/// A connection through a SOCKS5 proxy, with username/password when given.
-async fn socks5_connect(upstream: &ProxyUrl, target: &Target) -> anyhow::Result<TcpStream> {
-    let mut server = TcpStream::connect((upstream.host(), upstream.port()))
-        .await
-        .context("connecting to the proxy")?;
+/// A connection through a SOCKS5 proxy (`server`), with username/password when given.
+async fn socks5_connect(
+    mut server: TcpStream,
+    upstream: &ProxyUrl,
+    target: &Target,
+) -> anyhow::Result<TcpStream> {
     let credentials = upstream.credentials();
     let method = if credentials.is_some() { 2 } else { 0 };
     server.write_all(&[5, 1, method]).await?;

@@ -85,11 +85,48 @@ async fn sites_pointing_at_private_or_metadata_targets_are_refused_with_422() {
         let message = body["error"]["message"].as_str().unwrap();
         assert!(message.contains(why), "{url}: {message}");
     }
-    let mut via_metadata = site_at("proxied", "https://shop.example/?q={keyword}", "http");
-    via_metadata["proxy"] = json!("http://169.254.169.254:80");
-    let (status, body) = app.post("/api/sites", via_metadata).await;
-    assert_eq!(status, 422, "{body}");
-    assert_eq!(body["error"]["field"], "proxy");
+    // Ranges that are not globally reachable beyond the usual private ones,
+    // and IPv4 in IPv6 clothing.
+    for (url, why) in [
+        ("http://192.0.0.1/?q={keyword}", "192.0.0.0/29"),
+        ("http://198.18.0.1/?q={keyword}", "benchmarking"),
+        ("http://[::ffff:0:127.0.0.1]/?q={keyword}", "SIIT"),
+        ("http://2130706433:8080/?q={keyword}", "loopback"),
+    ] {
+        let (status, body) = app
+            .post("/api/sites", site_at("special", url, "http"))
+            .await;
+        assert_eq!(status, 422, "{url}: {body}");
+        assert_eq!(body["error"]["field"], "search_url", "{url}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(why), "{url}: {message}");
+    }
+    // A refusal names the rule, never what an internal name resolved to.
+    let (_, body) = app
+        .post(
+            "/api/sites",
+            site_at("named", "http://localhost:8080/?q={keyword}", "http"),
+        )
+        .await;
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        !message.contains("127.0.0.1") && !message.contains("::1"),
+        "{message}"
+    );
+    // Proxies are judged like targets, IP literals in every notation included.
+    for proxy in [
+        "http://169.254.169.254:80",
+        "http://u:p@[::1]:8080",
+        "http://[::ffff:127.0.0.1]:8080",
+        "socks5://[fd00:ec2::254]:1080",
+        "http://0x7f000001:3128",
+    ] {
+        let mut proxied = site_at("proxied", "https://shop.example/?q={keyword}", "http");
+        proxied["proxy"] = json!(proxy);
+        let (status, body) = app.post("/api/sites", proxied).await;
+        assert_eq!(status, 422, "{proxy}: {body}");
+        assert_eq!(body["error"]["field"], "proxy", "{proxy}");
+    }
     let (_, sites) = app.get("/api/sites").await;
     assert_eq!(sites["items"], json!([]), "nothing was stored");
     app.stop().await;
@@ -105,6 +142,10 @@ async fn a_worker_refuses_private_targets_directly_and_after_a_redirect() {
     // Behind a proxy the guard still judges every target before the proxy is asked.
     let proxy = TestProxy::start(None).await;
     let proxied = proxy.url("http", None);
+    // A proxy the guard does not allow, named so a literal check would miss
+    // it: every mode must refuse to connect to it.
+    let forbidden = TestProxy::start(None).await;
+    let forbidden_proxy = format!("http://u:p@[::ffff:127.0.0.1]:{}", forbidden.port);
     let base = app.site.base_url();
     let redirect = |to: &str| format!("{base}/redirect?to={}&q={{keyword}}", urlencode(to));
     let cases = [
@@ -143,6 +184,16 @@ async fn a_worker_refuses_private_targets_directly_and_after_a_redirect() {
             redirect(&format!("http://localhost:{}/", trap.port)),
             "browser",
         ),
+        (
+            "http-forbidden-proxy",
+            format!("{base}/search?q={{keyword}}"),
+            "http",
+        ),
+        (
+            "browser-forbidden-proxy",
+            format!("{base}/search?q={{keyword}}"),
+            "browser",
+        ),
     ];
     let mut sites = Vec::new();
     for (name, url, render) in &cases {
@@ -150,13 +201,16 @@ async fn a_worker_refuses_private_targets_directly_and_after_a_redirect() {
         if name.ends_with("-proxied") {
             body["proxy"] = json!(proxied);
         }
+        if name.ends_with("-forbidden-proxy") {
+            body["proxy"] = json!(forbidden_proxy);
+        }
         if *render == "json" {
             body = json!({"name": name, "render": "json", "search_url": url,
                           "json": {"items": "/items"}, "fields": {"title": {"pointer": "/title"}}});
         }
         sites.push(app.create_site(body).await);
     }
-    let allowed = app.site.addr().to_string();
+    let allowed = format!("{},127.0.0.1:{}", app.site.addr(), proxy.port);
     let worker = RoleProcess::spawn(
         "worker",
         &app.config,
@@ -191,6 +245,8 @@ async fn a_worker_refuses_private_targets_directly_and_after_a_redirect() {
         assert!(run["items_found"].as_i64().unwrap() > 0, "{name}: {run}");
     }
     assert_eq!(trap.connections(), 0, "a refused target was connected to");
+    let asked = forbidden.log(|log| log.asked.clone());
+    assert!(asked.is_empty(), "a forbidden proxy was used: {asked:?}");
     let asked = proxy.log(|log| log.asked.clone());
     let fixture = format!("CONNECT {}", app.site.addr());
     assert!(asked.contains(&fixture), "{asked:?}");

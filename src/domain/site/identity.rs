@@ -129,8 +129,21 @@ impl ProxyUrl {
         self.0.scheme()
     }
 
+    /// The host as the URL writes it (an IPv6 address in brackets).
     pub fn host(&self) -> &str {
         self.0.host_str().expect("checked when accepted")
+    }
+
+    /// The proxy's URL (credentials included) with its host and port
+    /// replaced by `addr`: how a client reaches the proxy at an address the
+    /// SSRF guard judged, instead of resolving its name again.
+    pub fn at(&self, addr: std::net::SocketAddr) -> Url {
+        let mut url = self.0.clone();
+        url.set_ip_host(addr.ip())
+            .expect("an http or socks URL has a host");
+        url.set_port(Some(addr.port()))
+            .expect("an http or socks URL has a port");
+        url
     }
 
     pub fn port(&self) -> u16 {

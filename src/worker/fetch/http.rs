@@ -42,7 +42,7 @@ pub struct Answer {
 }
 
 impl HttpClient {
-    pub fn new(
+    pub async fn new(
         identity: &Identity,
         guard: TargetGuard,
         stuck_timeout: Duration,
@@ -68,9 +68,15 @@ impl HttpClient {
             .connect_timeout(stuck_timeout.min(Duration::from_secs(10)))
             .dns_resolver(guard.resolver());
         if let Some(proxy) = &identity.proxy {
-            let proxy = Proxy::all(proxy.expose())
+            // The proxy is reached at an address the guard judged, never at
+            // one reqwest would look up (or take as a literal) by itself.
+            let judged = guard.addresses(proxy.host(), proxy.port()).await?;
+            let reached = Proxy::all(proxy.at(judged[0]).as_str())
                 .map_err(|e| CrawlError::permanent(format!("proxy {proxy:?}: {e}")))?;
-            builder = builder.proxy(proxy);
+            builder = builder.proxy(reached);
+        } else {
+            // Only a site's own proxy: none from the environment.
+            builder = builder.no_proxy();
         }
         let client = builder
             .build()
