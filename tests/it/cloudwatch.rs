@@ -134,7 +134,9 @@ impl FakeCloudWatch {
         recorded.puts.clone()
     }
 
-    /// Waits for the put after the first `seen` ones.
+    /// Waits for the put after the first `seen` ones. Callers mostly allow 5 s
+    /// for a put due within a second (ticks are a second apart, the first one a
+    /// second after the lock is taken): five ticks.
     async fn put_after(&self, seen: usize, limit: Duration) -> Put {
         eventually(limit, "a PutMetricData arrives", || async {
             self.puts().get(seen).cloned()
@@ -322,6 +324,7 @@ impl Publisher {
     async fn stop(self) -> Duration {
         let start = Instant::now();
         self.shutdown.cancel();
+        // Shutdown cuts a put in flight: it stops in milliseconds.
         tokio::time::timeout(Duration::from_secs(5), self.task)
             .await
             .expect("publisher stops on shutdown")
@@ -413,6 +416,7 @@ async fn publishes_the_backlog_and_the_crawls_finished_each_interval() {
     // Normally all in the next put; on a busy machine the changes may
     // straddle a tick. Either way each finished crawl counts in exactly one
     // put, and two puts after the changes everything is in.
+    // The next tick is at most a second away.
     let k = eventually(
         Duration::from_secs(10),
         "a put after the changes",
@@ -470,10 +474,15 @@ async fn a_failing_cloudwatch_is_counted_retried_and_never_slows_the_api() {
 
     cw.put_after(0, Duration::from_secs(5)).await;
     let slowest = slowest_answer(&app, 25).await; // ~2.5 s of failing ticks
+    // An answer takes milliseconds, a hundred times under this bound, which
+    // must stay below the 800 ms a failing tick may last.
     assert!(
         slowest < Duration::from_millis(750),
         "the api took {slowest:?}"
     );
+    // The loop above slept 2.4 s after the first put arrived, by when the
+    // second tick (1 s after the first) has failed or timed out (800 ms). The
+    // publisher runs on this test's thread: a stall of it delays both.
     assert!(
         metrics().cloudwatch_failures.get() - failures >= 2,
         "every failing tick is counted, and the next tick tries again"
@@ -483,8 +492,11 @@ async fn a_failing_cloudwatch_is_counted_retried_and_never_slows_the_api() {
     // CloudWatch recovers: the next tick succeeds, with the current backlog.
     cw.set_mode(Mode::Accept);
     let seen = cw.puts().len();
-    let put = cw.put_after(seen, Duration::from_secs(3)).await;
+    // A retry of this tick or the next tick, within a second. Widened from 3 s
+    // to the 5 s (five ticks) the other waits for a put allow.
+    let put = cw.put_after(seen, Duration::from_secs(5)).await;
     assert_eq!(put.value(QUEUE_WAITING_JOBS), 2.0);
+    // Counted as soon as the answer is read: milliseconds.
     eventually(
         Duration::from_secs(3),
         "a successful put is counted",
@@ -521,6 +533,8 @@ async fn crawls_finished_while_cloudwatch_fails_are_counted_by_the_next_put_that
         if put.value(CRAWLS_COMPLETED) == 1.0 {
             break put.stamped;
         }
+        // The crawl is in the tick after the update (a second away at most);
+        // 20 puts are six ticks or more, each the SDK's few tries.
         assert!(
             seen < 20,
             "no failed put counted the crawl: {:?}",
@@ -539,6 +553,7 @@ async fn crawls_finished_while_cloudwatch_fails_are_counted_by_the_next_put_that
     // or the next tick's) still counts the crawl: the failed interval was
     // not skipped.
     cw.set_mode(Mode::Accept);
+    // A retry of this tick or the next tick: within a second.
     let landed = eventually(Duration::from_secs(5), "a put that lands", || async {
         cw.puts()[seen - 1..]
             .iter()
@@ -571,14 +586,20 @@ async fn a_hanging_cloudwatch_times_out_and_never_slows_the_api() {
     let call_timeout = Duration::from_millis(1500);
     let publisher = Publisher::start_every(&app, &cw, Duration::from_secs(2), call_timeout).await;
 
-    let first = cw.put_after(0, Duration::from_secs(5)).await;
+    // The first put comes one 2 s interval after the lock is taken. Widened
+    // from 5 s, which left only 3 s for a loaded machine beyond that interval.
+    let first = cw.put_after(0, Duration::from_secs(10)).await;
     let slowest = slowest_answer(&app, 50).await; // ~5 s of hanging ticks
+    // An answer takes milliseconds: a hundred times under the bound.
     assert!(slowest < call_timeout / 2, "the api took {slowest:?}");
     let puts = cw.puts();
+    // The loop above ran ~5 s after the first put: two more ticks (2 s apart)
+    // were due, one is required; the publisher runs on this test's thread.
     assert!(puts.len() >= 2, "ticks go on: {} requests", puts.len());
     assert!(puts.iter().all(|p| p.at >= first.at));
     // Each hanging call was given up after the call timeout (from the tick,
-    // a little before the request arrived here).
+    // a little before the request arrived here). Both bounds spare a second
+    // for what takes milliseconds: the request's way here, and the drop's.
     for put in &puts[..puts.len() - 1] {
         let held = put.abandoned_at.expect("the client gave up on the call") - put.at;
         assert!(
@@ -601,15 +622,18 @@ async fn shutdown_stops_the_publisher_at_once_even_during_a_put() {
     let publisher = Publisher::start(&app, &cw, Duration::from_secs(10)).await;
     cw.put_after(0, Duration::from_secs(5)).await;
     let took = publisher.stop().await;
+    // Shutdown cuts the put in flight: milliseconds, where waiting for the put
+    // would take 10 s.
     assert!(took < Duration::from_secs(2), "stopping took {took:?}");
-    // The server learns of the dropped connection a moment later.
+    // The server learns of the dropped connection a moment later (milliseconds).
     eventually(
         Duration::from_secs(2),
         "the put in flight was dropped",
         || async { cw.puts()[0].abandoned_at.map(|_| ()) },
     )
     .await;
-    // Its lock session is closed too, so another api process can lead.
+    // Its lock session is closed too, so another api process can lead: its
+    // backend ends as the connection closes, milliseconds.
     eventually(
         Duration::from_secs(2),
         "the lock session closes",
@@ -655,6 +679,8 @@ async fn only_the_leader_publishes_and_a_standby_takes_over_when_it_stops() {
     let app = TestApp::spawn().await;
     let Pair { cw_a, cw_b, a, b } = leader_then_standby(&app).await;
 
+    // The standby cannot take a held lock however long it waits; the leader's
+    // next put is due within a second of its first.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert!(
         cw_b.puts().is_empty(),
@@ -666,10 +692,11 @@ async fn only_the_leader_publishes_and_a_standby_takes_over_when_it_stops() {
     let stopped = Instant::now();
     let a_puts = cw_a.puts().len();
     // It polls every second and puts one interval after taking over: ~2 s,
-    // where waiting for the lock to time out would take minutes.
-    let first_b = cw_b.put_after(0, Duration::from_secs(8)).await;
+    // where waiting for the lock to time out would take minutes. Widened from
+    // 5 s (8 s to wait), which left a loaded machine only 3 s beyond those 2.
+    let first_b = cw_b.put_after(0, Duration::from_secs(15)).await;
     assert!(
-        first_b.at - stopped < Duration::from_secs(5),
+        first_b.at - stopped < Duration::from_secs(10),
         "took over after {:?}",
         first_b.at - stopped
     );
@@ -703,7 +730,8 @@ async fn a_leader_whose_lock_connection_is_cut_stands_down_and_one_publisher_goe
         .await
         .unwrap();
 
-    // Some publisher leads again, on a new session, and only one puts.
+    // Some publisher leads again, on a new session, and only one puts. The
+    // standby asks every second and the old leader probes every second: ~1 s.
     let leader = eventually(Duration::from_secs(6), "a new lock holder", || async {
         let pids: Vec<i32> = sqlx::query_scalar(
             "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
@@ -717,6 +745,7 @@ async fn a_leader_whose_lock_connection_is_cut_stands_down_and_one_publisher_goe
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await; // a stale leader notices within ~1 s
     let (before_a, before_b) = (cw_a.puts().len(), cw_b.puts().len());
+    // Three puts are due from the leader, a second apart: two are required.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (new_a, new_b) = (cw_a.puts().len() - before_a, cw_b.puts().len() - before_b);
     assert!(
@@ -736,7 +765,8 @@ async fn the_publisher_leads_while_a_scheduler_leads_the_same_database() {
     // `--process=all`, or an api beside a scheduler: each has a lock of its own.
     let app = TestApp::spawn_with(Roles::scheduler_only(), |_| {}).await;
     let cw = FakeCloudWatch::start(Mode::Accept).await;
-    // The scheduler first, as in a fleet already running.
+    // The scheduler first, as in a fleet already running. Should it lead only
+    // later on a slow machine, the test still holds: each has a lock of its own.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let publisher = Publisher::start(&app, &cw, Duration::from_millis(800)).await;
     cw.put_after(0, Duration::from_secs(5)).await;
@@ -763,6 +793,7 @@ async fn an_api_process_publishes_when_enabled_and_says_so_when_not() {
         ]
     };
     let on = RoleProcess::spawn("api", &app.config, &aws_env("true"));
+    // The process starts, takes the lock and puts a second later: ~2 s.
     let put = cw.put_after(0, Duration::from_secs(20)).await;
     assert_eq!(put.namespace, "CrawlerService");
     assert_eq!(put.value(QUEUE_WAITING_JOBS), 3.0);
@@ -771,6 +802,7 @@ async fn an_api_process_publishes_when_enabled_and_says_so_when_not() {
     let seen = cw.puts().len();
     let off = RoleProcess::spawn("api", &app.config, &aws_env("false"));
     let log = off.log.clone();
+    // Logged as the process starts: within a second or so.
     eventually(
         Duration::from_secs(20),
         "the api says publishing is off",
@@ -785,6 +817,8 @@ async fn an_api_process_publishes_when_enabled_and_says_so_when_not() {
         },
     )
     .await;
+    // An enabled one would have put within about a second; a slow machine
+    // only makes this check weaker, never fail.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(cw.puts().len(), seen, "a disabled publisher put");
     assert_eq!(off.terminate(Duration::from_secs(10)).await, 0);

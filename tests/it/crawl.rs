@@ -16,6 +16,9 @@ use serde_json::json;
 
 use crate::helpers::{Roles, TestApp, dispatch_and_claim};
 
+// A crawl here takes seconds: Chrome starts, then at most 4 pages (under
+// 0.1 s each in Chrome, README; 0.7 s each on /slow). 90 s is over ten times
+// that, for a loaded machine; waiting for a browser slot comes before, in spawn.
 const CRAWL_LIMIT: Duration = Duration::from_secs(90);
 
 #[tokio::test]

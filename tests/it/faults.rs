@@ -7,6 +7,9 @@ use serde_json::{Value, json};
 
 use crate::helpers::{Roles, TestApp, eventually};
 
+// The longest runs here, on the hung page or the endless script, take 2 s
+// stuck timeouts, a probe of up to 3 s, a 2-3 s backoff or a new browser:
+// ~10 s. 90 s is nine times that, for a loaded machine.
 const LIMIT: Duration = Duration::from_secs(90);
 
 async fn app_with_worker(concurrency: usize) -> TestApp {
@@ -171,7 +174,10 @@ async fn a_running_crawl_is_cancelled_within_seconds_and_a_failed_run_can_be_ret
     assert_eq!(next["state"], "completed", "{next}");
     let freed_after = started.elapsed();
     eprintln!("cancelled crawl let go of its browser after {freed_after:?}");
-    assert!(freed_after < Duration::from_secs(15), "{freed_after:?}");
+    // The cancel is noticed within 2 s, then a new browser starts (seconds on a
+    // loaded machine). Widened from 15 s: 20 s is still well short of the 30 s
+    // after which the page would free the slot without any cancel.
+    assert!(freed_after < Duration::from_secs(20), "{freed_after:?}");
     let (_, run_now) = app.get(&format!("/api/runs/{run}")).await;
     assert_eq!(run_now["state"], "cancelled");
     assert_eq!(attempts(&run_now)[0]["outcome"], "cancelled");
@@ -180,6 +186,8 @@ async fn a_running_crawl_is_cancelled_within_seconds_and_a_failed_run_can_be_ret
         "crawlfleet-{}",
         run_now["worker_id"].as_str().unwrap()
     ));
+    // The cancelled session was killed as its lease was dropped, its close
+    // bounded by 2 s: gone by now or shortly after; 5 s more is margin.
     eventually(Duration::from_secs(5), "one browser profile left", || {
         let root = root.clone();
         async move {

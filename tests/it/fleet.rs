@@ -44,6 +44,9 @@ async fn two_worker_processes_share_a_queue_and_complete_each_run_once() {
         RoleProcess::spawn("worker", &app.config, &[]),
     ];
     let runs = queue_crawls(&app, site, 24).await;
+    // 24 one-page crawls on 4 browser slots take seconds once the workers'
+    // browsers are up; 120 s is ten times that and more. Attempt 1 holds unless
+    // a page hangs 60 s or a worker misses 90 s of heartbeats (15 s apart).
     for run in &runs {
         let run = app
             .wait_for_run(*run, &["completed", "failed"], Duration::from_secs(120))
@@ -76,6 +79,9 @@ async fn two_worker_processes_share_a_queue_and_complete_each_run_once() {
 #[tokio::test]
 async fn a_worker_killed_mid_queue_loses_nothing() {
     let _slots = browser_slots(2).await;
+    // Short enough that the killed worker's runs come back in seconds. A
+    // survivor missing 5 s of heartbeats on a loaded machine only has a run
+    // retried, which this test allows: each run completes once, on any attempt.
     let app = TestApp::spawn_with(Roles::scheduler_only(), |c| {
         c.heartbeat_interval_secs = 1;
         c.heartbeat_timeout_secs = 5;
@@ -90,6 +96,7 @@ async fn a_worker_killed_mid_queue_loses_nothing() {
     let survivor = RoleProcess::spawn("worker", &app.config, &[]);
     let runs = queue_crawls(&app, site, 20).await;
 
+    // Two worker processes, their browsers and two 0.6 s crawls: seconds.
     eventually(Duration::from_secs(90), "the doomed worker is mid-crawl", || async {
         let held: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM crawl_runs WHERE state IN ('running', 'url_call', 'call_done') AND worker_id LIKE $1",
@@ -107,6 +114,9 @@ async fn a_worker_killed_mid_queue_loses_nothing() {
     doomed.kill().await;
     clean_up_after_killed_worker(&left, pid);
 
+    // The killed worker's runs are back within ~15 s: its held run after the
+    // 5 s heartbeat timeout and a backoff, the messages it had fetched after the
+    // 8 s claim timeout (checked every 5 s). 150 s is ten times that.
     for run in &runs {
         let run = app
             .wait_for_run(*run, &["completed", "failed"], Duration::from_secs(150))

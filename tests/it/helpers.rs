@@ -562,6 +562,8 @@ impl RoleProcess {
     /// `health and metrics listening`): ports are picked by the process itself
     /// (port 0), so none can be taken by another test in between.
     pub async fn listening_on(&self, message: &str) -> std::net::SocketAddr {
+        // A process logs this within a second of starting (it connects to
+        // Postgres and Redis first): 30 s is ample on a loaded machine.
         let line = self.log_line(message, Duration::from_secs(30)).await;
         line.split_whitespace()
             .find_map(|word| word.strip_prefix("addr="))
@@ -575,6 +577,11 @@ impl RoleProcess {
     }
 
     /// Sends SIGTERM and waits for the exit code.
+    ///
+    /// Callers allow a worker 30 s: an idle one exits in a second or two, and
+    /// even a crawl in flight is bounded by the 10 s drain of [`test_config`]
+    /// plus the browsers' bounded close. An api or scheduler stops within 2 s
+    /// (the api's grace for WebSocket close frames); callers allow 10-15 s.
     pub async fn terminate(mut self, limit: Duration) -> i32 {
         self.signal(libc::SIGTERM);
         let status = tokio::time::timeout(limit, self.child.wait())
@@ -707,6 +714,7 @@ impl OwnRedis {
             .spawn()
             .expect("redis-server installed");
         let redis = OwnRedis { child, port };
+        // redis-server listens within milliseconds of starting.
         eventually(Duration::from_secs(10), "own redis listens", || async {
             tokio::net::TcpStream::connect(("127.0.0.1", port))
                 .await

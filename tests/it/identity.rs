@@ -11,6 +11,8 @@ use crate::{
     test_proxy::TestProxy,
 };
 
+// One page per run, through a proxy at most, Chrome's start included for the
+// first browser run: seconds; 90 s is over ten times that, for a loaded machine.
 const LIMIT: Duration = Duration::from_secs(90);
 const CREDENTIALS: (&str, &str) = ("crawler", "s3cret");
 

@@ -9,6 +9,9 @@ use serde_json::{Value, json};
 
 use crate::helpers::{Roles, TestApp};
 
+// A run is up to five plain-HTTP pages (under 1 ms each, README) after a
+// 100 ms dispatch tick and a 300 ms worker poll: under a second; 60 s leaves
+// a loaded machine far more than it needs.
 const LIMIT: Duration = Duration::from_secs(60);
 
 async fn crawl_keyword(app: &TestApp, keyword: i64) -> Value {

@@ -20,6 +20,8 @@ use crate::helpers::{
     eventually,
 };
 
+// The slowest run here rides out the 6 s outage: about 10 s with Chrome's
+// start and the writes' retry backoff; 90 s is nine times that.
 const LIMIT: Duration = Duration::from_secs(90);
 
 #[tokio::test]
@@ -41,6 +43,8 @@ async fn a_worker_holds_its_results_through_a_postgres_outage_and_everything_res
     app.wait_for_run(run, &["url_call"], LIMIT).await;
 
     // Postgres vanishes while the page loads, for longer than the page takes.
+    // Should a loaded machine finish the page only after the restore, the test
+    // passes without the held write: weaker, never a false failure.
     proxy.cut();
     tokio::time::sleep(Duration::from_secs(6)).await;
     proxy.restore();
@@ -91,6 +95,7 @@ async fn on_ecs_the_task_is_protected_from_scale_in_exactly_while_it_holds_runs(
         assert!(calls[0]["ExpiresInMinutes"].as_u64().unwrap() > 0);
     }
     app.wait_for_run(run, &["completed"], LIMIT).await;
+    // Dropped as the crawl ends, milliseconds after it completed.
     eventually(
         Duration::from_secs(10),
         "protection dropped when idle",
@@ -194,6 +199,8 @@ async fn redis_memory_stays_flat_over_10000_jobs_once_trimmed() {
     )
     .await;
     let mut conn = queue::connect(&redis.url()).await.unwrap();
+    // The worker registers before the baseline is read; were it later, what it
+    // adds is within the one-time cost allowed at the end.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = used_memory(&mut conn).await;
 
@@ -208,6 +215,8 @@ async fn redis_memory_stays_flat_over_10000_jobs_once_trimmed() {
                 .map(|run_id| Job::CrawlV1 { run_id, attempt: 1 })
                 .collect();
             storage.push_bulk(jobs).await.unwrap();
+            // 500 jobs dropped at once, fetched 4 at a time back to back:
+            // a second or two; 60 s is far more than a loaded machine needs.
             eventually(Duration::from_secs(60), "the window drained", || {
                 let mut conn = conn.clone();
                 let queue = app.config.queue_name.clone();
@@ -217,13 +226,15 @@ async fn redis_memory_stays_flat_over_10000_jobs_once_trimmed() {
             })
             .await;
         }
-        // Acks land with the consumer's next fetch.
+        // Acks land with the consumer's next fetch. It polls every 300 ms: 2 s
+        // is six polls, and 4,950 of 5,000 below spares the last few acks.
         tokio::time::sleep(Duration::from_secs(2)).await;
         let loaded = used_memory(&mut conn).await;
         let trimmed = queue::trim(&mut conn, &app.config.queue_name, Duration::from_secs(3600))
             .await
             .unwrap();
-        // Redis shrinks its key tables in the background (serverCron).
+        // Redis shrinks its key tables in the background (serverCron, ten
+        // times a second by default): 3 s is thirty of its rounds.
         tokio::time::sleep(Duration::from_secs(3)).await;
         let after = used_memory(&mut conn).await;
         eprintln!(

@@ -10,6 +10,9 @@ use uuid::Uuid;
 
 use crate::helpers::{RoleProcess, Roles, TestApp};
 
+// The slowest runs here wait out 8 s of Retry-After (one in Chrome, or two of
+// 4 s), or share 36 pages at 5 a second (7 s and more) after three worker
+// processes start: ~10 s; 120 s is over ten times that.
 const LIMIT: Duration = Duration::from_secs(120);
 
 /// `n` keywords on `site`, each crawled now; their run ids.
@@ -117,13 +120,20 @@ async fn three_workers_keep_a_sites_limits_while_another_site_goes_at_its_own_pa
     // second beyond the limiter's burst of one, never more than 2 crawls at once.
     let limited_hits: Vec<Instant> = app.site.requests("/slow").iter().map(|h| h.at).collect();
     assert_eq!(limited_hits.len(), 36);
+    // The limiter grants them at least 200 ms apart by Redis' clock: at most 5
+    // in any second there. The fixture logs each a moment later; the extra one
+    // absorbs that moment varying by up to 200 ms between requests (~1 ms normally).
     let per_second = most_in_any_window(&limited_hits, Duration::from_secs(1));
     assert!(per_second <= 5 + 1, "{per_second} requests in one second");
+    // Causal, not timed: the fixture logs a request before its 300 ms sleep,
+    // and a crawl frees its slot only after its last response.
     let seen_at_once = most_overlapping(&crawl_spans_seen(&app, "/slow"));
     assert!(
         seen_at_once <= 2,
         "the site saw {seen_at_once} crawls at once"
     );
+    // Twelve crawls of 1 s and more, two allowed at once: load only stretches
+    // them, which makes two at once likelier; the dispatcher never allows three.
     let held_at_once = most_overlapping(&attempt_spans(&app, limited).await);
     assert_eq!(
         held_at_once, 2,
@@ -141,6 +151,9 @@ async fn three_workers_keep_a_sites_limits_while_another_site_goes_at_its_own_pa
     );
 
     // The other site was not held behind the limited one.
+    // The limited site takes 7 s or more (36 requests 200 ms apart, set by the
+    // limiter). The free one's 36 fast pages normally all come within a second,
+    // a second or two after the limited site's first: room for a loaded machine.
     let free_hits: Vec<Instant> = app.site.requests("/search").iter().map(|h| h.at).collect();
     assert_eq!(free_hits.len(), 36);
     assert!(
@@ -151,6 +164,8 @@ async fn three_workers_keep_a_sites_limits_while_another_site_goes_at_its_own_pa
         most_in_any_window(&free_hits, Duration::from_secs(1)) > 6,
         "the unlimited site went faster than the limited one may"
     );
+    // Runs queued together are dispatched together and a worker takes 4 at a
+    // time; load only stretches each crawl, and so their overlap.
     let free_at_once = most_overlapping(&attempt_spans(&app, free).await);
     assert!(
         free_at_once > 2,
@@ -173,7 +188,8 @@ async fn three_workers_keep_a_sites_limits_while_another_site_goes_at_its_own_pa
 #[tokio::test]
 async fn a_429_pauses_the_site_for_its_retry_after_and_the_run_completes() {
     // Waits longer than the heartbeat timeout: a waiting crawl must keep
-    // heartbeating and must not be taken for a dead or stuck one.
+    // heartbeating and must not be taken for a dead or stuck one. That leaves
+    // a heartbeat (every 1 s) only 2 s to be late on a loaded machine.
     let app = TestApp::spawn_without_browsers(Roles::fleet(), |c| {
         c.heartbeat_interval_secs = 1;
         c.heartbeat_timeout_secs = 3;
@@ -196,6 +212,9 @@ async fn a_429_pauses_the_site_for_its_retry_after_and_the_run_completes() {
     assert_eq!(run["items_found"], 5);
     let hits: Vec<Instant> = app.site.requests("/limited").iter().map(|h| h.at).collect();
     assert_eq!(hits.len(), 3, "two refusals, then the page");
+    // A lower bound set by the fixture's Retry-After: the pause starts (by
+    // Redis' clock) after the refusal was logged here, and the next request
+    // goes after it, so load only widens the gap; 100 ms spares the two clocks.
     for pair in hits.windows(2) {
         let gap = pair[1] - pair[0];
         assert!(
@@ -226,6 +245,7 @@ async fn a_503_in_chrome_pauses_the_site_for_its_retry_after() {
     let hits = app.site.requests("/limited");
     assert_eq!(hits.len(), 2, "one refusal, then the page");
     let gap = hits[1].at - hits[0].at;
+    // A lower bound set by the Retry-After, as in the 429 test: load only widens it.
     assert!(
         gap >= Duration::from_millis(7900),
         "asked again after {gap:?}"
@@ -252,6 +272,7 @@ async fn a_block_page_counts_as_a_refusal_and_the_page_is_tried_again() {
     let hits = app.site.requests("/limited");
     assert_eq!(hits.len(), 2);
     let gap = hits[1].at - hits[0].at;
+    // A lower bound set by the limiter's pause: load only widens it.
     assert!(
         gap >= Duration::from_millis(4900),
         "default pause 5 s: {gap:?}"
@@ -261,6 +282,10 @@ async fn a_block_page_counts_as_a_refusal_and_the_page_is_tried_again() {
 
 #[tokio::test]
 async fn the_limiter_spaces_requests_pauses_on_refusal_and_ramps_back_up() {
+    // What a wait or pause must still have left holds while consecutive calls,
+    // Redis round trips of ~1 ms, are under 100 ms apart. Elapsed times are the
+    // limiter's own (Redis' clock), which load only lengthens, and the 1.1 s
+    // sleeps only overshoot the 1 s ramp step further.
     let redis = queue::connect(&crate::helpers::redis_url()).await.unwrap();
     let queue_name = format!("test-{}", Uuid::new_v4().simple());
     let limiter = SiteLimiter::with_ramp_step(redis, &queue_name, Duration::from_secs(1));

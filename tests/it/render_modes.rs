@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 
 use crate::helpers::{Roles, TestApp};
 
+// The slowest run here is 4 pages in Chrome after it starts: seconds; 90 s is
+// over ten times that, for a loaded machine.
 const LIMIT: Duration = Duration::from_secs(90);
 
 /// The fields of a run's results, in stored order.
@@ -141,6 +143,8 @@ async fn http_crawls_do_not_wait_for_a_busy_browser() {
     let cheap = app
         .one_page_site("cheap", "/search?q={keyword}", json!({"render": "http"}))
         .await;
+    // One plain-HTTP page: under a second. The limit must stay below the busy
+    // page's 20 s, so that a pass means the browser was still busy.
     let run = app
         .crawl_to_end("quick", cheap, Duration::from_secs(10))
         .await;

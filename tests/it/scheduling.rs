@@ -39,6 +39,8 @@ async fn a_keyword_is_queued_on_its_cron_until_disabled_and_changes_apply_live()
             n
         }
     };
+    // Fired every 2 s: three one-page crawls (the first starts Chrome) are
+    // done in ~10 s; 40 s is four times that.
     eventually(
         Duration::from_secs(40),
         "three scheduled runs completed",
@@ -49,6 +51,9 @@ async fn a_keyword_is_queued_on_its_cron_until_disabled_and_changes_apply_live()
     let body = json!({"keyword": "chair", "site_ids": [site], "schedule": "*/2 * * * * *", "enabled": false});
     let (status, _) = app.put(&format!("/api/keywords/{keyword}"), body).await;
     assert_eq!(status, 200);
+    // A fire that read the keyword just before the change queues within
+    // milliseconds; after it, fire_keyword queues nothing, however late the cron
+    // job goes. A slow machine only makes the 5 s check weaker, never fail.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let after_disable = scheduled_runs(&app, keyword).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -61,6 +66,7 @@ async fn a_keyword_is_queued_on_its_cron_until_disabled_and_changes_apply_live()
     // Re-enabled with another schedule, without a restart.
     let body = json!({"keyword": "chair", "site_ids": [site], "schedule": "*/3 * * * * *", "enabled": true});
     app.put(&format!("/api/keywords/{keyword}"), body).await;
+    // The next */3 fire is at most 3 s away, after a 300 ms schedule sync.
     eventually(
         Duration::from_secs(20),
         "queued again after re-enabling",
@@ -70,6 +76,8 @@ async fn a_keyword_is_queued_on_its_cron_until_disabled_and_changes_apply_live()
 
     let (status, _) = app.delete(&format!("/api/keywords/{keyword}")).await;
     assert_eq!(status, 204);
+    // A fire after the delete finds no keyword: a slow machine only gives a
+    // wrongly kept cron job less time to show, never a false failure.
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(
         scheduled_runs(&app, keyword).await,
@@ -140,12 +148,14 @@ async fn one_scheduler_leads_and_a_standby_takes_over_when_it_dies() {
     let app = TestApp::spawn().await;
     let first = RoleProcess::spawn("scheduler", &app.config, &[]);
     let first_name = format!("crawlfleet-scheduler-{}", first.pid());
+    // A scheduler process takes the lock within a second or so of starting.
     eventually(Duration::from_secs(20), "first scheduler leads", || async {
         (leader(&app).await.as_deref() == Some(first_name.as_str())).then_some(())
     })
     .await;
     let second = RoleProcess::spawn("scheduler", &app.config, &[]);
     let second_name = format!("crawlfleet-scheduler-{}", second.pid());
+    // No wait lets the standby take a held lock: a slow start only weakens this.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(
         leader(&app).await.as_deref(),
@@ -155,6 +165,8 @@ async fn one_scheduler_leads_and_a_standby_takes_over_when_it_dies() {
 
     first.kill().await;
     let started = std::time::Instant::now();
+    // Postgres frees a killed session's lock at once and the standby asks
+    // every second: ~1 s; 15 s is fifteen times that.
     eventually(Duration::from_secs(15), "standby takes over", || async {
         (leader(&app).await.as_deref() == Some(second_name.as_str())).then_some(())
     })

@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 
 use crate::helpers::{RoleProcess, Roles, TestApp, browser_slots};
 
+// A run here includes starting its worker process and, for the browser site,
+// Chrome, or waits behind three 0.4 s runs: seconds; 90 s is over ten times that.
 const LIMIT: Duration = Duration::from_secs(90);
 
 /// The member cookie each visit of `/members` came with, in order.

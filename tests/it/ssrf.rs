@@ -18,6 +18,9 @@ use crate::{
     test_proxy::TestProxy,
 };
 
+// A refused target fails at once; an allowed one is one page, the worker
+// process's and Chrome's start included for the first runs: seconds. 60 s is
+// over ten times that, for a loaded machine.
 const LIMIT: Duration = Duration::from_secs(60);
 
 /// A port that counts every connection made to it: nothing may reach it.

@@ -20,6 +20,9 @@ async fn the_scheduler_exports_its_dispatch_window_dispatches_and_watchdog_actio
     let metrics = format!("http://{addr}/metrics");
     let window =
         |scrape: &Scrape, lane: &str| scrape.value("crawlfleet_dispatch_window", &[("lane", lane)]);
+    // The slowest wait is for the windows to follow a new worker: its start,
+    // then the dispatcher's next look at the fleet (every 5 s): ~7 s. The
+    // watchdog sweeps every second. 30 s is four times the slowest.
     let limit = Duration::from_secs(30);
 
     // No worker yet: each lane's window is the floor that wakes a first one.

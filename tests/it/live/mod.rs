@@ -52,7 +52,9 @@ enum Read {
 }
 
 /// The next JSON text frame, or how the connection ended (pings are
-/// answered by the client library while it reads).
+/// answered by the client library while it reads). Callers mostly allow 10 s
+/// or more for a frame the api sends within milliseconds: a reply, or an event
+/// relayed through Redis.
 async fn next_read(ws: &mut Socket, limit: Duration) -> Read {
     let deadline = Instant::now() + limit;
     loop {

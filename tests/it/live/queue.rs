@@ -65,6 +65,8 @@ async fn queue_stats_count_every_state_alike_in_json_websocket_and_gauges() {
             json!({"render": "http", "max_concurrent_runs": 1}),
         )
         .await;
+    // The slowest wait is three failed attempts with 2-3 s and 4-6 s backoffs
+    // between: ~10 s; 60 s is six times that.
     let limit = Duration::from_secs(60);
 
     // Completed and failed in the last hour.
@@ -73,7 +75,8 @@ async fn queue_stats_count_every_state_alike_in_json_websocket_and_gauges() {
     let refused = app.crawl_to_end("refused", gone, limit).await;
     assert_eq!(refused["state"], "failed", "{refused}");
     // Delayed: a run waiting out a retry backoff. After its third failed
-    // attempt the backoff is 8-12 s, time enough for what follows.
+    // attempt the backoff is 8-12 s, time enough for what follows (about a
+    // second: three runs queued, a few reads).
     let retried = app.crawl_once("retried", failing).await;
     eventually(limit, "a third failed attempt", || async {
         let (_, run) = app.get(&format!("/api/runs/{retried}")).await;
@@ -94,7 +97,8 @@ async fn queue_stats_count_every_state_alike_in_json_websocket_and_gauges() {
     let behind = app.crawl_once("behind", slow).await;
 
     // A snapshot whose two reads around the scrape agree, so the gauges
-    // were read from the same state.
+    // were read from the same state. Three reads take milliseconds, and no
+    // run moves for seconds here.
     let (report, scrape, age_before) =
         eventually(Duration::from_secs(10), "a steady snapshot", || async {
             let before = report(&api).await;
@@ -118,6 +122,8 @@ async fn queue_stats_count_every_state_alike_in_json_websocket_and_gauges() {
     let (_, run) = app.get(&format!("/api/runs/{behind}")).await;
     assert!(run["dispatched_at"].is_null(), "{run}");
     let age = report["oldest_queued_age_secs"].as_f64().unwrap();
+    // A lower bound set by the backoffs (at least 2 s and 4 s) between its
+    // attempts: load only adds to it.
     assert!(age >= 5.0, "the retried run was queued {age} s ago");
     let workers = report["workers"].as_array().unwrap();
     assert_eq!(workers.len(), 1, "{report}");
@@ -143,6 +149,8 @@ async fn queue_stats_count_every_state_alike_in_json_websocket_and_gauges() {
     assert_eq!(scrape.value("crawlfleet_queue_workers", &[]), Some(1.0));
 
     // And the live clients, every 5 s (the counts that stay put while we wait).
+    // 15 s is three ticks. The held page stays in url_call until the worker's
+    // 30 s stuck timeout, five times what this test takes after it.
     let mut ws = socket(&api.base, "unused").await;
     let stats = next_of_type(&mut ws, "queue.stats", Duration::from_secs(15)).await;
     for field in [

@@ -60,6 +60,8 @@ async fn a_crawl_on_a_worker_process_streams_its_states_in_order_to_subscribers(
 
     app.crawl(ids[0]).await;
     let (mut states, mut stored) = (Vec::new(), 0);
+    // Each state follows the last within seconds (the first page opens Chrome):
+    // 60 s for each is ten times that and more.
     while states.last().map(String::as_str) != Some("completed") {
         let event = next_json(&mut watching, Duration::from_secs(60))
             .await
@@ -84,7 +86,8 @@ async fn a_crawl_on_a_worker_process_streams_its_states_in_order_to_subscribers(
     expected.push("completed");
     assert_eq!(states, expected, "states arrive in order");
     assert_eq!(stored, 15);
-    // The other subscriber saw nothing of it.
+    // The other subscriber saw nothing of it. Anything misrouted would have come
+    // with the watcher's events; a slow machine only makes this check weaker.
     while let Some(event) = next_json(&mut elsewhere, Duration::from_millis(500)).await {
         assert_eq!(event["type"], "queue.stats", "filtered out: {event}");
     }
@@ -270,6 +273,7 @@ async fn two_hundred_clients_all_receive_an_event() {
         .await
         .publish(&run_event(42, 1, 1, None))
         .await;
+    // 200 copies of one small frame: well under a second; 20 s is ample.
     let received = futures::future::join_all(clients.iter_mut().map(|ws| async move {
         loop {
             let frame = next_json(ws, Duration::from_secs(20)).await?;
@@ -289,6 +293,8 @@ async fn two_hundred_clients_all_receive_an_event() {
 
 #[tokio::test]
 async fn a_client_that_never_reads_does_not_hold_up_others_and_is_told_or_dropped() {
+    // A reader takes each frame within milliseconds of its send: the 2 s send
+    // timeout that drops the stuck client is a thousand times a reader's pace.
     let app = TestApp::spawn_with(Roles::default(), |c| c.ws_send_timeout_secs = 2).await;
     let mut stuck = socket(&app.base, "unused").await;
     subscribe(&mut stuck, json!({})).await;
@@ -384,12 +390,16 @@ async fn pings_keep_a_reading_client_and_a_silent_one_is_dropped() {
             Ok(ended) => panic!("the reading client was dropped: {ended:?}"),
         }
     }
+    // Five or six are due; three are required. A late ping tick fires as soon
+    // as it can (tokio's default), and the reader's pong goes out within
+    // milliseconds, where 2 s of silence would drop it.
     assert!(pings >= 3, "{pings} pings in 6 s at one a second");
     // Still served after six intervals.
     subscribe(&mut reader, json!({"run_id": 7})).await;
 
     // The silent one was dropped after two unanswered intervals: reading now
     // gives what was sent before (pings), then the end of the connection.
+    // That was ~3 s in; we are 6 s in.
     let how = until_ended(&mut silent, Duration::from_secs(10)).await;
     eprintln!("silent client: {how}");
     app.stop().await;
@@ -417,10 +427,14 @@ async fn an_api_process_sent_sigterm_closes_every_websocket_with_going_away() {
             .publish(&run_event(id, 1, 1, Some(padding.clone())))
             .await;
     }
+    // Time for the events to pile up. If they have not, the close frames go out
+    // sooner: a slow machine only weakens this test, never fails it.
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     api.process.signal(libc::SIGTERM);
     // Reading only a moment later: a process that did not wait is gone by then.
+    // It waits up to 2 s: a read or two makes room for the busy client's close
+    // frame within milliseconds.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut clients = idle;
     clients.push(busy);
@@ -432,6 +446,7 @@ async fn an_api_process_sent_sigterm_closes_every_websocket_with_going_away() {
         );
     }
     let mut process = api.process;
+    // Its close frames are out: it exits within a second or so.
     let status = tokio::time::timeout(Duration::from_secs(15), process.child.wait())
         .await
         .expect("the api exits")
