@@ -216,6 +216,11 @@ pub struct Config {
     #[arg(long, env = "MAX_ATTEMPTS", default_value_t = 3)]
     pub max_attempts: u32,
 
+    /// Shortest time allowed between two fire times of a keyword's schedule
+    /// (checked when a keyword is created or changed).
+    #[arg(long, env = "MIN_SCHEDULE_INTERVAL_SECS", default_value_t = 60)]
+    pub min_schedule_interval_secs: u32,
+
     /// How often the scheduler re-reads keywords so API changes take effect.
     #[arg(long, env = "SCHEDULE_SYNC_INTERVAL_MS", default_value_t = 1000)]
     pub schedule_sync_interval_ms: u64,

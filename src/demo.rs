@@ -57,7 +57,9 @@ pub async fn start(config: &Config, pool: &PgPool) -> anyhow::Result<DemoSite> {
         enabled: true,
         priority: 0,
     }
-    .parse()?;
+    .parse(chrono::TimeDelta::seconds(
+        config.min_schedule_interval_secs.into(),
+    ))?;
     let keyword = store::keywords::create(pool, &keyword).await?;
     store::runs::queue_for_keyword(
         pool,

@@ -41,7 +41,7 @@ async fn create(
     State(state): State<AppState>,
     ApiJson(input): ApiJson<KeywordInput>,
 ) -> Result<(StatusCode, Json<Keyword>), ApiError> {
-    let spec = input.parse()?;
+    let spec = input.parse(state.min_schedule_interval)?;
     let keyword = store::keywords::create(&state.pool, &spec).await?;
     Ok((StatusCode::CREATED, Json(keyword)))
 }
@@ -76,7 +76,7 @@ async fn update(
     Id(id): Id,
     ApiJson(input): ApiJson<KeywordInput>,
 ) -> Result<Json<Keyword>, ApiError> {
-    let spec = input.parse()?;
+    let spec = input.parse(state.min_schedule_interval)?;
     store::keywords::update(&state.pool, id, &spec)
         .await?
         .map(Json)

@@ -61,6 +61,8 @@ pub struct AppState {
     pub guard: TargetGuard,
     /// Whether workers can keep sessions (SESSION_KEY is set).
     pub sessions_enabled: bool,
+    /// Shortest interval a keyword's schedule may fire at.
+    pub min_schedule_interval: chrono::TimeDelta,
 }
 
 /// Events a slow live client may fall behind by before it is told it lagged.
@@ -106,6 +108,9 @@ impl AppState {
             shutdown,
             guard: TargetGuard::from_config(config),
             sessions_enabled: config.session_key.is_some(),
+            min_schedule_interval: chrono::TimeDelta::seconds(
+                config.min_schedule_interval_secs.into(),
+            ),
         })
     }
 }

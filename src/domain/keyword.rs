@@ -1,14 +1,23 @@
 //! A keyword to search, on which sites, and when.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use croner::{Cron, parser::CronParser, parser::Seconds};
 use serde::Deserialize;
 
-use super::FieldError;
+use super::{FieldError, text};
+
+/// Longest keyword text.
+const MAX_KEYWORD_CHARS: usize = 500;
+/// Longest schedule text: a cron expression is a few dozen characters.
+const MAX_SCHEDULE_CHARS: usize = 200;
+/// Fire times read to find a schedule's shortest interval. Its gaps repeat
+/// from one minute, hour or day to the next, so the first few hundred show
+/// the shortest one.
+const INTERVAL_SAMPLE: usize = 512;
 
 /// A 6-field cron expression, seconds first, parsed with the same grammar the
 /// scheduler uses (croner, as tokio-cron-scheduler does).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct CronSchedule {
     text: String,
     cron: Cron,
@@ -16,7 +25,7 @@ pub struct CronSchedule {
 
 impl CronSchedule {
     pub fn parse(text: &str) -> Result<Self, FieldError> {
-        let text = text.trim();
+        let text = text::non_empty(text, "schedule", MAX_SCHEDULE_CHARS)?;
         let fields = text.split_whitespace().count();
         if fields != 6 {
             return Err(FieldError::new(
@@ -42,10 +51,37 @@ impl CronSchedule {
         &self.text
     }
 
+    /// The shortest time between two consecutive fire times after `from`
+    /// (read from the next few hundred); `None` when it fires at most once.
+    /// Fails when it never fires (`0 0 0 30 2 *`).
+    pub fn shortest_interval(&self, from: DateTime<Utc>) -> Result<Option<TimeDelta>, FieldError> {
+        // One search after the other: croner's iterator skips a fire time
+        // after each one it yields (3.0.1: `* * * * * *` comes out 2 s apart).
+        let next = |after: &DateTime<Utc>| self.cron.find_next_occurrence(after, false).ok();
+        let Some(mut previous) = next(&from) else {
+            return Err(FieldError::new("schedule", "never fires"));
+        };
+        let mut shortest: Option<TimeDelta> = None;
+        for _ in 1..INTERVAL_SAMPLE {
+            let Some(time) = next(&previous) else { break };
+            let gap = time - previous;
+            shortest = Some(shortest.map_or(gap, |s| s.min(gap)));
+            previous = time;
+        }
+        Ok(shortest)
+    }
+
     /// The start of the schedule period `at` falls in: the latest fire time at or
     /// before `at`.
     pub fn period_start(&self, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.cron.find_previous_occurrence(&at, true).ok()
+    }
+}
+
+/// Only the text: the parsed form is kilobytes of bit fields.
+impl std::fmt::Debug for CronSchedule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("CronSchedule").field(&self.text).finish()
     }
 }
 
@@ -84,11 +120,10 @@ pub struct KeywordSpec {
 }
 
 impl KeywordInput {
-    pub fn parse(self) -> Result<KeywordSpec, FieldError> {
-        let keyword = self.keyword.trim();
-        if keyword.is_empty() || keyword.chars().count() > 500 {
-            return Err(FieldError::new("keyword", "must be 1 to 500 characters"));
-        }
+    /// Checks every rule; a schedule may not fire more often than once per
+    /// `min_interval` (`MIN_SCHEDULE_INTERVAL_SECS`).
+    pub fn parse(self, min_interval: TimeDelta) -> Result<KeywordSpec, FieldError> {
+        let keyword = text::non_empty(&self.keyword, "keyword", MAX_KEYWORD_CHARS)?;
         if self.site_ids.is_empty() {
             return Err(FieldError::new("site_ids", "must name at least one site"));
         }
@@ -101,10 +136,24 @@ impl KeywordInput {
                 "must be between -1000 and 1000",
             ));
         }
+        let schedule = CronSchedule::parse(&self.schedule)?;
+        if let Some(shortest) = schedule.shortest_interval(Utc::now())?
+            && shortest < min_interval
+        {
+            return Err(FieldError::new(
+                "schedule",
+                format!(
+                    "fires {} s apart at times; the shortest interval allowed is {} s \
+                     (MIN_SCHEDULE_INTERVAL_SECS)",
+                    shortest.num_seconds(),
+                    min_interval.num_seconds()
+                ),
+            ));
+        }
         Ok(KeywordSpec {
             keyword: keyword.to_owned(),
             site_ids,
-            schedule: CronSchedule::parse(&self.schedule)?,
+            schedule,
             enabled: self.enabled,
             priority: self.priority,
         })
@@ -143,6 +192,51 @@ mod tests {
     }
 
     #[test]
+    fn schedules_firing_more_often_than_the_minimum_are_refused() {
+        let input = |schedule: &str| KeywordInput {
+            keyword: "k".into(),
+            site_ids: vec![1],
+            schedule: schedule.into(),
+            enabled: true,
+            priority: 0,
+        };
+        let minute = TimeDelta::seconds(60);
+        for fast in [
+            "* * * * * *",
+            "*/30 * * * * *",
+            "0,59 * * * * *",
+            "0 0,1 * * * *",
+        ] {
+            let limit = if fast.starts_with("0 0,1") {
+                TimeDelta::hours(1)
+            } else {
+                minute
+            };
+            let err = input(fast).parse(limit).unwrap_err();
+            assert_eq!(err.field, "schedule", "{fast}");
+            assert!(
+                err.message.contains("MIN_SCHEDULE_INTERVAL_SECS"),
+                "{fast}: {}",
+                err.message
+            );
+        }
+        for fine in [
+            "0 * * * * *",
+            "0 */10 * * * *",
+            "0 0 3 * * *",
+            "0 0 0 29 2 *",
+        ] {
+            assert!(input(fine).parse(minute).is_ok(), "{fine}");
+        }
+        assert!(input("*/2 * * * * *").parse(TimeDelta::seconds(1)).is_ok());
+        let never = input("0 0 0 30 2 *").parse(minute).unwrap_err();
+        assert_eq!(
+            (never.field.as_str(), never.message.as_str()),
+            ("schedule", "never fires")
+        );
+    }
+
+    #[test]
     fn site_ids_are_deduplicated() {
         let spec = KeywordInput {
             keyword: " shoes ".into(),
@@ -151,7 +245,7 @@ mod tests {
             enabled: true,
             priority: 0,
         }
-        .parse()
+        .parse(TimeDelta::seconds(60))
         .unwrap();
         assert_eq!(spec.site_ids, vec![1, 3]);
         assert_eq!(spec.keyword, "shoes");

@@ -5,5 +5,6 @@ pub mod keyword;
 pub mod run;
 pub mod site;
 pub mod target;
+pub mod text;
 
 pub use field_error::FieldError;

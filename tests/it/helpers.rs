@@ -133,6 +133,7 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
         max_attempts: 3,
         retention_days: 30,
         schedule_sync_interval_ms: 300,
+        min_schedule_interval_secs: 60,
         demo: false,
         demo_port: 0,
     }

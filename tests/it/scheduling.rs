@@ -20,7 +20,8 @@ async fn scheduled_runs(app: &TestApp, keyword: i64) -> i64 {
 
 #[tokio::test]
 async fn a_keyword_is_queued_on_its_cron_until_disabled_and_changes_apply_live() {
-    let app = TestApp::spawn_with(Roles::fleet(), |_| {}).await;
+    // Schedules a few seconds apart, so the test sees several fire times.
+    let app = TestApp::spawn_with(Roles::fleet(), |c| c.min_schedule_interval_secs = 1).await;
     let mut site = app.site_body("static", "/static");
     site["search_url"] = json!(format!("{}/static?q={{keyword}}", app.site.base_url()));
     let site = app.create_site(site).await;

@@ -5,7 +5,20 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::FieldError;
+use crate::domain::{FieldError, text};
+
+/// Longest selector accepted: real ones are a few dozen characters.
+pub const MAX_SELECTOR_CHARS: usize = 1000;
+/// Deepest nesting of parentheses and brackets in a selector (`:is(:not(a))`
+/// nests 2): the selector parser recurses once per level, and a few thousand
+/// levels overflow the stack and abort the whole process.
+pub const MAX_SELECTOR_NESTING: usize = 10;
+/// Longest JSON pointer accepted.
+pub const MAX_POINTER_CHARS: usize = 500;
+/// Most fields an item may have.
+pub const MAX_FIELDS: usize = 100;
+/// Longest field name, attribute name or query parameter name.
+const MAX_NAME_CHARS: usize = 100;
 
 /// A CSS selector that parses (checked with the same grammar browsers use).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -14,9 +27,14 @@ pub struct CssSelector(String);
 
 impl CssSelector {
     pub fn parse(selector: &str, field: &str) -> Result<Self, FieldError> {
-        let trimmed = selector.trim();
-        if trimmed.is_empty() {
-            return Err(FieldError::new(field, "must not be empty"));
+        let trimmed = text::non_empty(selector, field, MAX_SELECTOR_CHARS)?;
+        if nesting(trimmed) > MAX_SELECTOR_NESTING {
+            return Err(FieldError::new(
+                field,
+                format!(
+                    "nests parentheses or brackets more than {MAX_SELECTOR_NESTING} levels deep"
+                ),
+            ));
         }
         scraper::Selector::parse(trimmed)
             .map_err(|e| FieldError::new(field, format!("is not a valid CSS selector: {e}")))?;
@@ -33,6 +51,32 @@ impl CssSelector {
     }
 }
 
+/// How deep parentheses and brackets nest in a selector, outside quoted
+/// strings (an escaped character counts as a letter). Counted before the
+/// selector parser, which recurses, ever sees it.
+fn nesting(selector: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut quote = None;
+    let mut chars = selector.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (_, '\\') => {
+                chars.next();
+            }
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '(' | '[') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (None, ')' | ']') => depth = depth.saturating_sub(1),
+            (None, _) => {}
+        }
+    }
+    deepest
+}
+
 /// A JSON pointer (RFC 6901): empty for the whole document, else `/a/0/b`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -40,6 +84,7 @@ pub struct JsonPointer(String);
 
 impl JsonPointer {
     pub fn parse(pointer: &str, field: &str) -> Result<Self, FieldError> {
+        text::check(pointer, field, MAX_POINTER_CHARS)?;
         if !(pointer.is_empty() || pointer.starts_with('/')) {
             return Err(FieldError::new(
                 field,
@@ -209,15 +254,13 @@ impl ExtractionInput {
             if input.link.is_some() {
                 return Err(only_for_json(&format!("fields.{name}.link")));
             }
-            let attr = match input.attr {
-                Some(a) if a.trim().is_empty() => {
-                    return Err(FieldError::new(
-                        format!("fields.{name}.attr"),
-                        "must not be empty",
-                    ));
-                }
-                a => a.map(|a| a.trim().to_owned()),
-            };
+            let attr = input
+                .attr
+                .map(|a| {
+                    text::non_empty(&a, &format!("fields.{name}.attr"), MAX_NAME_CHARS)
+                        .map(str::to_owned)
+                })
+                .transpose()?;
             Ok(FieldSpec {
                 selector: input
                     .selector
@@ -278,13 +321,7 @@ impl ExtractionInput {
         let paging = match (json.next_token, json.token_param) {
             (None, None) => None,
             (Some(next_token), Some(token_param)) => {
-                let param = token_param.trim();
-                if param.is_empty() || param.len() > 100 {
-                    return Err(FieldError::new(
-                        "json.token_param",
-                        "must be 1 to 100 characters",
-                    ));
-                }
+                let param = text::non_empty(&token_param, "json.token_param", MAX_NAME_CHARS)?;
                 Some(TokenPaging {
                     next_token: JsonPointer::parse(&next_token, "json.next_token")?,
                     token_param: param.to_owned(),
@@ -318,11 +355,17 @@ fn parse_fields(
     if inputs.is_empty() {
         return Err(FieldError::new("fields", "must name at least one field"));
     }
+    if inputs.len() > MAX_FIELDS {
+        return Err(FieldError::new(
+            "fields",
+            format!("at most {MAX_FIELDS} fields"),
+        ));
+    }
     let mut fields = BTreeMap::new();
     for (name, input) in inputs {
-        if name.trim().is_empty() {
-            return Err(FieldError::new("fields", "field names must not be empty"));
-        }
+        // The name is checked before it is part of any field path.
+        text::non_empty(&name, "fields", MAX_NAME_CHARS)
+            .map_err(|e| FieldError::new("fields", format!("a field name {}", e.message)))?;
         let spec = parse(&name, input)?;
         fields.insert(name, spec);
     }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use url::Url;
 
-use crate::domain::FieldError;
+use crate::domain::{FieldError, text};
 
 /// Headers a site may not set: the HTTP client owns them, or another setting does.
 const RESERVED_HEADERS: &[(&str, &str)] = &[
@@ -18,6 +18,10 @@ const RESERVED_HEADERS: &[(&str, &str)] = &[
     ("proxy-authorization", "give credentials in proxy"),
 ];
 const MAX_HEADERS: usize = 50;
+const MAX_HEADER_NAME_CHARS: usize = 256;
+const MAX_HEADER_VALUE_CHARS: usize = 4096;
+const MAX_USER_AGENT_CHARS: usize = 512;
+const MAX_PROXY_CHARS: usize = 2048;
 
 /// Who the crawler says it is, and the way out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -36,17 +40,7 @@ impl Identity {
         proxy: Option<String>,
     ) -> Result<Self, FieldError> {
         let user_agent = user_agent
-            .map(|ua| {
-                let ua = ua.trim().to_owned();
-                if ua.is_empty() || ua.len() > 512 || ua.chars().any(char::is_control) {
-                    Err(FieldError::new(
-                        "user_agent",
-                        "must be 1 to 512 characters without control characters",
-                    ))
-                } else {
-                    Ok(ua)
-                }
-            })
+            .map(|ua| text::non_empty(&ua, "user_agent", MAX_USER_AGENT_CHARS).map(str::to_owned))
             .transpose()?;
         let headers = headers.unwrap_or_default();
         if headers.len() > MAX_HEADERS {
@@ -57,7 +51,11 @@ impl Identity {
         }
         let mut checked = BTreeMap::new();
         for (name, value) in headers {
+            // The name is checked before it is part of any field path.
+            text::non_empty(&name, "headers", MAX_HEADER_NAME_CHARS)
+                .map_err(|e| FieldError::new("headers", format!("a header name {}", e.message)))?;
             let field = format!("headers.{name}");
+            text::check(&value, &field, MAX_HEADER_VALUE_CHARS)?;
             let lower = name.to_ascii_lowercase();
             if let Some((_, why)) = RESERVED_HEADERS.iter().find(|(h, _)| *h == lower) {
                 return Err(FieldError::new(field, format!("may not be set: {why}")));
@@ -65,11 +63,8 @@ impl Identity {
             if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
                 return Err(FieldError::new(field, "is not a valid header name"));
             }
-            if http::HeaderValue::from_str(&value).is_err() || value.len() > 4096 {
-                return Err(FieldError::new(
-                    field,
-                    "value must be visible ASCII, at most 4096 characters",
-                ));
+            if http::HeaderValue::from_str(&value).is_err() {
+                return Err(FieldError::new(field, "value must be visible ASCII"));
             }
             checked.insert(name, value);
         }
@@ -92,7 +87,8 @@ pub const MASK: &str = "***";
 impl ProxyUrl {
     pub fn parse(proxy: &str) -> Result<Self, FieldError> {
         let field = "proxy";
-        let url = Url::parse(proxy.trim())
+        let proxy = text::non_empty(proxy, field, MAX_PROXY_CHARS)?;
+        let url = Url::parse(proxy)
             .map_err(|e| FieldError::new(field, format!("is not a valid URL: {e}")))?;
         if !matches!(url.scheme(), "http" | "socks5" | "socks5h") {
             return Err(FieldError::new(

@@ -14,13 +14,15 @@ pub use extraction::{
 pub use identity::{Identity, MASK, ProxyUrl};
 pub use template::{SearchUrlTemplate, with_query_param};
 
-use super::FieldError;
+use super::{FieldError, text};
 use extraction::ExtractionInput;
 
 /// Runs of one site active at once across the fleet, when the site sets none.
 pub const DEFAULT_MAX_CONCURRENT_RUNS: i32 = 3;
 /// Pages a paged search goes through at most, when the site sets no `max_pages`.
 pub const DEFAULT_MAX_PAGES: i32 = 100;
+/// Longest site name.
+const MAX_NAME_CHARS: usize = 200;
 
 /// How pages of a site are fetched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -47,6 +49,7 @@ impl RenderMode {
     }
 
     pub fn parse(mode: &str) -> Result<Self, FieldError> {
+        text::check(mode, "render", 20)?;
         RenderMode::ALL
             .into_iter()
             .find(|m| m.as_str() == mode)
@@ -137,10 +140,7 @@ pub struct SiteSpec {
 
 impl SiteInput {
     pub fn parse(self) -> Result<SiteSpec, FieldError> {
-        let name = self.name.trim();
-        if name.is_empty() || name.len() > 200 {
-            return Err(FieldError::new("name", "must be 1 to 200 characters"));
-        }
+        let name = text::non_empty(&self.name, "name", MAX_NAME_CHARS)?;
         let search_url = SearchUrlTemplate::parse(&self.search_url)?;
         let render = self
             .render

@@ -4,9 +4,11 @@
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-use crate::domain::FieldError;
+use crate::domain::{FieldError, text};
 
 const KEYWORD: &str = "{keyword}";
+/// Longest search URL template: browsers and servers cope with ~2000.
+pub const MAX_URL_CHARS: usize = 2048;
 const PAGE: &str = "{page}";
 
 /// A search URL with a `{keyword}` placeholder and, for paged searches, `{page}`.
@@ -17,6 +19,7 @@ pub struct SearchUrlTemplate(String);
 impl SearchUrlTemplate {
     pub fn parse(template: &str) -> Result<Self, FieldError> {
         let field = "search_url";
+        text::check(template, field, MAX_URL_CHARS)?;
         if !template.contains(KEYWORD) {
             return Err(FieldError::new(
                 field,
