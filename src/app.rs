@@ -39,9 +39,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         } else {
             config.metrics_port
         };
-        let (host, token) = (config.api_host.clone(), shutdown.clone());
+        let (host, limits, token) = (
+            config.api_host.clone(),
+            config.http_limits(),
+            shutdown.clone(),
+        );
         roles.spawn(async move {
-            crate::ops_server::serve(&host, port, token)
+            crate::ops_server::serve(&host, port, limits, token)
                 .await
                 .context("ops server")
         });

@@ -113,6 +113,25 @@ pub struct Config {
     #[arg(long, env = "WS_SEND_TIMEOUT_SECS", default_value_t = 10)]
     pub ws_send_timeout_secs: u64,
 
+    /// A request head must arrive within this many seconds, and a kept-alive
+    /// connection idle this long is closed (every process's HTTP server).
+    /// Behind a load balancer, set it above the balancer's idle timeout.
+    #[arg(long, env = "HTTP_HEADER_TIMEOUT_SECS", default_value_t = 10)]
+    pub http_header_timeout_secs: u64,
+
+    /// HTTP connections served at once; past it, only /health and /ready are
+    /// answered (briefly) and other requests get 503.
+    #[arg(long, env = "MAX_CONNECTIONS", default_value_t = 512)]
+    pub max_connections: usize,
+
+    /// WebSocket clients of this api process at once; past it, 503.
+    #[arg(long, env = "MAX_WS_CLIENTS", default_value_t = 256)]
+    pub max_ws_clients: usize,
+
+    /// WebSocket clients of one token at once; past it, 503.
+    #[arg(long, env = "MAX_WS_CLIENTS_PER_TOKEN", default_value_t = 32)]
+    pub max_ws_clients_per_token: usize,
+
     /// Publish the scaling metric to CloudWatch (one api process publishes).
     #[arg(long, env = "CLOUDWATCH_ENABLED", default_value_t = false)]
     pub cloudwatch_enabled: bool,
@@ -300,6 +319,14 @@ impl std::fmt::Debug for SessionKey {
 }
 
 impl Config {
+    /// Bounds of this process's HTTP server.
+    pub fn http_limits(&self) -> crate::http_server::Limits {
+        crate::http_server::Limits {
+            header_timeout: Duration::from_secs(self.http_header_timeout_secs.max(1)),
+            max_connections: self.max_connections.max(1),
+        }
+    }
+
     pub fn dispatch_interval(&self) -> Duration {
         Duration::from_millis(self.dispatch_interval_ms)
     }

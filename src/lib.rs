@@ -14,6 +14,7 @@ pub mod demo_site;
 pub mod domain;
 pub mod events;
 pub mod healthcheck;
+pub mod http_server;
 pub mod metrics;
 pub mod ops_server;
 pub mod queue;

@@ -22,6 +22,10 @@ pub struct Metrics {
     pub cloudwatch_publishes: IntCounter,
     pub cloudwatch_failures: IntCounter,
     pub websocket_clients: IntGauge,
+    pub websocket_refusals: IntCounterVec,
+    // every process's HTTP server
+    pub http_connections_open: IntGauge,
+    pub http_connections_over_cap: IntCounterVec,
     // worker
     pub runs_finished: IntCounterVec,
     pub page_fetch_duration: HistogramVec,
@@ -135,6 +139,23 @@ impl Metrics {
                 &r,
                 "crawlfleet_websocket_clients",
                 "WebSocket clients connected.",
+            ),
+            websocket_refusals: counter_vec(
+                &r,
+                "crawlfleet_websocket_refusals_total",
+                "WebSocket clients refused with 503, by the cap that was full (all, token).",
+                &["cap"],
+            ),
+            http_connections_open: gauge(
+                &r,
+                "crawlfleet_http_connections_open",
+                "HTTP connections open (upgraded WebSocket connections not included).",
+            ),
+            http_connections_over_cap: counter_vec(
+                &r,
+                "crawlfleet_http_connections_over_cap_total",
+                "Connections that came past MAX_CONNECTIONS: served for the probes only, or closed.",
+                &["outcome"],
             ),
             runs_finished: counter_vec(
                 &r,

@@ -6,7 +6,12 @@ use axum::{Json, Router, routing::get};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-pub async fn serve(host: &str, port: u16, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn serve(
+    host: &str,
+    port: u16,
+    limits: crate::http_server::Limits,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind((host, port))
         .await
         .with_context(|| format!("binding /health and /metrics to {host}:{port}"))?;
@@ -14,8 +19,7 @@ pub async fn serve(host: &str, port: u16, shutdown: CancellationToken) -> anyhow
     let router = Router::new()
         .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/metrics", get(crate::api::render_metrics));
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
+    crate::http_server::serve(listener, router, limits, shutdown)
         .await
         .context("serving /health and /metrics")
 }

@@ -26,6 +26,18 @@ pub struct Tokens {
     read: Vec<[u8; 32]>,
 }
 
+/// Which token a request came with, for per-token caps: a prefix of its
+/// digest, never the token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TokenKey([u8; 8]);
+
+impl TokenKey {
+    pub fn of(token: &str) -> Self {
+        let digest = digest(token);
+        TokenKey(digest[..8].try_into().expect("8 of 32 bytes"))
+    }
+}
+
 fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
@@ -103,7 +115,12 @@ pub async fn require_token(
     let Some(tokens) = &state.tokens else {
         return Ok(next.run(req).await);
     };
-    let access = presented_token(&req).and_then(|t| tokens.access(&t));
+    let mut req = req;
+    let presented = presented_token(&req);
+    let access = presented.as_deref().and_then(|t| tokens.access(t));
+    if let (Some(token), Some(_)) = (&presented, access) {
+        req.extensions_mut().insert(TokenKey::of(token));
+    }
     match access {
         None => {
             // The request's span says which (its path in full: this router

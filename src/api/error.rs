@@ -20,7 +20,8 @@ pub struct ErrorBody {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// Machine-readable: bad_request, unauthorized, forbidden, not_found,
-    /// conflict, payload_too_large, unsupported_media_type, invalid_field, internal.
+    /// conflict, payload_too_large, unsupported_media_type, invalid_field,
+    /// overloaded, internal.
     pub code: String,
     pub message: String,
     /// The offending field, when one is at fault (`fields.title.selector`).
@@ -55,6 +56,9 @@ pub enum ApiError {
     PayloadTooLarge(usize),
     #[error("unsupported content type: send application/json")]
     UnsupportedMediaType,
+    /// A cap of the server is reached; try again shortly.
+    #[error("{0}")]
+    Overloaded(String),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
@@ -88,6 +92,7 @@ impl ApiError {
                 "unsupported_media_type",
                 None,
             ),
+            ApiError::Overloaded(_) => (StatusCode::SERVICE_UNAVAILABLE, "overloaded", None),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal", None),
         }
     }

@@ -12,6 +12,27 @@ use super::error::ApiError;
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
+/// Middleware: a request declaring a body over [`MAX_BODY_BYTES`] is refused
+/// with 413 before anything waits for that body (it would otherwise wait,
+/// for bytes that may never come, until the request timeout).
+pub async fn refuse_oversized_declared_body(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    match declared {
+        Some(length) if length > MAX_BODY_BYTES as u64 => {
+            ApiError::PayloadTooLarge(MAX_BODY_BYTES).into_response()
+        }
+        _ => next.run(req).await,
+    }
+}
+
 /// A JSON body; type errors name the offending field (`fields.title.selector`).
 pub struct ApiJson<T>(pub T);
 

@@ -37,7 +37,7 @@ use crate::{
 
 pub use auth::Tokens;
 pub use error::ApiError;
-pub use live::{LiveSettings, MAX_CLIENT_MESSAGE_BYTES};
+pub use live::{LiveSettings, LiveSlots, MAX_CLIENT_MESSAGE_BYTES};
 pub use observe::render_metrics;
 
 /// What every handler shares.
@@ -56,6 +56,8 @@ pub struct AppState {
     pub live_settings: LiveSettings,
     /// This process's live clients, so shutdown can wait for their close frames.
     pub live_clients: TaskTracker,
+    /// Caps on live clients, in all and per token.
+    pub live_slots: LiveSlots,
     pub shutdown: CancellationToken,
     /// Refuses sites whose targets are private or metadata addresses.
     pub guard: TargetGuard,
@@ -105,6 +107,7 @@ impl AppState {
                 send_timeout: Duration::from_secs(config.ws_send_timeout_secs.max(1)),
             },
             live_clients: TaskTracker::new(),
+            live_slots: LiveSlots::new(config.max_ws_clients, config.max_ws_clients_per_token),
             shutdown,
             guard: TargetGuard::from_config(config),
             sessions_enabled: config.session_key.is_some(),
@@ -235,6 +238,9 @@ pub fn router(state: AppState) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
+        // Before the body is awaited: a declared size over the limit is a 413
+        // at once, not a wait for bytes that will be refused anyway.
+        .layer(middleware::from_fn(extract::refuse_oversized_declared_body))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             Duration::from_secs(30),
@@ -255,6 +261,7 @@ pub struct Application {
     database_url: String,
     /// `None`: CloudWatch publishing is off (`CLOUDWATCH_ENABLED` not set).
     publisher: Option<PublisherSettings>,
+    limits: crate::http_server::Limits,
 }
 
 impl Application {
@@ -263,7 +270,19 @@ impl Application {
         let listener = TcpListener::bind((host, port))
             .await
             .with_context(|| format!("binding the api to {host}:{port}"))?;
+        let limits = config.http_limits();
+        let open_files = crate::http_server::raise_open_files_limit();
+        let wanted = (limits.max_connections + config.max_ws_clients) as u64 * 9 / 8 + 256;
+        if open_files < wanted {
+            tracing::warn!(
+                open_files,
+                wanted,
+                "the open-file limit is below what MAX_CONNECTIONS and MAX_WS_CLIENTS may use; \
+                 raise it (ulimit -n) or lower them"
+            );
+        }
         Ok(Self {
+            limits,
             listener,
             router: router(state.clone()),
             state,
@@ -312,11 +331,11 @@ impl Application {
                 tokio::spawn(async { Ok(()) })
             }
         };
-        let served = axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await
-            .context("serving the api");
-        // axum::serve does not wait for upgraded connections: without this the
+        let served =
+            crate::http_server::serve(self.listener, self.router, self.limits, shutdown.clone())
+                .await
+                .context("serving the api");
+        // The server does not wait for upgraded connections: without this the
         // process could exit before its WebSocket clients get their close frame.
         let clients = &self.state.live_clients;
         clients.close();

@@ -10,6 +10,7 @@ mod crawl;
 mod dispatch;
 mod faults;
 mod fleet;
+mod hostile_clients;
 mod hostile_input;
 mod identity;
 mod incremental;

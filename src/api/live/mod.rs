@@ -3,6 +3,7 @@
 //! receiver, so a slow client lags (and is told how much it missed) but never
 //! blocks others or grows memory; a client that stops answering is dropped.
 
+mod slots;
 mod subscription;
 
 use std::{
@@ -25,8 +26,9 @@ use serde_json::json;
 use tokio::sync::{broadcast, mpsc, watch};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::AppState;
+use super::{ApiError, AppState, auth::TokenKey};
 use crate::{events::Event, metrics::metrics, store};
+pub use slots::LiveSlots;
 use subscription::{Filter, read_subscription};
 
 /// Largest message a client may send: a subscription is a few dozen bytes.
@@ -51,18 +53,43 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// `lagged` (missed). Send `{"subscribe": {"keyword_id"?, "site_id"?,
 /// "run_id"?}}` to filter: the answer is `subscribed`, or `error` naming the
 /// field at fault. Messages over 64 KiB close the connection (1009). The
-/// token may be given as `?token=`.
+/// token may be given as `?token=`. Past `MAX_WS_CLIENTS` clients, or
+/// `MAX_WS_CLIENTS_PER_TOKEN` of one token, the answer is 503.
 #[utoipa::path(get, path = "/ws", tag = "live", security(("bearer" = [])),
     params(("token" = Option<String>, Query, description = "The bearer token, for browsers")),
-    responses((status = 101, description = "Switching to the WebSocket protocol"), (status = 401, body = super::error::ErrorBody)))]
-async fn upgrade(ws: WebSocketUpgrade, State(state): State<AppState>) -> Response {
-    ws.max_message_size(MAX_CLIENT_MESSAGE_BYTES)
+    responses((status = 101, description = "Switching to the WebSocket protocol"), (status = 401, body = super::error::ErrorBody),
+              (status = 503, description = "Too many clients, in all or of this token", body = super::error::ErrorBody)))]
+async fn upgrade(
+    ws: WebSocketUpgrade,
+    State(state): State<AppState>,
+    token: Option<axum::Extension<TokenKey>>,
+) -> Result<Response, ApiError> {
+    let slot = state
+        .live_slots
+        .take(token.map(|axum::Extension(key)| key))
+        .map_err(|full| {
+            metrics()
+                .websocket_refusals
+                .with_label_values(&[full.as_str()])
+                .inc();
+            ApiError::Overloaded(match full {
+                slots::Full::All => "too many live clients; try again later".to_owned(),
+                slots::Full::Token => {
+                    "this token has as many live clients as it may; close one first".to_owned()
+                }
+            })
+        })?;
+    Ok(ws
+        .max_message_size(MAX_CLIENT_MESSAGE_BYTES)
         .max_frame_size(MAX_CLIENT_MESSAGE_BYTES)
         .on_upgrade(move |socket| {
             // Tracked, so shutdown can wait for every client's close frame.
             let clients = state.live_clients.clone();
-            clients.track_future(serve_client(socket, state))
-        })
+            clients.track_future(async move {
+                serve_client(socket, state).await;
+                drop(slot);
+            })
+        }))
 }
 
 struct ClientGauge;

@@ -1,0 +1,205 @@
+//! Clients that try to exhaust the api rather than break its rules: half-sent
+//! heads, more connections than it serves, bodies it will refuse, heads too
+//! big to read, and WebSocket floods. Each is bounded, and /health keeps
+//! answering throughout.
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+};
+use tokio_tungstenite::connect_async;
+
+use crate::helpers::{Roles, TestApp};
+
+/// Reads what the server sends on `stream` until it closes the connection or
+/// `limit` passes; `None` when it was still open at the end.
+async fn read_until_closed(stream: &mut TcpStream, limit: Duration) -> Option<String> {
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.checked_duration_since(Instant::now())?;
+        match tokio::time::timeout(left, stream.read(&mut buf)).await {
+            Err(_) => return None,
+            Ok(Ok(0)) | Ok(Err(_)) => return Some(String::from_utf8_lossy(&answer).into()),
+            Ok(Ok(n)) => answer.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+async fn connect(app: &TestApp) -> TcpStream {
+    TcpStream::connect(app.base.trim_start_matches("http://"))
+        .await
+        .expect("api accepts")
+}
+
+/// The first line of an answer: `HTTP/1.1 413 Payload Too Large`.
+fn status_line(answer: &str) -> &str {
+    answer.lines().next().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn half_sent_heads_are_closed_and_health_answers_while_every_slot_is_held() {
+    let app = TestApp::spawn_with(Roles::default(), |c| {
+        c.max_connections = 20;
+        c.http_header_timeout_secs = 2;
+    })
+    .await;
+    // Every slot held by a client that never finishes its request head.
+    let mut slow = Vec::new();
+    for _ in 0..20 {
+        let mut stream = connect(&app).await;
+        stream
+            .write_all(b"GET /api/sites HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            .await
+            .unwrap();
+        slow.push(stream);
+    }
+    // Past the cap, the probes are answered and nothing else is.
+    let client = reqwest::Client::new();
+    let health = client
+        .get(format!("{}/health", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), StatusCode::OK);
+    let busy = client
+        .get(format!("{}/api/sites", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(busy.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: serde_json::Value = busy.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "overloaded", "{body}");
+    // The half-sent heads are dropped after the 2 s header timeout. 10 s
+    // leaves 8 s for a loaded machine to fire a timer; without a timeout the
+    // connections would stay open for good and this would fail.
+    for stream in &mut slow {
+        assert!(
+            read_until_closed(stream, Duration::from_secs(10))
+                .await
+                .is_some(),
+            "a half-sent head was still held open"
+        );
+    }
+    // The slots are free again: the API answers as usual.
+    let (status, _) = app.get("/api/sites").await;
+    assert_eq!(status, StatusCode::OK);
+    // An idle kept-alive connection is closed after the same timeout.
+    let mut idle = connect(&app).await;
+    idle.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = read_until_closed(&mut idle, Duration::from_secs(10))
+        .await
+        .expect("an idle connection is closed");
+    assert!(status_line(&answer).contains("200"), "{answer}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_declared_body_over_the_limit_is_refused_at_once_and_a_huge_head_is_431() {
+    let app = TestApp::spawn().await;
+    let mut stream = connect(&app).await;
+    let started = Instant::now();
+    stream
+        .write_all(
+            b"POST /api/sites HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+              Content-Length: 10737418240\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    // Not one byte of the body is sent: the answer may not wait for it (it
+    // used to wait for the 30 s request timeout and answer 408, empty).
+    let answer = read_until_closed(&mut stream, Duration::from_secs(10))
+        .await
+        .expect("the server closes a connection whose body it will not read");
+    assert!(status_line(&answer).contains("413"), "{answer}");
+    assert!(answer.contains("payload_too_large"), "{answer}");
+    // Far under the 30 s of the request timeout, even on a loaded machine.
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    let mut stream = connect(&app).await;
+    let huge = format!(
+        "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(100 * 1024)
+    );
+    // The server may close before reading it all: a failed write is fine.
+    let _ = stream.write_all(huge.as_bytes()).await;
+    let answer = read_until_closed(&mut stream, Duration::from_secs(10))
+        .await
+        .expect("the server closes a connection whose head it will not read");
+    assert!(status_line(&answer).contains("431"), "{answer}");
+    let (status, _) = app.get("/health").await;
+    assert_eq!(status, StatusCode::OK);
+    app.stop().await;
+}
+
+const WRITER: &str = "hostile-writer-token";
+const READER: &str = "hostile-reader-token";
+
+async fn ws_status(app: &TestApp, token: &str) -> Result<WsClient, u16> {
+    let url = format!("{}/ws?token={token}", app.base.replace("http://", "ws://"));
+    match connect_async(url).await {
+        Ok((socket, _)) => Ok(socket),
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            Err(response.status().as_u16())
+        }
+        Err(e) => panic!("unexpected WebSocket error: {e}"),
+    }
+}
+
+type WsClient =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+#[tokio::test]
+async fn websocket_clients_are_capped_in_all_and_per_token() {
+    let app = TestApp::spawn_with(Roles::default(), |c| {
+        c.auth_disabled = false;
+        c.api_tokens = vec![WRITER.into()];
+        c.api_read_tokens = vec![READER.into()];
+        c.max_ws_clients = 5;
+        c.max_ws_clients_per_token = 3;
+    })
+    .await;
+    let mut readers = Vec::new();
+    for _ in 0..3 {
+        readers.push(
+            ws_status(&app, READER)
+                .await
+                .expect("within the token's share"),
+        );
+    }
+    assert_eq!(
+        ws_status(&app, READER).await.err(),
+        Some(503),
+        "the token's share is full"
+    );
+    let _writers = [
+        ws_status(&app, WRITER)
+            .await
+            .expect("another token has its own share"),
+        ws_status(&app, WRITER)
+            .await
+            .expect("another token has its own share"),
+    ];
+    assert_eq!(
+        ws_status(&app, WRITER).await.err(),
+        Some(503),
+        "every slot is taken"
+    );
+    let (status, _) = app.get("/health").await;
+    assert_eq!(status, StatusCode::OK);
+    // A client that leaves gives its slot back.
+    let mut leaving = readers.pop().unwrap();
+    leaving.close(None).await.unwrap();
+    drop(leaving);
+    crate::helpers::eventually(Duration::from_secs(10), "a freed slot is taken", || async {
+        ws_status(&app, READER).await.ok()
+    })
+    .await;
+    app.stop().await;
+}
