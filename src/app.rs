@@ -10,12 +10,43 @@ use crate::{
     demo, queue, scheduler, store, worker,
 };
 
+/// Seals the site secrets an earlier version stored in the clear, once an api
+/// with SESSION_KEY starts; without the key, says how many wait for it.
+async fn seal_stored_secrets(config: &Config, pool: &sqlx::PgPool) -> anyhow::Result<()> {
+    match &config.session_key {
+        Some(key) => {
+            let sealed = store::sites::seal_unsealed(pool, key)
+                .await
+                .context("sealing the secrets of sites stored in the clear")?;
+            if sealed > 0 {
+                tracing::info!(
+                    sites = sealed,
+                    "sealed the header values and proxies of sites stored in the clear by an earlier version"
+                );
+            }
+        }
+        None => {
+            let waiting = store::sites::count_unsealed(pool).await?;
+            if waiting > 0 {
+                tracing::warn!(
+                    sites = waiting,
+                    "sites keep header values or proxy credentials in the clear: set SESSION_KEY on the api to seal them"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Runs the configured roles until `shutdown`; if one fails, the others are
 /// stopped and the error is returned (so the process exits non-zero).
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let pool = store::connect(&config.database_url, config.database_max_connections).await?;
     if config.process.runs_api() || config.process.runs_scheduler() {
         store::migrate(&pool).await?;
+    }
+    if config.process.runs_api() {
+        seal_stored_secrets(&config, &pool).await?;
     }
     let redis = queue::connect(&config.redis_url).await?;
 

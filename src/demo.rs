@@ -49,7 +49,7 @@ pub async fn start(config: &Config, pool: &PgPool) -> anyhow::Result<DemoSite> {
         ..SiteInput::default()
     }
     .parse()?;
-    let demo_site = store::sites::create(pool, &spec).await?;
+    let demo_site = store::sites::create(pool, &spec, config.session_key.as_ref()).await?;
     let keyword = KeywordInput {
         keyword: "laptop".into(),
         site_ids: vec![demo_site.id],

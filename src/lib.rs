@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod ops_server;
 pub mod queue;
 pub mod scheduler;
+pub mod sealing;
 pub mod shutdown;
 pub mod store;
 pub mod target_guard;

@@ -61,8 +61,9 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// Refuses sites whose targets are private or metadata addresses.
     pub guard: TargetGuard,
-    /// Whether workers can keep sessions (SESSION_KEY is set).
-    pub sessions_enabled: bool,
+    /// Seals kept sessions (on the workers) and sites' secrets (here);
+    /// `None`: SESSION_KEY is not set, and sites may have neither.
+    pub session_key: Option<crate::config::SessionKey>,
     /// Shortest interval a keyword's schedule may fire at.
     pub min_schedule_interval: chrono::TimeDelta,
 }
@@ -110,7 +111,7 @@ impl AppState {
             live_slots: LiveSlots::new(config.max_ws_clients, config.max_ws_clients_per_token),
             shutdown,
             guard: TargetGuard::from_config(config),
-            sessions_enabled: config.session_key.is_some(),
+            session_key: config.session_key.clone(),
             min_schedule_interval: chrono::TimeDelta::seconds(
                 config.min_schedule_interval_secs.into(),
             ),

@@ -9,7 +9,7 @@ use super::{
 use crate::{
     domain::{
         FieldError,
-        site::{ProxyUrl, SiteInput, SiteSpec},
+        site::{MASK, SiteInput, SiteSpec, restore_masked},
     },
     store::{
         self,
@@ -42,14 +42,44 @@ async fn check_reachable(state: &AppState, spec: &SiteSpec) -> Result<(), ApiErr
     {
         return Err(FieldError::new("proxy", refused.to_string()).into());
     }
-    if spec.session.keep && !state.sessions_enabled {
-        return Err(FieldError::new(
-            "keep_session",
-            "needs SESSION_KEY set on the api and the workers (the key that seals sessions)",
-        )
-        .into());
+    if state.session_key.is_none() {
+        let needs_key = |field: &str, what: &str| {
+            FieldError::new(
+                field,
+                format!(
+                    "{what} SESSION_KEY set on the api and the workers (the key that seals them)"
+                ),
+            )
+        };
+        if spec.session.keep {
+            return Err(needs_key("keep_session", "a kept session needs").into());
+        }
+        if !spec.identity.headers.is_empty() {
+            return Err(needs_key(
+                "headers",
+                "header values are secrets kept sealed: they need",
+            )
+            .into());
+        }
+        if spec.identity.has_secrets() {
+            return Err(needs_key(
+                "proxy",
+                "proxy credentials are secrets kept sealed: they need",
+            )
+            .into());
+        }
     }
     Ok(())
+}
+
+/// Whether the input carries a secret in the masked form a response shows.
+fn masks(input: &SiteInput) -> bool {
+    input
+        .headers
+        .iter()
+        .flatten()
+        .any(|(_, value)| value == MASK)
+        || input.proxy.as_deref().is_some_and(|p| p.contains(MASK))
 }
 
 const NAME_TAKEN: &str = "sites_name_key";
@@ -71,7 +101,7 @@ async fn create(
 ) -> Result<(StatusCode, Json<Site>), ApiError> {
     let spec = input.parse()?;
     check_reachable(&state, &spec).await?;
-    match store::sites::create(&state.pool, &spec).await {
+    match store::sites::create(&state.pool, &spec, state.session_key.as_ref()).await {
         Ok(site) => Ok((StatusCode::CREATED, Json(site))),
         Err(e) if store::violates(&e, NAME_TAKEN) => Err(name_taken()),
         Err(e) => Err(e.into()),
@@ -109,21 +139,22 @@ async fn update(
     Id(id): Id,
     ApiJson(mut input): ApiJson<SiteInput>,
 ) -> Result<Json<Site>, ApiError> {
-    // A proxy sent back as a response showed it (password masked) keeps its password.
-    if let Some(sent) = &input.proxy {
-        let stored = store::sites::get(&state.pool, id)
-            .await?
-            .and_then(|site| site.proxy)
-            .map(|p| p.expose().to_owned());
-        if let Some(stored) = stored
-            && ProxyUrl::is_redacted_form_of(sent, &stored)
-        {
-            input.proxy = Some(stored);
-        }
+    // Secrets sent back as a response showed them (masked) keep their stored value.
+    let stored = store::sites::get(&state.pool, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("site", id))?;
+    if masks(&input) {
+        let kept = stored
+            .identity(state.session_key.as_ref())
+            .map_err(|e| ApiError::Conflict {
+                message: format!("{e}; send the real header values and proxy"),
+                field: Some("headers".into()),
+            })?;
+        restore_masked(&mut input.headers, &mut input.proxy, &kept);
     }
     let spec = input.parse()?;
     check_reachable(&state, &spec).await?;
-    match store::sites::update(&state.pool, id, &spec).await {
+    match store::sites::update(&state.pool, id, &spec, state.session_key.as_ref()).await {
         Ok(Some(site)) => Ok(Json(site)),
         Ok(None) => Err(ApiError::not_found("site", id)),
         Err(e) if store::violates(&e, NAME_TAKEN) => Err(name_taken()),

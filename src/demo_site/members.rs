@@ -41,7 +41,13 @@ pub(super) async fn members(
     (
         [(
             header::SET_COOKIE,
-            format!("member=m{n}; Path=/; HttpOnly; SameSite=Lax; Max-Age=86400"),
+            format!(
+                "member={}m{n}; Path=/; HttpOnly; SameSite=Lax; Max-Age=86400",
+                p.tag
+                    .as_deref()
+                    .map(|t| format!("{t}-"))
+                    .unwrap_or_default()
+            ),
         )],
         page,
     )

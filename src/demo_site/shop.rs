@@ -184,6 +184,9 @@ pub(super) struct Params {
     pub(super) page_size: Option<u32>,
     pub(super) token: Option<String>,
     pub(super) ms: Option<u64>,
+    /// `/members`: the member cookie is `<tag>-m<n>` instead of `m<n>`, a
+    /// value a test can look for (in a log, say) without false hits.
+    pub(super) tag: Option<String>,
 }
 
 pub(super) async fn search(Query(p): Query<Params>) -> Html<String> {

@@ -3,17 +3,12 @@
 use sqlx::PgPool;
 
 use super::runs::Fence;
+use crate::sealing::Sealed;
 
-/// A sealed session as stored: the worker alone can open it (SESSION_KEY).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SealedSession {
-    pub nonce: Vec<u8>,
-    pub sealed: Vec<u8>,
-}
-
-pub async fn load(pool: &PgPool, site_id: i64) -> sqlx::Result<Option<SealedSession>> {
+/// The site's sealed session: the worker alone opens it (SESSION_KEY).
+pub async fn load(pool: &PgPool, site_id: i64) -> sqlx::Result<Option<Sealed>> {
     sqlx::query_as!(
-        SealedSession,
+        Sealed,
         "SELECT nonce, sealed FROM site_sessions WHERE site_id = $1",
         site_id
     )
@@ -28,7 +23,7 @@ pub async fn save(
     pool: &PgPool,
     site_id: i64,
     fence: &Fence,
-    session: &SealedSession,
+    session: &Sealed,
 ) -> sqlx::Result<bool> {
     let done = sqlx::query!(
         r#"INSERT INTO site_sessions (site_id, nonce, sealed, saved_by_run)

@@ -1,14 +1,20 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 use sqlx::{PgPool, types::Json};
 
-use crate::domain::site::{
-    Extraction, FieldInput, FieldSpec, JsonInput, ProxyUrl, SiteInput, SiteSpec,
+use crate::{
+    config::SessionKey,
+    domain::site::{
+        Extraction, FieldInput, FieldSpec, Identity, JsonInput, MASK, ProxyUrl, SiteInput, SiteSpec,
+    },
+    sealing::{self, Sealed},
 };
 
-/// A stored site, as the API shows it (the proxy's password masked).
+/// A stored site, as the API shows it: the values of its headers and its
+/// proxy's credentials are masked (`***`) for every token; they are kept
+/// sealed with SESSION_KEY, and sending the masked form back keeps them.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Site {
     pub id: i64,
@@ -29,47 +35,107 @@ pub struct Site {
     pub keep_session: bool,
     pub exclusive_session: bool,
     pub user_agent: Option<String>,
+    /// Header names, each value shown as `***`.
     pub headers: BTreeMap<String, String>,
-    /// The password, if any, is shown as `***`; sending this form back keeps it.
-    #[schema(value_type = Option<String>)]
-    pub proxy: Option<StoredProxy>,
+    /// The proxy, its user name and password shown as `***`.
+    pub proxy: Option<String>,
     /// When a run last saved the site's session (keep_session).
     pub session_saved_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    #[serde(skip)]
+    secrets: StoredSecrets,
 }
 
-/// A stored proxy URL: shown and printed with its password masked.
+/// A site's secrets as stored.
 #[derive(Clone)]
-pub struct StoredProxy(String);
-
-impl StoredProxy {
-    /// The URL with its password, for the crawl and for comparisons only.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    pub fn masked(&self) -> String {
-        ProxyUrl::parse(&self.0).map_or_else(|_| "(unreadable)".to_owned(), |p| p.redacted())
-    }
+enum StoredSecrets {
+    Sealed(Sealed),
+    /// Stored before secrets were sealed, and not sealed yet (the api seals
+    /// them at start when it has SESSION_KEY).
+    Unsealed(Secrets),
 }
 
-impl std::fmt::Debug for StoredProxy {
+impl std::fmt::Debug for StoredSecrets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.masked())
+        f.write_str(match self {
+            StoredSecrets::Sealed(_) => "Sealed",
+            StoredSecrets::Unsealed(_) => "Unsealed",
+        })
     }
 }
 
-impl Serialize for StoredProxy {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.masked().serialize(s)
+/// What a site keeps sealed: its header values and, when it has
+/// credentials, its proxy (one without is in the clear, as shown).
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
+struct Secrets {
+    headers: BTreeMap<String, String>,
+    proxy: Option<String>,
+}
+
+impl Secrets {
+    fn of(identity: &Identity) -> Self {
+        Secrets {
+            headers: identity.headers.clone(),
+            proxy: identity
+                .proxy
+                .as_ref()
+                .filter(|p| p.credentials().is_some())
+                .map(|p| p.expose().to_owned()),
+        }
     }
+
+    fn is_empty(&self) -> bool {
+        self.headers.is_empty() && self.proxy.is_none()
+    }
+
+    /// What the secrets of site `id` are bound to: no other site's opens.
+    fn bound_to(id: i64) -> Vec<u8> {
+        format!("site {id} secrets").into_bytes()
+    }
+
+    fn seal(&self, id: i64, key: &SessionKey) -> Sealed {
+        let plain = serde_json::to_vec(self).expect("strings serialize");
+        sealing::seal(key, &Self::bound_to(id), &plain)
+    }
+}
+
+/// Why a site's secrets could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretsError {
+    #[error("the site's header values and proxy are sealed, and SESSION_KEY is not set here")]
+    NoKey,
+    #[error("the site's secrets: {0}")]
+    NotOpened(#[from] sealing::NotOpened),
+    #[error("the site's secrets are unreadable: {0}")]
+    Unreadable(#[from] serde_json::Error),
+}
+
+/// Why a stored site is not a site the rules accept.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error(transparent)]
+    Secrets(#[from] SecretsError),
+    #[error("the stored site breaks a rule: {0}")]
+    Invalid(#[from] crate::domain::FieldError),
 }
 
 impl Site {
-    /// The site as a client would send it (the proxy unmasked).
-    pub fn input(&self) -> SiteInput {
-        SiteInput {
+    fn secrets(&self, key: Option<&SessionKey>) -> Result<Secrets, SecretsError> {
+        match &self.secrets {
+            StoredSecrets::Unsealed(secrets) => Ok(secrets.clone()),
+            StoredSecrets::Sealed(sealed) => {
+                let key = key.ok_or(SecretsError::NoKey)?;
+                let plain = sealing::open(sealed, key, &Secrets::bound_to(self.id))?;
+                Ok(serde_json::from_slice(&plain)?)
+            }
+        }
+    }
+
+    /// The site as a client would send it, its secrets opened with `key`.
+    pub fn input(&self, key: Option<&SessionKey>) -> Result<SiteInput, SecretsError> {
+        let secrets = self.secrets(key)?;
+        Ok(SiteInput {
             name: self.name.clone(),
             search_url: self.search_url.clone(),
             render: Some(self.render.clone()),
@@ -91,58 +157,90 @@ impl Site {
             keep_session: Some(self.keep_session),
             exclusive_session: Some(self.exclusive_session),
             user_agent: self.user_agent.clone(),
-            headers: Some(self.headers.clone()),
-            proxy: self.proxy.as_ref().map(|p| p.expose().to_owned()),
-        }
+            headers: Some(secrets.headers),
+            proxy: secrets.proxy.or_else(|| self.proxy.clone()),
+        })
     }
 
-    /// The site as the domain rules see it (it was checked when stored).
-    pub fn spec(&self) -> Result<SiteSpec, crate::domain::FieldError> {
-        self.input().parse()
+    /// The site's identity (user agent, headers, proxy), its secrets opened
+    /// with `key`.
+    pub fn identity(&self, key: Option<&SessionKey>) -> Result<Identity, SpecError> {
+        let secrets = self.secrets(key)?;
+        Ok(Identity::parse(
+            self.user_agent.clone(),
+            Some(secrets.headers),
+            secrets.proxy.or_else(|| self.proxy.clone()),
+        )?)
+    }
+
+    /// The site as the domain rules see it (it was checked when stored), its
+    /// secrets opened with `key`.
+    pub fn spec(&self, key: Option<&SessionKey>) -> Result<SiteSpec, SpecError> {
+        Ok(self.input(key)?.parse()?)
     }
 }
 
-/// The columns a spec is stored in.
+/// The columns a spec is stored in, besides its sealed secrets.
 struct Columns<'a> {
     item_selector: Option<&'a str>,
     wait_for: Option<&'a str>,
     blocked_selector: Option<&'a str>,
     json: Option<JsonInput>,
+    header_names: Vec<String>,
+    /// Credentials masked.
+    proxy: Option<String>,
 }
 
 fn columns(spec: &SiteSpec) -> Columns<'_> {
-    match &spec.extraction {
+    let header_names = spec.identity.headers.keys().cloned().collect();
+    let proxy = spec.identity.proxy.as_ref().map(ProxyUrl::masked);
+    let (item_selector, wait_for, blocked_selector, json) = match &spec.extraction {
         Extraction::Html {
             item_selector,
             wait_for,
             blocked_selector,
             ..
-        } => Columns {
-            item_selector: Some(item_selector.as_str()),
-            wait_for: wait_for.as_ref().map(|s| s.as_str()),
-            blocked_selector: blocked_selector.as_ref().map(|s| s.as_str()),
-            json: None,
-        },
-        Extraction::Json { items, paging, .. } => Columns {
-            item_selector: None,
-            wait_for: None,
-            blocked_selector: None,
-            json: Some(JsonInput {
+        } => (
+            Some(item_selector.as_str()),
+            wait_for.as_ref().map(|s| s.as_str()),
+            blocked_selector.as_ref().map(|s| s.as_str()),
+            None,
+        ),
+        Extraction::Json { items, paging, .. } => (
+            None,
+            None,
+            None,
+            Some(JsonInput {
                 items: items.as_str().to_owned(),
                 next_token: paging.as_ref().map(|p| p.next_token.as_str().to_owned()),
                 token_param: paging.as_ref().map(|p| p.token_param.clone()),
             }),
-        },
+        ),
+    };
+    Columns {
+        item_selector,
+        wait_for,
+        blocked_selector,
+        json,
+        header_names,
+        proxy,
     }
 }
 
-pub async fn create(pool: &PgPool, spec: &SiteSpec) -> sqlx::Result<Site> {
+/// Stores a new site, its secrets sealed with `key` (the api refuses a site
+/// with secrets when it has no key).
+pub async fn create(
+    pool: &PgPool,
+    spec: &SiteSpec,
+    key: Option<&SessionKey>,
+) -> sqlx::Result<Site> {
     let c = columns(spec);
+    let mut tx = pool.begin().await?;
     let id = sqlx::query_scalar!(
         r#"INSERT INTO sites (name, search_url, render, item_selector, fields, wait_for, blocked_selector,
                               json, max_pages, stuck_timeout_secs, max_attempts, max_requests_per_sec,
                               max_concurrent_runs, stop_on_seen, keep_session, exclusive_session,
-                              user_agent, headers, proxy)
+                              user_agent, header_names, proxy)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
            RETURNING id"#,
         spec.name,
@@ -162,22 +260,31 @@ pub async fn create(pool: &PgPool, spec: &SiteSpec) -> sqlx::Result<Site> {
         spec.session.keep,
         spec.session.exclusive,
         spec.identity.user_agent,
-        Json(&spec.identity.headers) as _,
-        spec.identity.proxy.as_ref().map(ProxyUrl::expose),
+        &c.header_names,
+        c.proxy,
     )
-    .fetch_one(pool)
+    .fetch_one(&mut *tx)
     .await?;
+    write_secrets(&mut tx, id, &spec.identity, key).await?;
+    tx.commit().await?;
     Ok(get(pool, id).await?.expect("just inserted"))
 }
 
-pub async fn update(pool: &PgPool, id: i64, spec: &SiteSpec) -> sqlx::Result<Option<Site>> {
+/// Replaces a site, its secrets sealed anew with `key`.
+pub async fn update(
+    pool: &PgPool,
+    id: i64,
+    spec: &SiteSpec,
+    key: Option<&SessionKey>,
+) -> sqlx::Result<Option<Site>> {
     let c = columns(spec);
+    let mut tx = pool.begin().await?;
     let updated = sqlx::query_scalar!(
         r#"UPDATE sites SET name = $2, search_url = $3, render = $4, item_selector = $5, fields = $6,
                   wait_for = $7, blocked_selector = $8, json = $9, max_pages = $10, stuck_timeout_secs = $11,
                   max_attempts = $12, max_requests_per_sec = $13, max_concurrent_runs = $14,
                   stop_on_seen = $15, keep_session = $16, exclusive_session = $17, user_agent = $18,
-                  headers = $19, proxy = $20, updated_at = now()
+                  header_names = $19, proxy = $20, updated_at = now()
            WHERE id = $1
            RETURNING id"#,
         id,
@@ -198,15 +305,91 @@ pub async fn update(pool: &PgPool, id: i64, spec: &SiteSpec) -> sqlx::Result<Opt
         spec.session.keep,
         spec.session.exclusive,
         spec.identity.user_agent,
-        Json(&spec.identity.headers) as _,
-        spec.identity.proxy.as_ref().map(ProxyUrl::expose),
+        &c.header_names,
+        c.proxy,
     )
-    .fetch_optional(pool)
+    .fetch_optional(&mut *tx)
     .await?;
-    match updated {
-        Some(id) => get(pool, id).await,
-        None => Ok(None),
+    let Some(id) = updated else {
+        return Ok(None);
+    };
+    write_secrets(&mut tx, id, &spec.identity, key).await?;
+    tx.commit().await?;
+    get(pool, id).await
+}
+
+/// Seals the identity's secrets for site `id` and clears any left unsealed.
+async fn write_secrets(
+    tx: &mut sqlx::PgConnection,
+    id: i64,
+    identity: &Identity,
+    key: Option<&SessionKey>,
+) -> sqlx::Result<()> {
+    let secrets = Secrets::of(identity);
+    let sealed = match (secrets.is_empty(), key) {
+        (true, _) => None,
+        (false, Some(key)) => Some(secrets.seal(id, key)),
+        (false, None) => {
+            return Err(sqlx::Error::Configuration(
+                "a site's header values and proxy are sealed with SESSION_KEY, which is not set"
+                    .into(),
+            ));
+        }
+    };
+    sqlx::query!(
+        r#"UPDATE sites SET secrets_nonce = $2, secrets_sealed = $3,
+                  unsealed_headers = '{}', unsealed_proxy = NULL
+           WHERE id = $1"#,
+        id,
+        sealed.as_ref().map(|s| s.nonce.as_slice()),
+        sealed.as_ref().map(|s| s.sealed.as_slice()),
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// Seals the secrets stored in the clear before they were sealed (an older
+/// version); returns how many sites it sealed. Each is sealed only if it is
+/// still what was read, so a site changed meanwhile is not overwritten.
+pub async fn seal_unsealed(pool: &PgPool, key: &SessionKey) -> sqlx::Result<u64> {
+    let rows = sqlx::query!(
+        r#"SELECT id, unsealed_headers AS "headers: Json<BTreeMap<String, String>>", unsealed_proxy
+           FROM sites WHERE unsealed_headers <> '{}' OR unsealed_proxy IS NOT NULL"#
+    )
+    .fetch_all(pool)
+    .await?;
+    let mut sealed_sites = 0;
+    for row in rows {
+        let secrets = Secrets {
+            headers: row.headers.0.clone(),
+            proxy: row.unsealed_proxy.clone(),
+        };
+        let sealed = secrets.seal(row.id, key);
+        let done = sqlx::query!(
+            r#"UPDATE sites SET secrets_nonce = $2, secrets_sealed = $3,
+                      unsealed_headers = '{}', unsealed_proxy = NULL
+               WHERE id = $1 AND unsealed_headers = $4 AND unsealed_proxy IS NOT DISTINCT FROM $5"#,
+            row.id,
+            sealed.nonce,
+            sealed.sealed,
+            Json(&row.headers.0) as _,
+            row.unsealed_proxy,
+        )
+        .execute(pool)
+        .await?;
+        sealed_sites += done.rows_affected();
     }
+    Ok(sealed_sites)
+}
+
+/// How many sites keep secrets in the clear (stored before they were sealed).
+pub async fn count_unsealed(pool: &PgPool) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM sites WHERE unsealed_headers <> '{}' OR unsealed_proxy IS NOT NULL"#
+    )
+    .fetch_one(pool)
+    .await
 }
 
 pub async fn get(pool: &PgPool, id: i64) -> sqlx::Result<Option<Site>> {
@@ -226,8 +409,9 @@ async fn select(pool: &PgPool, id: Option<i64>) -> sqlx::Result<Vec<Site>> {
                   s.wait_for, s.blocked_selector, s.json AS "json: Json<JsonInput>",
                   s.max_pages, s.stuck_timeout_secs, s.max_attempts, s.max_requests_per_sec,
                   s.max_concurrent_runs, s.stop_on_seen, s.keep_session, s.exclusive_session,
-                  s.user_agent, s.headers AS "headers: Json<BTreeMap<String, String>>", s.proxy,
-                  ss.saved_at AS "session_saved_at?", s.created_at, s.updated_at
+                  s.user_agent, s.header_names, s.proxy, s.secrets_nonce, s.secrets_sealed,
+                  s.unsealed_headers AS "unsealed_headers: Json<BTreeMap<String, String>>",
+                  s.unsealed_proxy, ss.saved_at AS "session_saved_at?", s.created_at, s.updated_at
            FROM sites s LEFT JOIN site_sessions ss ON ss.site_id = s.id
            WHERE ($1::bigint IS NULL OR s.id = $1)
            ORDER BY s.id"#,
@@ -305,8 +489,12 @@ struct SiteRow {
     keep_session: bool,
     exclusive_session: bool,
     user_agent: Option<String>,
-    headers: Json<BTreeMap<String, String>>,
+    header_names: Vec<String>,
     proxy: Option<String>,
+    secrets_nonce: Option<Vec<u8>>,
+    secrets_sealed: Option<Vec<u8>>,
+    unsealed_headers: Json<BTreeMap<String, String>>,
+    unsealed_proxy: Option<String>,
     session_saved_at: Option<DateTime<Utc>>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
@@ -314,6 +502,13 @@ struct SiteRow {
 
 impl From<SiteRow> for Site {
     fn from(row: SiteRow) -> Self {
+        let secrets = match (row.secrets_nonce, row.secrets_sealed) {
+            (Some(nonce), Some(sealed)) => StoredSecrets::Sealed(Sealed { nonce, sealed }),
+            _ => StoredSecrets::Unsealed(Secrets {
+                headers: row.unsealed_headers.0,
+                proxy: row.unsealed_proxy,
+            }),
+        };
         Site {
             id: row.id,
             name: row.name,
@@ -333,8 +528,13 @@ impl From<SiteRow> for Site {
             keep_session: row.keep_session,
             exclusive_session: row.exclusive_session,
             user_agent: row.user_agent,
-            headers: row.headers.0,
-            proxy: row.proxy.map(StoredProxy),
+            headers: row
+                .header_names
+                .into_iter()
+                .map(|name| (name, MASK.to_owned()))
+                .collect(),
+            proxy: row.proxy,
+            secrets,
             session_saved_at: row.session_saved_at,
             created_at: row.created_at,
             updated_at: row.updated_at,

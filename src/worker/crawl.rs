@@ -235,7 +235,7 @@ async fn crawl(ctx: &CrawlContext, fence: &Fence, run: &CrawlRun) -> Result<i32,
         .into());
     };
     let spec = site
-        .spec()
+        .spec(ctx.session_key.as_ref())
         .map_err(|e| CrawlError::permanent(format!("site is misconfigured: {e}")))?;
     let crawl = Crawl {
         ctx,

@@ -9,10 +9,6 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use aes_gcm::{
-    Aes256Gcm, KeyInit, Nonce,
-    aead::{Aead, Payload},
-};
 use anyhow::Context;
 use fantoccini::Client;
 use serde::{Deserialize, Serialize};
@@ -23,7 +19,8 @@ use url::Url;
 use super::cdp::cdp;
 use crate::{
     config::SessionKey,
-    store::{self, runs::Fence, sessions::SealedSession},
+    sealing::{self, Sealed},
+    store::{self, runs::Fence},
 };
 
 /// One cookie, in a form both Chrome and the HTTP client can take back.
@@ -54,43 +51,18 @@ pub struct KeptSession {
 }
 
 impl KeptSession {
-    fn cipher(key: &SessionKey) -> Aes256Gcm {
-        Aes256Gcm::new((&key.0).into())
-    }
-
-    pub fn seal(&self, key: &SessionKey, site_id: i64) -> SealedSession {
-        let nonce: [u8; 12] = rand::random();
+    /// Sealed for `site_id`, bound to it (kept sessions were sealed so before
+    /// the sealing module existed: the site id's bytes alone).
+    pub fn seal(&self, key: &SessionKey, site_id: i64) -> Sealed {
         let plain = serde_json::to_vec(self).expect("a session serializes");
-        let sealed = Self::cipher(key)
-            .encrypt(
-                Nonce::from_slice(&nonce),
-                Payload {
-                    msg: &plain,
-                    aad: &site_id.to_be_bytes(),
-                },
-            )
-            .expect("AES-GCM sealing does not fail");
-        SealedSession {
-            nonce: nonce.to_vec(),
-            sealed,
-        }
+        sealing::seal(key, &site_id.to_be_bytes(), &plain)
     }
 
     /// Opens a sealed session; fails when the key or the site is not the one
     /// it was sealed with, or it was tampered with.
-    pub fn open(sealed: &SealedSession, key: &SessionKey, site_id: i64) -> anyhow::Result<Self> {
-        anyhow::ensure!(sealed.nonce.len() == 12, "the stored nonce is not 12 bytes");
-        let plain = Self::cipher(key)
-            .decrypt(
-                Nonce::from_slice(&sealed.nonce),
-                Payload {
-                    msg: &sealed.sealed,
-                    aad: &site_id.to_be_bytes(),
-                },
-            )
-            .map_err(|_| {
-                anyhow::anyhow!("the kept session does not open with SESSION_KEY (key changed?)")
-            })?;
+    pub fn open(sealed: &Sealed, key: &SessionKey, site_id: i64) -> anyhow::Result<Self> {
+        let plain = sealing::open(sealed, key, &site_id.to_be_bytes())
+            .context("opening the kept session")?;
         serde_json::from_slice(&plain).context("reading the kept session")
     }
 

@@ -230,7 +230,7 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
         .fetch_one(pool)
         .await
         .unwrap();
-    let session = |tag: &str| store::sessions::SealedSession {
+    let session = |tag: &str| crawlfleet::sealing::Sealed {
         nonce: vec![0; 12],
         sealed: tag.as_bytes().to_vec(),
     };

@@ -160,24 +160,58 @@ async fn a_proxy_carries_every_request_of_every_mode() {
     app.stop().await;
 }
 
+const SECRET_HEADER: &str = "Bearer header-secret-4711";
+
 #[tokio::test]
-async fn a_proxy_password_is_never_shown_and_survives_a_round_trip() {
-    let app = TestApp::spawn_without_browsers(Roles::fleet(), |_| {}).await;
+async fn secrets_are_never_shown_stay_sealed_at_rest_and_survive_a_round_trip() {
+    let app = TestApp::spawn_without_browsers(Roles::fleet(), |c| {
+        c.auth_disabled = false;
+        c.api_tokens = vec!["writer".into()];
+        c.api_read_tokens = vec!["reader".into()];
+    })
+    .await;
     let proxy = TestProxy::start(Some(CREDENTIALS)).await;
     let body = site(
         &app,
         "masked",
         "http",
-        json!({"proxy": proxy.url("http", Some(CREDENTIALS))}),
+        json!({"proxy": proxy.url("http", Some(CREDENTIALS)),
+               "headers": {"Authorization": SECRET_HEADER, "X-Crawl-Owner": "acme"}}),
     );
     let site_id = app.create_site(body).await;
-    let (_, shown) = app.get(&format!("/api/sites/{site_id}")).await;
-    let masked = format!("http://crawler:***@127.0.0.1:{}/", proxy.port);
-    assert_eq!(shown["proxy"], masked.as_str());
-    let (_, listed) = app.get("/api/sites").await;
-    assert!(!listed.to_string().contains("s3cret"));
+    let masked_proxy = format!("http://***:***@127.0.0.1:{}/", proxy.port);
+    // Read and write tokens alike see header names and masks, no user name.
+    for token in ["reader", "writer"] {
+        let client = reqwest::Client::new();
+        for path in [format!("/api/sites/{site_id}"), "/api/sites".to_owned()] {
+            let shown = client
+                .get(format!("{}{path}", app.base))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            for secret in [SECRET_HEADER, "acme", CREDENTIALS.0, CREDENTIALS.1] {
+                assert!(!shown.contains(secret), "{token} {path}: {shown}");
+            }
+            assert!(shown.contains(&masked_proxy), "{shown}");
+            assert!(shown.contains(r#""Authorization":"***""#), "{shown}");
+        }
+    }
+    // At rest, nothing of them is in the clear.
+    let row: String = sqlx::query_scalar("SELECT s::text FROM sites s WHERE id = $1")
+        .bind(site_id)
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    for secret in [SECRET_HEADER, "acme", CREDENTIALS.0, CREDENTIALS.1] {
+        assert!(!row.contains(secret), "{secret} stored in the clear: {row}");
+    }
 
-    // Sent back as shown (a client editing another field), the password stays.
+    // Sent back as shown (a client editing another field), the secrets stay.
+    let (_, shown) = app.get(&format!("/api/sites/{site_id}")).await;
     let mut edited = shown.clone();
     for key in ["id", "created_at", "updated_at", "session_saved_at"] {
         edited.as_object_mut().unwrap().remove(key);
@@ -189,17 +223,94 @@ async fn a_proxy_password_is_never_shown_and_survives_a_round_trip() {
     assert_eq!(
         proxy.log(|log| log.refused),
         0,
-        "the kept password was sent"
+        "the kept credentials were sent"
     );
+    let hit = &requests_for(&app, "/search", "masked")[0];
+    assert_eq!(hit.header("authorization"), Some(SECRET_HEADER));
+    assert_eq!(hit.header("x-crawl-owner"), Some("acme"));
 
-    // A new site cannot be given the mask for a password.
-    let (status, body) = app
-        .post(
-            "/api/sites",
-            site(&app, "mask-only", "http", json!({"proxy": masked})),
-        )
+    // A new site cannot be given a mask for a secret.
+    for (key, value) in [
+        ("proxy", json!(masked_proxy)),
+        ("headers", json!({"Authorization": "***"})),
+    ] {
+        let (status, body) = app
+            .post(
+                "/api/sites",
+                site(&app, "mask-only", "http", json!({ key: value })),
+            )
+            .await;
+        assert_eq!(status, 422, "{body}");
+        assert!(
+            body["error"]["field"].as_str().unwrap().starts_with(key),
+            "{body}"
+        );
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn without_session_key_a_site_may_not_have_secrets_to_seal() {
+    let app = TestApp::spawn_with(Roles::default(), |c| c.session_key = None).await;
+    for (key, value) in [
+        ("headers", json!({"X-Api-Key": "k"})),
+        ("proxy", json!("http://u:p@proxy.example:3128")),
+    ] {
+        let (status, body) = app
+            .post(
+                "/api/sites",
+                site(&app, "keyless", "http", json!({ key: value })),
+            )
+            .await;
+        assert_eq!(status, 422, "{body}");
+        assert_eq!(body["error"]["field"], key, "{body}");
+    }
+    // A proxy without credentials holds no secret.
+    app.create_site(site(
+        &app,
+        "keyless",
+        "http",
+        json!({"proxy": "http://proxy.example:3128"}),
+    ))
+    .await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn secrets_an_earlier_version_stored_in_the_clear_are_sealed_at_start() {
+    let app = TestApp::spawn_without_browsers(Roles::fleet(), |_| {}).await;
+    let site_id = app
+        .create_site(site(&app, "legacy", "http", json!({})))
         .await;
-    assert_eq!(status, 422, "{body}");
-    assert_eq!(body["error"]["field"], "proxy");
+    // As a row of the previous schema version, after the migration: its
+    // secrets in the unsealed columns.
+    sqlx::query(
+        "UPDATE sites SET unsealed_headers = $2, header_names = '{X-Api-Key}' WHERE id = $1",
+    )
+    .bind(site_id)
+    .bind(json!({"X-Api-Key": "legacy-secret-99"}))
+    .execute(app.pool())
+    .await
+    .unwrap();
+    // The workers read them until they are sealed...
+    crawl_completes(&app, "legacy", site_id).await;
+    let hit = &requests_for(&app, "/search", "legacy")[0];
+    assert_eq!(hit.header("x-api-key"), Some("legacy-secret-99"));
+    // ...which an api with SESSION_KEY does as it starts.
+    let key = app.config.session_key.clone().unwrap();
+    let sealed = crawlfleet::store::sites::seal_unsealed(app.pool(), &key)
+        .await
+        .unwrap();
+    assert_eq!(sealed, 1);
+    let row: String = sqlx::query_scalar("SELECT s::text FROM sites s WHERE id = $1")
+        .bind(site_id)
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert!(!row.contains("legacy-secret-99"), "{row}");
+    let run = app.crawl_to_end("legacy again", site_id, LIMIT).await;
+    assert_eq!(run["state"], "completed", "{run}");
+    let hit = &requests_for(&app, "/search", "legacy again")[0];
+    assert_eq!(hit.header("x-api-key"), Some("legacy-secret-99"));
     app.stop().await;
 }

@@ -162,3 +162,72 @@ async fn keeping_a_session_needs_the_key_that_seals_it() {
     assert_eq!(body["error"]["field"], "keep_session");
     app.stop().await;
 }
+
+/// What must never reach a log, whatever RUST_LOG says: a kept session's
+/// cookie (it goes into Chrome through CDP, and comes back out), a site's
+/// header values, and its proxy's credentials.
+#[tokio::test]
+async fn secrets_never_reach_a_workers_log_even_at_trace_level() {
+    let _slots = browser_slots(1).await;
+    let app = TestApp::spawn_with(Roles::scheduler_only(), |_| {}).await;
+    let proxy =
+        crate::test_proxy::TestProxy::start(Some(("proxy-user-5150", "proxy-pass-5150"))).await;
+    let browser = app
+        .one_page_site(
+            "members-traced",
+            "/members?tag=cookie-secret-5150&q={keyword}",
+            json!({"render": "browser", "keep_session": true, "wait_for": "#ready",
+                   "headers": {"X-Api-Key": "header-secret-5150"}}),
+        )
+        .await;
+    let http = app
+        .one_page_site(
+            "proxied-traced",
+            "/members?tag=cookie-secret-5150&q={keyword}",
+            json!({"render": "http", "keep_session": true,
+                   "headers": {"X-Api-Key": "header-secret-5150"},
+                   "proxy": proxy.url("http", Some(("proxy-user-5150", "proxy-pass-5150")))}),
+        )
+        .await;
+    let keyword = app
+        .create_keyword("club", &[browser, http], "0 0 0 1 1 *")
+        .await;
+    let worker = RoleProcess::spawn("worker", &app.config, &[("RUST_LOG", "trace".into())]);
+    // Twice: the second runs put the kept cookies into Chrome and the HTTP
+    // client.
+    for _ in 0..2 {
+        for run in app.crawl(keyword).await {
+            let run = app.wait_for_run(run, &["completed", "failed"], LIMIT).await;
+            assert_eq!(run["state"], "completed", "{run}");
+        }
+    }
+    let mut cookies = member_cookies(&app);
+    cookies.sort();
+    assert_eq!(
+        cookies,
+        [
+            None,
+            None,
+            Some("cookie-secret-5150-m1".to_owned()),
+            Some("cookie-secret-5150-m2".to_owned())
+        ]
+    );
+    let log_path = worker.log.clone();
+    assert_eq!(worker.terminate(Duration::from_secs(30)).await, 0);
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    // The log is the trace of two crawls, so the check below saw them.
+    assert!(log.contains("TRACE"), "{}", log_path.display());
+    for secret in [
+        "cookie-secret-5150",
+        "header-secret-5150",
+        "proxy-user-5150",
+        "proxy-pass-5150",
+    ] {
+        assert!(
+            !log.contains(secret),
+            "{secret} in the log {}",
+            log_path.display()
+        );
+    }
+    app.stop().await;
+}

@@ -23,8 +23,10 @@ const MAX_HEADER_VALUE_CHARS: usize = 4096;
 const MAX_USER_AGENT_CHARS: usize = 512;
 const MAX_PROXY_CHARS: usize = 2048;
 
-/// Who the crawler says it is, and the way out.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Who the crawler says it is, and the way out. Header values and proxy
+/// credentials are secrets (an `Authorization`, an API key): never shown,
+/// printed or logged; see [`Identity::secrets`].
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Identity {
     /// None: the mode's default (Chrome's own, without "Headless"; `crawlfleet/x.y` over HTTP).
     pub user_agent: Option<String>,
@@ -66,6 +68,12 @@ impl Identity {
             if http::HeaderValue::from_str(&value).is_err() {
                 return Err(FieldError::new(field, "value must be visible ASCII"));
             }
+            if value == MASK {
+                return Err(FieldError::new(
+                    field,
+                    "the value is the mask a response shows; send the real one",
+                ));
+            }
             checked.insert(name, value);
         }
         Ok(Identity {
@@ -76,12 +84,67 @@ impl Identity {
     }
 }
 
+impl Identity {
+    /// Whether the identity holds anything secret: header values, or a
+    /// proxy's credentials.
+    pub fn has_secrets(&self) -> bool {
+        !self.headers.is_empty()
+            || self
+                .proxy
+                .as_ref()
+                .is_some_and(|p| p.credentials().is_some())
+    }
+
+    /// The headers as responses show them: names, and [`MASK`] for values.
+    pub fn masked_headers(&self) -> BTreeMap<String, String> {
+        self.headers
+            .keys()
+            .map(|name| (name.clone(), MASK.to_owned()))
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Identity")
+            .field("user_agent", &self.user_agent)
+            .field("headers", &self.masked_headers())
+            .field("proxy", &self.proxy)
+            .finish()
+    }
+}
+
+/// Puts the stored secrets back where a client sent the masked form a
+/// response showed it (a client that read a site and sends it back with
+/// another field changed): a header whose value is [`MASK`] gets the stored
+/// value of that header, and the masked proxy the stored proxy. A mask with
+/// nothing stored under it is left for [`Identity::parse`] to refuse.
+pub fn restore_masked(
+    headers: &mut Option<BTreeMap<String, String>>,
+    proxy: &mut Option<String>,
+    stored: &Identity,
+) {
+    for (name, value) in headers.iter_mut().flatten() {
+        if value == MASK
+            && let Some(kept) = stored.headers.get(name)
+        {
+            value.clone_from(kept);
+        }
+    }
+    if let (Some(sent), Some(kept)) = (proxy.as_mut(), &stored.proxy)
+        && kept.is_masked_form(sent)
+    {
+        *sent = kept.expose().to_owned();
+    }
+}
+
 /// A proxy: `http://` or `socks5://` (`socks5h://`: the proxy resolves names),
-/// with optional credentials. Its password is never shown or logged.
+/// with optional credentials. Its credentials are never shown or logged.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ProxyUrl(Url);
 
-/// What a response shows in place of a proxy's password.
+/// What a response shows in place of a secret: a header's value, a proxy's
+/// user name and password.
 pub const MASK: &str = "***";
 
 impl ProxyUrl {
@@ -108,10 +171,10 @@ impl ProxyUrl {
                 "must be scheme://[user:password@]host:port",
             ));
         }
-        if url.password() == Some(MASK) {
+        if url.password() == Some(MASK) || url.username() == MASK {
             return Err(FieldError::new(
                 field,
-                "the password is the mask of a response; send the real one",
+                "the credentials are the mask a response shows; send the real ones",
             ));
         }
         Ok(Self(url))
@@ -169,25 +232,28 @@ impl ProxyUrl {
         self.0.as_str()
     }
 
-    /// The URL with its password replaced by [`MASK`]: what responses show.
-    pub fn redacted(&self) -> String {
+    /// The URL with its user name and password each replaced by [`MASK`]:
+    /// what responses and logs show.
+    pub fn masked(&self) -> String {
         let mut url = self.0.clone();
-        if url.password().is_some() {
+        if !url.username().is_empty() || url.password().is_some() {
+            let _ = url.set_username(MASK);
             let _ = url.set_password(Some(MASK));
         }
         url.to_string()
     }
 
-    /// Whether `sent` is this proxy as a response showed it (password masked):
-    /// a client that read a site and sends it back unchanged keeps the password.
-    pub fn is_redacted_form_of(sent: &str, stored: &str) -> bool {
-        ProxyUrl::parse(stored).is_ok_and(|stored| stored.redacted() == sent.trim())
+    /// Whether `sent` is this proxy as a response showed it (credentials
+    /// masked), with or without the trailing slash URLs are written with.
+    pub fn is_masked_form(&self, sent: &str) -> bool {
+        let sent = sent.trim();
+        Url::parse(sent).is_ok_and(|sent| sent.as_str() == self.masked())
     }
 }
 
 impl std::fmt::Debug for ProxyUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.redacted())
+        f.write_str(&self.masked())
     }
 }
 
@@ -196,18 +262,46 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_proxy_shows_no_password_anywhere() {
+    fn a_proxy_shows_neither_user_nor_password_anywhere() {
         let proxy = ProxyUrl::parse("http://crawler:s%40cret@proxy.example:3128").unwrap();
-        assert_eq!(proxy.redacted(), "http://crawler:***@proxy.example:3128/");
-        assert_eq!(format!("{proxy:?}"), proxy.redacted());
+        assert_eq!(proxy.masked(), "http://***:***@proxy.example:3128/");
+        assert_eq!(format!("{proxy:?}"), proxy.masked());
         assert_eq!(
             proxy.credentials(),
             Some(("crawler".into(), "s@cret".into()))
         );
-        assert!(ProxyUrl::is_redacted_form_of(
-            "http://crawler:***@proxy.example:3128/",
-            proxy.expose()
-        ));
+        assert!(proxy.is_masked_form("http://***:***@proxy.example:3128/"));
+        assert!(proxy.is_masked_form("http://***:***@proxy.example:3128"));
+        assert!(!proxy.is_masked_form("http://***:***@other.example:3128/"));
+        let plain = ProxyUrl::parse("socks5://10.0.0.1:1080").unwrap();
+        assert_eq!(plain.masked(), "socks5://10.0.0.1:1080");
+        assert!(ProxyUrl::parse("http://***:***@proxy.example:3128").is_err());
+    }
+
+    #[test]
+    fn masked_secrets_sent_back_keep_what_is_stored_and_nothing_else() {
+        let stored = Identity::parse(
+            None,
+            Some(BTreeMap::from([(
+                "Authorization".into(),
+                "Bearer k".into(),
+            )])),
+            Some("http://u:p@proxy.example:3128".into()),
+        )
+        .unwrap();
+        assert_eq!(format!("{stored:?}").matches("Bearer").count(), 0);
+        let mut headers = Some(stored.masked_headers());
+        headers
+            .as_mut()
+            .unwrap()
+            .insert("X-New".into(), MASK.into());
+        let mut proxy = Some(stored.proxy.as_ref().unwrap().masked());
+        restore_masked(&mut headers, &mut proxy, &stored);
+        assert_eq!(headers.as_ref().unwrap()["Authorization"], "Bearer k");
+        assert_eq!(proxy.as_deref(), Some("http://u:p@proxy.example:3128/"));
+        // A mask with nothing stored under it is refused, naming the header.
+        let err = Identity::parse(None, headers, proxy).unwrap_err();
+        assert_eq!(err.field, "headers.X-New");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 pub use extraction::{
     CssSelector, Extraction, FieldInput, FieldSpec, JsonInput, JsonPointer, TokenPaging,
 };
-pub use identity::{Identity, MASK, ProxyUrl};
+pub use identity::{Identity, MASK, ProxyUrl, restore_masked};
 pub use template::{SearchUrlTemplate, with_query_param};
 
 use super::{FieldError, text};

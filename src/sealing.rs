@@ -1,0 +1,85 @@
+//! What crawlfleet keeps in Postgres but may not keep in the clear — kept
+//! site sessions, and a site's secrets (header values, proxy credentials) —
+//! is sealed with `SESSION_KEY` (AES-256-GCM). Each sealed value is bound to
+//! the row it belongs to (the associated data), so a value copied to another
+//! row, or another kind of row, does not open.
+
+use aes_gcm::{
+    Aes256Gcm, KeyInit, Nonce,
+    aead::{Aead, Payload},
+};
+
+use crate::config::SessionKey;
+
+/// A sealed value as stored: a random nonce and the ciphertext with its tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sealed {
+    pub nonce: Vec<u8>,
+    pub sealed: Vec<u8>,
+}
+
+/// The key does not open the value: another key, another row, or tampered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the sealed value does not open with SESSION_KEY (the key changed, or the value was moved or altered)"
+)]
+pub struct NotOpened;
+
+fn cipher(key: &SessionKey) -> Aes256Gcm {
+    Aes256Gcm::new((&key.0).into())
+}
+
+/// Seals `plain`, bound to `bound_to` (what it belongs to).
+pub fn seal(key: &SessionKey, bound_to: &[u8], plain: &[u8]) -> Sealed {
+    let nonce: [u8; 12] = rand::random();
+    let sealed = cipher(key)
+        .encrypt(
+            Nonce::from_slice(&nonce),
+            Payload {
+                msg: plain,
+                aad: bound_to,
+            },
+        )
+        .expect("AES-GCM sealing does not fail");
+    Sealed {
+        nonce: nonce.to_vec(),
+        sealed,
+    }
+}
+
+/// Opens what [`seal`] sealed with the same key and `bound_to`.
+pub fn open(sealed: &Sealed, key: &SessionKey, bound_to: &[u8]) -> Result<Vec<u8>, NotOpened> {
+    if sealed.nonce.len() != 12 {
+        return Err(NotOpened);
+    }
+    cipher(key)
+        .decrypt(
+            Nonce::from_slice(&sealed.nonce),
+            Payload {
+                msg: &sealed.sealed,
+                aad: bound_to,
+            },
+        )
+        .map_err(|_| NotOpened)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(byte: u8) -> SessionKey {
+        SessionKey([byte; 32])
+    }
+
+    #[test]
+    fn a_sealed_value_opens_only_with_its_key_and_where_it_belongs() {
+        let sealed = seal(&key(1), b"site 7", b"secret");
+        assert_eq!(open(&sealed, &key(1), b"site 7").unwrap(), b"secret");
+        assert_eq!(open(&sealed, &key(2), b"site 7"), Err(NotOpened));
+        assert_eq!(open(&sealed, &key(1), b"site 8"), Err(NotOpened));
+        let mut tampered = sealed.clone();
+        tampered.sealed[0] ^= 1;
+        assert_eq!(open(&tampered, &key(1), b"site 7"), Err(NotOpened));
+        assert_ne!(seal(&key(1), b"site 7", b"secret").nonce, sealed.nonce);
+    }
+}
