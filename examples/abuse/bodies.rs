@@ -1,0 +1,290 @@
+//! Class 1: hostile site and keyword bodies to POST /api/sites, PUT
+//! /api/sites/{id} and POST /api/keywords. Each should get a 4xx with the
+//! JSON error body, and a rule broken a 422 naming its field; none may get
+//! a 5xx or take a process down (a selector nested thousands deep is how a
+//! recursive parser overflows its stack). Whatever the API accepts is
+//! reported and deleted at once, so nothing hostile is ever crawled.
+
+mod rules;
+mod shapes;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::{
+    Targets,
+    client::{Api, Token},
+    ledger::{Answer, Expect},
+};
+
+/// The control characters put in every text field in turn.
+const CONTROL: [(char, &str); 4] = [
+    ('\u{0}', "NUL"),
+    ('\u{1}', "SOH"),
+    ('\u{1b}', "ESC"),
+    ('\u{7f}', "DEL"),
+];
+
+/// A change to a valid body that slips `c` into one field.
+type Tweak = fn(&mut Value, char, &Targets);
+
+/// Every text field of a site, with the field a refusal should name.
+const SITE_TEXT_FIELDS: &[(&str, Tweak)] = &[
+    ("name", |b, c, _| append(&mut b["name"], c)),
+    ("search_url", |b, c, t| {
+        b["search_url"] = json!(format!("{}/sea{c}rch?q={{keyword}}", t.fixture))
+    }),
+    ("item_selector", |b, c, _| {
+        append(&mut b["item_selector"], c)
+    }),
+    ("fields", |b, c, _| {
+        let title = b["fields"]["title"].take();
+        let fields = b["fields"].as_object_mut().expect("fields");
+        fields.remove("title");
+        fields.insert(format!("ti{c}tle"), title);
+    }),
+    ("fields.title.selector", |b, c, _| {
+        append(&mut b["fields"]["title"]["selector"], c)
+    }),
+    ("fields.link.attr", |b, c, _| {
+        append(&mut b["fields"]["link"]["attr"], c)
+    }),
+    ("wait_for", |b, c, _| append(&mut b["wait_for"], c)),
+    ("blocked_selector", |b, c, _| {
+        append(&mut b["blocked_selector"], c)
+    }),
+    ("user_agent", |b, c, _| append(&mut b["user_agent"], c)),
+    ("headers", |b, c, _| {
+        b["headers"] = json!({ format!("X-A{c}b"): "v" })
+    }),
+    ("headers.Accept-Language", |b, c, _| {
+        append(&mut b["headers"]["Accept-Language"], c)
+    }),
+    ("proxy", |b, c, t| {
+        b["proxy"] = json!(format!("http://us{c}er:pw@127.0.0.1:{}", t.proxy_port))
+    }),
+];
+
+fn append(value: &mut Value, c: char) {
+    let text = value.as_str().unwrap_or_default();
+    *value = json!(format!("{text}{c}x"));
+}
+
+/// Unique site names, so no body is refused only for a name taken.
+static NAMES: AtomicUsize = AtomicUsize::new(0);
+
+/// A valid site on the fixture, with every text field set.
+pub fn valid_site(targets: &Targets) -> Value {
+    json!({
+        "name": format!("abuse-{}", NAMES.fetch_add(1, Ordering::Relaxed)),
+        "search_url": format!("{}/search?q={{keyword}}", targets.fixture),
+        "render": "browser",
+        "item_selector": "li.product",
+        "fields": {"title": {"selector": "a.title"}, "link": {"selector": "a.title", "attr": "href"}},
+        "wait_for": "#results",
+        "blocked_selector": ".captcha",
+        "user_agent": "abuse/1.0",
+        "headers": {"Accept-Language": "en"},
+    })
+}
+
+/// A valid site in json mode, paged by token.
+fn valid_json_site(targets: &Targets) -> Value {
+    json!({
+        "name": format!("abuse-{}", NAMES.fetch_add(1, Ordering::Relaxed)),
+        "render": "json",
+        "search_url": format!("{}/api/search?q={{keyword}}", targets.fixture),
+        "json": {"items": "/items", "next_token": "/next_token", "token_param": "token"},
+        "fields": {"title": {"pointer": "/title"}, "url": {"pointer": "/url", "link": true}},
+    })
+}
+
+fn with(mut body: Value, tweak: impl FnOnce(&mut Value)) -> Value {
+    tweak(&mut body);
+    body
+}
+
+pub async fn run(api: &Api, targets: &Targets) -> anyhow::Result<()> {
+    // The site every PUT replaces, and every keyword names.
+    let target = valid_site(targets);
+    let answer = api
+        .json(
+            Method::POST,
+            "/api/sites",
+            Token::Write,
+            &target,
+            "set-up site",
+            Expect::Status(&[201]),
+        )
+        .await;
+    let id = created_id(answer.as_ref())
+        .ok_or_else(|| anyhow::anyhow!("the set-up site was not created"))?;
+
+    control_characters(api, targets, id, &target).await;
+    selectors(api, targets, id, &target).await;
+    shapes::sizes_and_shapes(api, targets).await;
+    shapes::content_types(api, targets).await;
+    rules::schedules(api, id).await;
+    rules::json_pointers(api, targets).await;
+    Ok(())
+}
+
+fn created_id(answer: Option<&Answer>) -> Option<i64> {
+    answer.filter(|a| a.status == 201)?.json()?["id"].as_i64()
+}
+
+/// POSTs a site; one the API accepts is deleted at once.
+async fn post_site(api: &Api, what: &str, body: &Value, expect: Expect) {
+    let answer = api
+        .json(Method::POST, "/api/sites", Token::Write, body, what, expect)
+        .await;
+    if let Some(id) = created_id(answer.as_ref()) {
+        delete(api, &format!("/api/sites/{id}")).await;
+    }
+}
+
+/// POSTs a keyword; one the API accepts is deleted at once, before the
+/// scheduler (which re-reads keywords every second) fires it.
+async fn post_keyword(api: &Api, what: &str, body: &Value, expect: Expect) {
+    let answer = api
+        .json(
+            Method::POST,
+            "/api/keywords",
+            Token::Write,
+            body,
+            what,
+            expect,
+        )
+        .await;
+    if let Some(id) = created_id(answer.as_ref()) {
+        delete(api, &format!("/api/keywords/{id}")).await;
+    }
+}
+
+async fn delete(api: &Api, path: &str) {
+    api.call(
+        "clean-up of what was accepted",
+        api.request(Method::DELETE, path, Token::Write),
+        Expect::Status(&[204]),
+    )
+    .await;
+}
+
+async fn control_characters(api: &Api, targets: &Targets, id: i64, target: &Value) {
+    let put_path = format!("/api/sites/{id}");
+    for (field, tweak) in SITE_TEXT_FIELDS {
+        for (c, name) in CONTROL {
+            let what = format!("{name} in {field}");
+            let body = with(valid_site(targets), |b| tweak(b, c, targets));
+            post_site(api, &what, &body, Expect::invalid(field)).await;
+            let body = with(target.clone(), |b| tweak(b, c, targets));
+            api.json(
+                Method::PUT,
+                &put_path,
+                Token::Write,
+                &body,
+                &what,
+                Expect::invalid(field),
+            )
+            .await;
+        }
+    }
+    for (c, name) in CONTROL {
+        let body =
+            json!({"keyword": format!("lap{c}top"), "site_ids": [id], "schedule": "0 0 0 1 1 *"});
+        post_keyword(
+            api,
+            &format!("{name} in keyword"),
+            &body,
+            Expect::invalid("keyword"),
+        )
+        .await;
+        let body =
+            json!({"keyword": "laptop", "site_ids": [id], "schedule": format!("0 0{c} 0 1 1 *")});
+        post_keyword(
+            api,
+            &format!("{name} in schedule"),
+            &body,
+            Expect::invalid("schedule"),
+        )
+        .await;
+    }
+}
+
+/// `:is(` nested `depth` deep around `a`.
+fn nested_is(depth: usize) -> String {
+    format!("{}a{}", ":is(".repeat(depth), ")".repeat(depth))
+}
+
+async fn selectors(api: &Api, targets: &Targets, id: i64, target: &Value) {
+    // About 15 KB: 2,500 levels.
+    let deep = nested_is(2_500);
+    let body = with(valid_site(targets), |b| b["item_selector"] = json!(deep));
+    post_site(
+        api,
+        "item_selector nested 2,500 :is( deep",
+        &body,
+        Expect::invalid("item_selector"),
+    )
+    .await;
+    let body = with(target.clone(), |b| b["item_selector"] = json!(deep));
+    api.json(
+        Method::PUT,
+        &format!("/api/sites/{id}"),
+        Token::Write,
+        &body,
+        "item_selector nested 2,500 :is( deep",
+        Expect::invalid("item_selector"),
+    )
+    .await;
+    let body = with(valid_site(targets), |b| {
+        b["fields"]["title"]["selector"] = json!(deep)
+    });
+    post_site(
+        api,
+        "field selector nested 2,500 :is( deep",
+        &body,
+        Expect::invalid("fields.title.selector"),
+    )
+    .await;
+
+    let long: [(&str, &str, String); 5] = [
+        (
+            "item_selector",
+            "200 KB compound selector",
+            format!("li{}", ".c".repeat(100_000)),
+        ),
+        (
+            "item_selector",
+            "100 KB selector list",
+            format!("{}a", "a,".repeat(50_000)),
+        ),
+        (
+            "item_selector",
+            "500 KB attribute value",
+            format!("[x=\"{}\"]", "a".repeat(500_000)),
+        ),
+        (
+            "wait_for",
+            "200 KB selector",
+            format!("#r{}", ".c".repeat(100_000)),
+        ),
+        (
+            "blocked_selector",
+            "200 KB selector",
+            format!("#b{}", ".c".repeat(100_000)),
+        ),
+    ];
+    for (field, what, selector) in long {
+        let body = with(valid_site(targets), |b| b[field] = json!(selector));
+        post_site(
+            api,
+            &format!("{field}: {what}"),
+            &body,
+            Expect::invalid(field),
+        )
+        .await;
+    }
+}

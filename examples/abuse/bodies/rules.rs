@@ -1,0 +1,141 @@
+//! Bodies that read well but break a rule of the domain: schedules firing
+//! more often than once a minute (or huge, or odd), and JSON pointers that
+//! are no pointers.
+
+use serde_json::{Value, json};
+
+use super::{Tweak, post_keyword, post_site, valid_json_site, with};
+use crate::{Targets, client::Api, ledger::Expect};
+
+pub(super) async fn schedules(api: &Api, site: i64) {
+    // Each fires more often than every 60 s, somewhere.
+    let sub_minute = [
+        "* * * * * *",
+        "*/1 * * * * *",
+        "*/30 * * * * *",
+        "0,30 * * * * *",
+        "0,1 * * * * *",
+        "*/59 * * * * *",
+        "0-59 * * * * *",
+        "0/15 * * * * *",
+        "* 0 0 * * *",
+        "*/5 0 12 * * MON",
+    ];
+    for schedule in sub_minute {
+        let body = json!({"keyword": "k", "site_ids": [site], "schedule": schedule});
+        post_keyword(
+            api,
+            &format!("schedule {schedule:?}"),
+            &body,
+            Expect::invalid("schedule"),
+        )
+        .await;
+    }
+    let odd = [
+        (
+            "a 100 KB list of seconds",
+            format!("{}0 * * * * *", "0,".repeat(50_000)),
+            Expect::invalid("schedule"),
+        ),
+        (
+            "100,000 fields",
+            "0 ".repeat(100_000),
+            Expect::invalid("schedule"),
+        ),
+        (
+            "a 100 KB day list",
+            format!("0 0 0 {}1 * *", "1,".repeat(50_000)),
+            Expect::invalid("schedule"),
+        ),
+        (
+            "seconds out of range",
+            "60 * * * * *".to_owned(),
+            Expect::invalid("schedule"),
+        ),
+        (
+            "seven fields",
+            "0 0 0 1 1 * 2099".to_owned(),
+            Expect::invalid("schedule"),
+        ),
+        (
+            "never fires (30 February)",
+            "0 0 0 30 2 *".to_owned(),
+            Expect::NotServerError,
+        ),
+        (
+            "last day of the month",
+            "0 0 0 L * *".to_owned(),
+            Expect::NotServerError,
+        ),
+    ];
+    for (what, schedule, expect) in odd {
+        let body = json!({"keyword": "k", "site_ids": [site], "schedule": schedule});
+        post_keyword(api, &format!("schedule: {what}"), &body, expect).await;
+    }
+}
+
+pub(super) async fn json_pointers(api: &Api, targets: &Targets) {
+    let cases: [(&str, &str, Tweak); 10] = [
+        ("json.items", "no leading slash", |b, _, _| {
+            b["json"]["items"] = json!("items")
+        }),
+        ("json.items", "a bad ~ escape", |b, _, _| {
+            b["json"]["items"] = json!("/a~2b")
+        }),
+        ("json.items", "a lone ~", |b, _, _| {
+            b["json"]["items"] = json!("/~")
+        }),
+        ("json.items", "a NUL", |b, _, _| {
+            b["json"]["items"] = json!("/it\u{0}ems")
+        }),
+        ("json.next_token", "no leading slash", |b, _, _| {
+            b["json"]["next_token"] = json!("next")
+        }),
+        ("json.token_param", "empty", |b, _, _| {
+            b["json"]["token_param"] = json!("")
+        }),
+        ("json.token_param", "&, = and #", |b, _, _| {
+            b["json"]["token_param"] = json!("a&b=c#d")
+        }),
+        ("fields.title.pointer", "no leading slash", |b, _, _| {
+            b["fields"]["title"]["pointer"] = json!("title")
+        }),
+        ("fields.title", "a selector in json mode", |b, _, _| {
+            b["fields"]["title"] = json!({"selector": "a"})
+        }),
+        ("json", "next_token without token_param", |b, _, _| {
+            b["json"] = json!({"items": "/items", "next_token": "/next_token"})
+        }),
+    ];
+    for (field, what, tweak) in cases {
+        let body = with(valid_json_site(targets), |b| tweak(b, ' ', targets));
+        post_site(
+            api,
+            &format!("json site, {field}: {what}"),
+            &body,
+            Expect::invalid(field),
+        )
+        .await;
+    }
+    // Valid, if odd: the answer only has to be no 5xx.
+    let odd: [(&str, Value); 3] = [
+        ("the whole document as items", json!("")),
+        ("50,000 segments", json!("/a".repeat(50_000))),
+        (
+            "10,000 escapes",
+            json!(format!("/{}", "~1~0".repeat(10_000))),
+        ),
+    ];
+    for (what, items) in odd {
+        let body = with(valid_json_site(targets), |b| {
+            b["json"]["items"] = items.clone()
+        });
+        post_site(
+            api,
+            &format!("json site, items: {what}"),
+            &body,
+            Expect::NotServerError,
+        )
+        .await;
+    }
+}
