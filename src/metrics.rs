@@ -36,6 +36,7 @@ pub struct Metrics {
     pub rate_limit_wait: HistogramVec,
     pub site_refusals: IntCounterVec,
     pub refused_targets: IntCounter,
+    pub browser_connections: IntCounterVec,
     // scheduler
     pub dispatch_window: IntGaugeVec,
     pub dispatched: IntCounter,
@@ -212,6 +213,14 @@ impl Metrics {
                 &r,
                 "crawlfleet_refused_targets_total",
                 "Requests not made because the target is private or a metadata address.",
+            ),
+            browser_connections: counter_vec(
+                &r,
+                "crawlfleet_browser_connections_total",
+                "Connections Chrome asked the worker's relay for, by outcome: opened, refused \
+                 (the SSRF guard), unresolvable, failed; sunk: Chrome's own services, answered \
+                 without a lookup.",
+                &["outcome"],
             ),
             dispatch_window: gauge_vec(
                 &r,

@@ -32,7 +32,11 @@ use super::{
     socks_relay::{Egress, SocksRelay},
 };
 
-/// Flags measured necessary or useful on these machines (BROWSER-NOTES.md).
+/// Flags measured necessary or useful on these machines (BROWSER-NOTES.md),
+/// and those that keep Chrome from connecting anywhere of its own accord
+/// (network time, optimization hints, translation, domain reliability
+/// reports, pings, crash uploads, preconnects to the default search
+/// engine...): a crawl's connections are the crawl's.
 const CHROME_FLAGS: &[&str] = &[
     "--headless",
     "--no-sandbox",
@@ -40,13 +44,43 @@ const CHROME_FLAGS: &[&str] = &[
     "--disable-dev-shm-usage",
     "--disable-background-networking",
     "--disable-component-update",
+    "--disable-component-extensions-with-background-pages",
     "--disable-sync",
+    "--disable-domain-reliability",
+    "--disable-breakpad",
+    "--disable-search-engine-choice-screen",
+    "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,OptimizationHintsFetching,\
+OptimizationGuideModelDownloading,MediaRouter,DialMediaRouteProvider,Translate,\
+AutofillServerCommunication,CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions,\
+PreconnectToSearch,PreconnectToSearchNonGoogle",
+    // Chromium (not Chrome) builds turn on the experiments of its field-trial
+    // testing config: a crawler wants Chrome's defaults, not its experiments.
+    "--disable-field-trial-config",
+    "--no-pings",
+    "--metrics-recording-only",
+    "--no-default-browser-check",
     "--no-first-run",
     "--disable-quic",
     "--disable-extensions",
     "--mute-audio",
     "--window-size=1280,1024",
 ];
+
+/// Where Chrome's own services that no flag turns off are sent: the Google
+/// account listing every profile makes at start (`--gaia-url`), the
+/// component updater's on-demand checks, and the default search engine
+/// (Debian's, DuckDuckGo, has its start page loaded at start). A name that never resolves
+/// (RFC 6761 `.invalid`): the relay answers it on the spot without a lookup,
+/// and Chrome's own resolver (no relay) is told it does not exist.
+pub const OWN_SERVICES_HOST: &str = "chrome-services.crawlfleet.invalid";
+
+fn own_services_flags() -> [String; 3] {
+    [
+        format!("--gaia-url=http://{OWN_SERVICES_HOST}"),
+        format!("--component-updater=url-source=http://{OWN_SERVICES_HOST}/"),
+        format!("--host-resolver-rules=MAP {OWN_SERVICES_HOST} ~NOTFOUND"),
+    ]
+}
 
 /// A session is closed and replaced after this many pages, so a leaking page
 /// cannot grow one browser without bound.
@@ -286,6 +320,10 @@ impl BrowserPool {
             .await
             .with_context(|| format!("creating {}", profile_dir.display()))?;
         let mut args: Vec<String> = CHROME_FLAGS.iter().map(|f| f.to_string()).collect();
+        args.extend(own_services_flags());
+        // The first tab: without it Chrome opens its new tab page, which is
+        // the default search engine's (Debian's: start.duckduckgo.com).
+        args.push("about:blank".to_owned());
         args.push(format!("--user-data-dir={}", profile_dir.display()));
         // Chrome goes through our relay when the guard must see its
         // connections or a proxy needs credentials; else straight out.
@@ -320,6 +358,13 @@ impl BrowserPool {
         let mut chrome_options = json!({
             "args": args,
             "perfLoggingPrefs": {"enableNetwork": true, "enablePage": false},
+            // The default search engine, sunk too (see OWN_SERVICES_HOST).
+            "prefs": {"default_search_provider_data": {"template_url_data": {
+                "keyword": "crawlfleet",
+                "short_name": "crawlfleet",
+                "url": format!("http://{OWN_SERVICES_HOST}/search?q={{searchTerms}}"),
+                "new_tab_url": "about:blank",
+            }}},
         });
         if let Some(path) = &self.chrome_path {
             chrome_options["binary"] = json!(path);

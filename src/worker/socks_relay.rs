@@ -24,6 +24,7 @@ use tokio::{
     task::JoinHandle,
 };
 
+use super::browser::OWN_SERVICES_HOST;
 use crate::{
     domain::site::ProxyUrl,
     target_guard::{Refused, TargetGuard},
@@ -120,7 +121,32 @@ async fn relay(
     refused: &Mutex<Option<Refused>>,
 ) -> anyhow::Result<()> {
     let target = socks5_accept(&mut client).await?;
-    let opened = match open(egress, guard, &target).await {
+    if target.host == OWN_SERVICES_HOST {
+        // Chrome's own services, pointed here: nothing is looked up or opened.
+        tracing::debug!(target = %target.authority(), outcome = "sunk", "browser connection");
+        crate::metrics::metrics()
+            .browser_connections
+            .with_label_values(&["sunk"])
+            .inc();
+        let _ = client
+            .write_all(&[5, HOST_UNREACHABLE, 0, 1, 0, 0, 0, 0, 0, 0])
+            .await;
+        return Ok(());
+    }
+    let opening = open(egress, guard, &target).await;
+    let outcome = match &opening {
+        Ok(_) => "opened",
+        Err(Opening::Refused(_)) => "refused",
+        Err(Opening::Unresolvable(_)) => "unresolvable",
+        Err(Opening::Failed(_)) => "failed",
+    };
+    // Hosts and ports only: what a page loads is no secret of the site's.
+    tracing::debug!(target = %target.authority(), outcome, "browser connection");
+    crate::metrics::metrics()
+        .browser_connections
+        .with_label_values(&[outcome])
+        .inc();
+    let opened = match opening {
         Ok(server) => Ok(server),
         Err(Opening::Refused(why)) => {
             tracing::warn!(target = %target.authority(), reason = %why, "browser connection refused by the SSRF guard");

@@ -15,6 +15,7 @@ mod hostile_input;
 mod identity;
 mod incremental;
 mod live;
+mod loopback;
 mod openapi;
 mod operations;
 mod politeness;

@@ -127,10 +127,10 @@ async fn subscribe(ws: &mut Socket, filter: Value) {
 }
 
 /// A `/metrics` scrape, parsed by a Prometheus text-format parser.
-struct Scrape(prometheus_parse::Scrape);
+pub struct Scrape(prometheus_parse::Scrape);
 
 impl Scrape {
-    async fn of(url: &str) -> Scrape {
+    pub async fn of(url: &str) -> Scrape {
         let resp = reqwest::get(url).await.expect("metrics answer");
         assert_eq!(resp.status(), 200, "{url}");
         let text = resp.text().await.unwrap();
@@ -174,7 +174,7 @@ impl Scrape {
     }
 
     /// Like [`Self::value`], 0 when the labelled sample was never exported.
-    fn count(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+    pub fn count(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
         self.value(name, labels).unwrap_or(0.0)
     }
 }
