@@ -44,7 +44,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
             .headers()
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("application/json"));
+            .is_some_and(is_json_media_type);
         if !is_json {
             return Err(ApiError::UnsupportedMediaType);
         }
@@ -78,8 +78,19 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 ))
             }
         })?;
+        // One JSON value and nothing after it.
+        de.end().map_err(|e| ApiError::BadRequest {
+            message: format!("malformed JSON: {e}"),
+            field: None,
+        })?;
         Ok(ApiJson(value))
     }
+}
+
+/// `application/json`, with parameters or not (`; charset=utf-8`).
+fn is_json_media_type(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or_default().trim();
+    essence.eq_ignore_ascii_case("application/json")
 }
 
 /// Query parameters; a value of the wrong type names its parameter.

@@ -60,10 +60,14 @@ pub fn router() -> OpenApiRouter<AppState> {
     responses((status = 101, description = "Switching to the WebSocket protocol"), (status = 401, body = super::error::ErrorBody),
               (status = 503, description = "Too many clients, in all or of this token", body = super::error::ErrorBody)))]
 async fn upgrade(
-    ws: WebSocketUpgrade,
+    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
     State(state): State<AppState>,
     token: Option<axum::Extension<TokenKey>>,
 ) -> Result<Response, ApiError> {
+    let ws = ws.map_err(|rejection| ApiError::BadRequest {
+        message: format!("/ws speaks WebSocket only: {}", rejection.body_text()),
+        field: None,
+    })?;
     let slot = state
         .live_slots
         .take(token.map(|axum::Extension(key)| key))

@@ -91,6 +91,17 @@ impl JsonPointer {
                 "must be a JSON pointer: empty, or starting with / (e.g. /data/items)",
             ));
         }
+        // RFC 6901: `~` only escapes, as `~0` (~) or `~1` (/).
+        let mut rest = pointer;
+        while let Some(at) = rest.find('~') {
+            if !matches!(rest.as_bytes().get(at + 1), Some(b'0' | b'1')) {
+                return Err(FieldError::new(
+                    field,
+                    "has a ~ that is not ~0 (for ~) or ~1 (for /)",
+                ));
+            }
+            rest = &rest[at + 2..];
+        }
         Ok(Self(pointer.to_owned()))
     }
 
@@ -419,6 +430,17 @@ mod tests {
             token_param: None,
         });
         assert_eq!(json.parse_json().unwrap_err().field, "json.token_param");
+    }
+
+    #[test]
+    fn a_pointer_escapes_only_with_tilde_zero_and_one() {
+        assert!(JsonPointer::parse("/a~0b/c~1d", "x").is_ok());
+        for bad in ["/a~2b", "/~", "/a~"] {
+            assert_eq!(
+                JsonPointer::parse(bad, "json.items").unwrap_err().field,
+                "json.items"
+            );
+        }
     }
 
     #[test]

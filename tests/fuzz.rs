@@ -1,0 +1,350 @@
+//! Property tests of everything crawlfleet parses from a client: site and
+//! keyword bodies, selectors, JSON pointers, cron schedules, URL templates
+//! and proxies, and the SSRF guard's judgement of addresses in every
+//! notation. Any input gives `Ok` or a field error, never a panic (nor a
+//! stack overflow, which would abort the whole binary).
+//!
+//! `scripts/test` runs a bounded number of cases (`FUZZ_CASES`, 256 by
+//! default, about a minute in debug). A longer run:
+//!
+//!     FUZZ_CASES=20000 cargo test --release --test fuzz
+//!
+//! The seed of a failure is printed; proptest keeps it under
+//! `tests/fuzz.proptest-regressions` so it is tried first ever after.
+
+use std::{
+    collections::BTreeMap,
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+};
+
+use chrono::TimeDelta;
+use crawlfleet::{
+    domain::{
+        keyword::{CronSchedule, KeywordInput},
+        site::{CssSelector, JsonPointer, ProxyUrl, SearchUrlTemplate, SiteInput},
+        target,
+    },
+    target_guard::{Refused, TargetGuard},
+};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+fn config() -> ProptestConfig {
+    let cases = std::env::var("FUZZ_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(256);
+    ProptestConfig {
+        cases,
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
+        )),
+        ..ProptestConfig::default()
+    }
+}
+
+/// Characters selectors, pointers and crons are made of, a few control
+/// characters and non-ASCII letters among them.
+const SYNTAX: &str = "abcxyzAZ019_-#.:,*>+~|^$=!@%&/\\'\"()[]{} \t\n\u{0}\u{1b}\u{7f}é노";
+
+/// Text made of [`SYNTAX`]: closer to what parsers choke on than any string.
+fn syntax(max: usize) -> impl Strategy<Value = String> {
+    let chars: Vec<char> = SYNTAX.chars().collect();
+    proptest::collection::vec(proptest::sample::select(chars), 0..max)
+        .prop_map(|chars| chars.into_iter().collect())
+}
+
+/// Any text: arbitrary Unicode, or syntax-heavy.
+fn text(max: usize) -> impl Strategy<Value = String> {
+    prop_oneof![
+        proptest::string::string_regex(&format!(".{{0,{max}}}")).unwrap(),
+        syntax(max),
+    ]
+}
+
+/// A selector: syntax, a real one, or one nested up to thousands deep.
+fn selector() -> impl Strategy<Value = String> {
+    prop_oneof![
+        syntax(120),
+        Just("li.product > a[href]".to_owned()),
+        (
+            0usize..4000,
+            prop_oneof![Just(":is("), Just(":not("), Just("["), Just(":has(")]
+        )
+            .prop_map(|(depth, open)| {
+                let close = if open == "[" { "]" } else { ")" };
+                format!("{}a{}", open.repeat(depth), close.repeat(depth))
+            }),
+    ]
+}
+
+fn cron_field() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("*".to_owned()),
+        (0u32..70).prop_map(|n| n.to_string()),
+        (1u32..70).prop_map(|n| format!("*/{n}")),
+        (0u32..70, 0u32..70).prop_map(|(a, b)| format!("{a}-{b}")),
+        (0u32..70, 0u32..70).prop_map(|(a, b)| format!("{a},{b}")),
+        prop_oneof![
+            Just("?"),
+            Just("L"),
+            Just("W"),
+            Just("5#3"),
+            Just("MON"),
+            Just("JAN")
+        ]
+        .prop_map(str::to_owned),
+        syntax(6),
+    ]
+}
+
+/// A cron expression, 6 fields of cron syntax most of the time.
+fn cron() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => proptest::collection::vec(cron_field(), 6).prop_map(|fields| fields.join(" ")),
+        1 => proptest::collection::vec(cron_field(), 0..9).prop_map(|fields| fields.join(" ")),
+        1 => text(40),
+    ]
+}
+
+fn value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_map(|f| json!(f)),
+        text(60).prop_map(Value::from),
+        selector().prop_map(Value::from),
+    ];
+    leaf.prop_recursive(3, 16, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            proptest::collection::btree_map(text(12), inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// A site body: every known key, each present or not, with well-typed
+/// values mostly and anything sometimes.
+fn site_body() -> impl Strategy<Value = Value> {
+    let string = || prop_oneof![3 => selector(), 2 => text(80), 1 => Just("browser".to_owned())];
+    let field = (
+        proptest::option::of(string()),
+        proptest::option::of(string()),
+        proptest::option::of(string()),
+        proptest::option::of(any::<bool>()),
+    )
+        .prop_map(|(selector, attr, pointer, link)| {
+            json!({"selector": selector, "attr": attr, "pointer": pointer, "link": link})
+        });
+    (
+        (
+            text(40),
+            prop_oneof![
+                Just("https://shop.example/s?q={keyword}&p={page}".to_owned()),
+                text(60).prop_map(|t| format!("https://x.example/{{keyword}}{t}")),
+                text(60),
+            ],
+            proptest::option::of(prop_oneof![
+                Just("browser".to_owned()),
+                Just("http".to_owned()),
+                Just("json".to_owned()),
+                text(10)
+            ]),
+            proptest::option::of(selector()),
+            proptest::collection::btree_map(text(12), field, 0..4),
+            proptest::option::of(selector()),
+        ),
+        (
+            proptest::option::of(
+                (string(), proptest::option::of(string()), proptest::option::of(text(20)))
+                    .prop_map(|(items, next, param)| json!({"items": items, "next_token": next, "token_param": param})),
+            ),
+            proptest::option::of(any::<i32>()),
+            proptest::option::of(any::<f64>()),
+            proptest::option::of(proptest::collection::btree_map(text(20), text(40), 0..3)),
+            proptest::option::of(prop_oneof![
+                text(60),
+                Just("http://u:p@proxy.example:3128".to_owned()),
+                Just("socks5://[::1]:1080".to_owned()),
+                text(30).prop_map(|t| format!("http://{t}@proxy.example:1")),
+            ]),
+            proptest::option::of(value()),
+        ),
+    )
+        .prop_map(
+            |((name, url, render, item, fields, wait), (json, pages, rate, headers, proxy, extra))| {
+                let mut body = json!({
+                    "name": name, "search_url": url, "render": render, "item_selector": item,
+                    "fields": fields, "wait_for": wait, "json": json, "max_pages": pages,
+                    "max_requests_per_sec": rate, "headers": headers, "proxy": proxy,
+                });
+                if let Some(extra) = extra {
+                    body["blocked_selector"] = extra;
+                }
+                body
+            },
+        )
+}
+
+/// Every string in a JSON value, keys included.
+fn strings(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+        Value::Object(map) => map.iter().for_each(|(k, v)| {
+            out.push(k.clone());
+            strings(v, out)
+        }),
+        _ => {}
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// A site body parses or names the field at fault; one with a control
+    /// character anywhere never parses.
+    #[test]
+    fn site_bodies_parse_or_name_the_field(body in site_body()) {
+        let Ok(input) = serde_json::from_value::<SiteInput>(body.clone()) else {
+            return Ok(());
+        };
+        let mut texts = Vec::new();
+        strings(&body, &mut texts);
+        let has_control = texts.iter().any(|t| t.chars().any(char::is_control));
+        match input.parse() {
+            Ok(_) => prop_assert!(!has_control, "accepted a control character: {body}"),
+            Err(e) => prop_assert!(!e.field.is_empty()),
+        }
+    }
+
+    #[test]
+    fn selectors_parse_or_are_refused_and_compile_when_accepted(s in selector()) {
+        if let Ok(selector) = CssSelector::parse(&s, "item_selector") {
+            let _ = selector.compile();
+            prop_assert!(!s.chars().any(char::is_control));
+        }
+    }
+
+    #[test]
+    fn json_pointers_parse_or_are_refused_and_find_safely(p in text(80)) {
+        if let Ok(pointer) = JsonPointer::parse(&p, "json.items") {
+            let doc = json!({"a": [{"b": 1}], "~": {"/": 2}});
+            let _ = pointer.find(&doc);
+        }
+    }
+
+    /// A schedule parses or is refused, its interval is found, and the
+    /// minimum interval is kept.
+    #[test]
+    fn schedules_parse_or_are_refused_and_keep_the_minimum(schedule in cron(), keyword in text(30)) {
+        let _ = CronSchedule::parse(&schedule);
+        let input = KeywordInput {
+            keyword,
+            site_ids: vec![1],
+            schedule: schedule.clone(),
+            enabled: true,
+            priority: 0,
+        };
+        if let Ok(spec) = input.parse(TimeDelta::seconds(60)) {
+            let shortest = spec.schedule.shortest_interval(chrono::Utc::now()).unwrap();
+            prop_assert!(shortest.is_none_or(|s| s >= TimeDelta::seconds(60)), "{schedule}");
+        }
+    }
+
+    #[test]
+    fn url_templates_parse_or_are_refused_and_fill_in_any_keyword(
+        template in prop_oneof![text(80), text(40).prop_map(|t| format!("http://s.example/{{keyword}}{t}{{page}}"))],
+        keyword in text(40),
+        page in any::<u32>(),
+    ) {
+        if let Ok(template) = SearchUrlTemplate::parse(&template) {
+            let _ = template.url_for(&keyword, page);
+            let _ = template.sample_url();
+        }
+    }
+
+    #[test]
+    fn proxies_parse_or_are_refused_and_never_show_their_credentials(
+        user in text(12), password in text(12), host in text(20), port in any::<u16>(),
+    ) {
+        let raw = format!("http://{user}:{password}@{host}:{port}");
+        if let Ok(proxy) = ProxyUrl::parse(&raw) {
+            let shown = url::Url::parse(&proxy.masked()).unwrap();
+            if proxy.credentials().is_some() {
+                prop_assert_eq!(shown.username(), "***");
+                prop_assert_eq!(shown.password(), Some("***"));
+            }
+            prop_assert_eq!(format!("{proxy:?}"), proxy.masked());
+        }
+    }
+
+    /// An IPv4 address is judged the same whatever IPv6 form carries it to
+    /// the network, and the mapped forms are never reachable.
+    #[test]
+    fn ipv4_is_judged_alike_in_every_ipv6_form(bits in any::<u32>()) {
+        let v4 = Ipv4Addr::from(bits);
+        let verdict = target::refusal(IpAddr::V4(v4));
+        let [a, b, c, d] = v4.octets();
+        let nat64 = Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, u16::from_be_bytes([a, b]), u16::from_be_bytes([c, d]));
+        let six_to_four = Ipv6Addr::new(0x2002, u16::from_be_bytes([a, b]), u16::from_be_bytes([c, d]), 0, 0, 0, 0, 1);
+        prop_assert_eq!(target::refusal(IpAddr::V6(nat64)), verdict);
+        prop_assert_eq!(target::refusal(IpAddr::V6(six_to_four)), verdict);
+        prop_assert!(target::refusal(IpAddr::V6(v4.to_ipv6_mapped())).is_some());
+        prop_assert!(target::refusal(IpAddr::V6(v4.to_ipv6_compatible())).is_some());
+    }
+
+    #[test]
+    fn any_ipv6_address_is_judged(bits in any::<u128>()) {
+        let _ = target::refusal(IpAddr::V6(Ipv6Addr::from(bits)));
+    }
+
+    /// IP literals in every notation a URL allows are judged as the address
+    /// they name, without a lookup (no name is ever resolved here).
+    #[test]
+    fn ip_literals_in_any_notation_are_judged_as_their_address(bits in any::<u32>(), form in 0usize..5) {
+        let v4 = Ipv4Addr::from(bits);
+        let [a, b, c, d] = v4.octets();
+        let written = match form {
+            0 => v4.to_string(),
+            1 => bits.to_string(),
+            2 => format!("0x{bits:x}"),
+            3 => format!("0{a:o}.0{b:o}.0{c:o}.0{d:o}"),
+            _ => format!("[{}]", v4.to_ipv6_mapped()),
+        };
+        let url = url::Url::parse(&format!("http://{written}/")).unwrap();
+        let guard = TargetGuard::new(false, &[]);
+        let judged = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(guard.check(&url));
+        let expected = if form == 4 {
+            target::refusal(IpAddr::V6(v4.to_ipv6_mapped()))
+        } else {
+            target::refusal(IpAddr::V4(v4))
+        };
+        match (judged, expected) {
+            (Ok(()), None) => {}
+            (Err(Refused::Address { rule, .. }), Some(want)) => prop_assert_eq!(rule, want),
+            (got, want) => prop_assert!(false, "{written}: {got:?} where {want:?} was due"),
+        }
+    }
+}
+
+/// Map keys the `fields` and `headers` objects may have: thousands of them
+/// are refused by count, not parsed one by one.
+#[test]
+fn maps_of_thousands_are_refused_by_count() {
+    let fields: BTreeMap<String, Value> = (0..5000)
+        .map(|i| (format!("f{i}"), json!({"selector": "a"})))
+        .collect();
+    let body = json!({"name": "n", "search_url": "https://x.example/?q={keyword}",
+                      "item_selector": "li", "fields": fields});
+    let err = serde_json::from_value::<SiteInput>(body)
+        .unwrap()
+        .parse()
+        .unwrap_err();
+    assert_eq!(err.field, "fields");
+}
