@@ -16,8 +16,13 @@ use anyhow::{Context, bail};
 use crawlfleet::{demo_site::DemoSite, queue, worker::processes::descendants};
 use rand::seq::IndexedRandom;
 use serde_json::{Value, json};
-use sqlx::{Connection, PgConnection, PgPool};
+use sqlx::PgPool;
 use tokio::process::{Child, Command};
+
+#[path = "shared/throwaway.rs"]
+mod throwaway;
+
+use throwaway::{Scratch, crawlfleet_binary, free_port, remove_profiles_of};
 
 const WORKERS: usize = 3;
 /// The API token of this throwaway fleet.
@@ -68,35 +73,10 @@ impl Fleet {
 }
 
 /// The crawlfleet binary beside this example (target/<profile>/crawlfleet).
-fn crawlfleet_binary() -> std::path::PathBuf {
-    let me = std::env::current_exe().expect("own path");
-    me.parent()
-        .and_then(|examples| examples.parent())
-        .expect("target/<profile>/examples")
-        .join("crawlfleet")
-}
-
 fn signal(child: &Child, sig: i32) {
     if let Some(pid) = child.id() {
         // SAFETY: kill(2) on a child of ours.
         unsafe { libc::kill(pid as i32, sig) };
-    }
-}
-
-/// The profile folders a killed worker left (`crawlfleet-<host>-<pid>-<nonce>`),
-/// with anything still running in them: the container would have taken them along.
-fn remove_profiles_of(pid: u32) {
-    let marker = format!("-{pid}-");
-    for entry in std::fs::read_dir(std::env::temp_dir())
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with("crawlfleet-") && name.contains(&marker) {
-            crawlfleet::worker::processes::kill_chrome_under(&entry.path());
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
     }
 }
 
@@ -151,28 +131,14 @@ async fn main() -> anyhow::Result<()> {
     let runs: usize = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(300);
     let fault_secs: u64 = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(60);
 
-    let server = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let mut server: url::Url = server.parse()?;
-    let db = format!("cf_chaos_{}", uuid::Uuid::new_v4().simple());
-    server.set_path("/postgres");
-    let mut admin = PgConnection::connect(server.as_str()).await?;
-    sqlx::query(&format!("CREATE DATABASE {db}"))
-        .execute(&mut admin)
-        .await?;
-    let mut database_url = server.clone();
-    database_url.set_path(&format!("/{db}"));
-    let redis_url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let api_port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let log_dir = std::env::temp_dir().join(format!("cf-chaos-{db}"));
+    let scratch = Scratch::create("cf_chaos").await?;
+    let log_dir = std::env::temp_dir().join(format!("cf-chaos-{}", scratch.db));
     std::fs::create_dir_all(&log_dir)?;
     let mut fleet = Fleet {
-        database_url: database_url.to_string(),
-        redis_url: redis_url.clone(),
-        queue: format!("chaos-{db}"),
-        api_port,
+        database_url: scratch.database_url.to_string(),
+        redis_url: scratch.redis_url.clone(),
+        queue: scratch.queue.clone(),
+        api_port: free_port()?,
         log_dir: log_dir.clone(),
         spawned: 0,
     };
@@ -193,17 +159,7 @@ async fn main() -> anyhow::Result<()> {
         let _ = child.wait().await;
     }
     site.stop().await;
-    let mut redis = queue::connect(&redis_url).await?;
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{}:*", fleet.queue))
-        .query_async(&mut redis)
-        .await?;
-    if !keys.is_empty() {
-        let _: () = redis::cmd("DEL").arg(keys).query_async(&mut redis).await?;
-    }
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
-        .execute(&mut admin)
-        .await?;
+    scratch.drop().await?;
     let line = outcome?;
     println!("{line}");
     if line.contains("FAILED") {

@@ -12,12 +12,14 @@ use std::{
 };
 
 use anyhow::Context;
-use crawlfleet::worker::processes::{descendants, kill_chrome_under};
+use crawlfleet::worker::processes::descendants;
 use tokio::{
     process::{Child, Command},
     task::JoinHandle,
 };
 use tokio_util::sync::CancellationToken;
+
+use crate::throwaway::{crawlfleet_binary, remove_profiles_of};
 
 /// The roles, one process each.
 pub const ROLES: [&str; 3] = ["api", "scheduler", "worker"];
@@ -230,31 +232,4 @@ pub fn last_lines(path: &Path, n: usize) -> Vec<String> {
         .iter()
         .map(|l| l.chars().take(300).collect())
         .collect()
-}
-
-/// The crawlfleet binary beside this example (target/<profile>/crawlfleet).
-/// Same as chaos.rs.
-fn crawlfleet_binary() -> PathBuf {
-    let me = std::env::current_exe().expect("own path");
-    me.parent()
-        .and_then(|examples| examples.parent())
-        .expect("target/<profile>/examples")
-        .join("crawlfleet")
-}
-
-/// The profile folders a worker left (`crawlfleet-<host>-<pid>-<nonce>`),
-/// with any Chrome still running in them. Same as chaos.rs.
-fn remove_profiles_of(pid: u32) {
-    let marker = format!("-{pid}-");
-    for entry in std::fs::read_dir(std::env::temp_dir())
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with("crawlfleet-") && name.contains(&marker) {
-            kill_chrome_under(&entry.path());
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
 }

@@ -25,6 +25,8 @@ mod routes;
 mod secrets;
 mod sightings;
 mod ssrf;
+#[path = "../shared/throwaway.rs"]
+mod throwaway;
 mod transport;
 
 use std::{
@@ -34,8 +36,7 @@ use std::{
 };
 
 use anyhow::bail;
-use crawlfleet::{demo_site::DemoSite, queue};
-use sqlx::{Connection, PgConnection};
+use crawlfleet::demo_site::DemoSite;
 
 use crate::{
     client::{Api, Tokens},
@@ -44,6 +45,7 @@ use crate::{
     proxy::FixtureProxy,
     secrets::Secrets,
     ssrf::Trap,
+    throwaway::{Scratch, free_port},
 };
 
 /// Where the fleet may and may not go.
@@ -64,23 +66,9 @@ async fn main() -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let secrets = Secrets::generate();
 
-    let mut server: url::Url = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
-        .parse()?;
-    let db = format!("cf_abuse_{}", uuid::Uuid::new_v4().simple());
-    server.set_path("/postgres");
-    let mut admin = PgConnection::connect(server.as_str()).await?;
-    sqlx::query(&format!("CREATE DATABASE {db}"))
-        .execute(&mut admin)
-        .await?;
-    let mut database_url = server.clone();
-    database_url.set_path(&format!("/{db}"));
-    let redis_url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let queue_name = format!("abuse-{db}");
-    let api_port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let log_dir = std::env::temp_dir().join(format!("cf-abuse-{db}"));
+    let scratch = Scratch::create("cf_abuse").await?;
+    let api_port = free_port()?;
+    let log_dir = std::env::temp_dir().join(format!("cf-abuse-{}", scratch.db));
     std::fs::create_dir_all(&log_dir)?;
 
     let site = DemoSite::start(0).await?;
@@ -94,9 +82,9 @@ async fn main() -> anyhow::Result<ExitCode> {
     };
     let env = fleet_env(
         &secrets,
-        database_url.as_str(),
-        &redis_url,
-        &queue_name,
+        scratch.database_url.as_str(),
+        &scratch.redis_url,
+        &scratch.queue,
         api_port,
         site.addr(),
         proxy.addr,
@@ -127,17 +115,7 @@ async fn main() -> anyhow::Result<ExitCode> {
     let took = started.elapsed();
 
     site.stop().await;
-    let mut redis = queue::connect(&redis_url).await?;
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{queue_name}:*"))
-        .query_async(&mut redis)
-        .await?;
-    if !keys.is_empty() {
-        let _: () = redis::cmd("DEL").arg(keys).query_async(&mut redis).await?;
-    }
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
-        .execute(&mut admin)
-        .await?;
+    scratch.drop().await?;
 
     if !report::report(&tally, &restarts, &seen, trap_connections, took) {
         eprintln!(

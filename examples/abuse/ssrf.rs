@@ -129,7 +129,7 @@ pub async fn run(api: &Api, targets: &Targets) {
     let with_credentials = ["127.0.0.1", "localhost"]
         .iter()
         .map(|h| format!("http://u:p@{h}:{trap}"))
-        .chain(ipv6_proxies_allowed().then(|| format!("http://u:p@[::1]:{trap}")));
+        .chain([format!("http://u:p@[::1]:{trap}")]);
     for proxy in with_credentials {
         let mut body = valid_site(targets);
         body["proxy"] = json!(proxy);
@@ -139,26 +139,14 @@ pub async fn run(api: &Api, targets: &Targets) {
 
 /// The proxy schemes a host is tried with. `http://` hosts are normalised
 /// by the URL parser, so the API sees an IP address; `socks5://` hosts are
-/// kept as written, and only plain forms are tried there. IPv6 proxies are
-/// tried only with ABUSE_IPV6_PROXIES=1: today the api passes the bracketed
-/// host to getaddrinfo, which asks the DNS server, off this machine.
+/// kept as written (the guard reads them as an address all the same), so
+/// only plain forms are tried there.
 fn proxy_schemes(host: &str) -> Vec<&'static str> {
-    if host.starts_with('[') {
-        return if ipv6_proxies_allowed() {
-            vec!["http"]
-        } else {
-            vec![]
-        };
-    }
-    if host.starts_with("127.0.0.1:") || host.starts_with("localhost:") {
+    if host.starts_with("127.0.0.1:") || host.starts_with("localhost:") || host.starts_with('[') {
         vec!["http", "socks5"]
     } else {
         vec!["http"]
     }
-}
-
-fn ipv6_proxies_allowed() -> bool {
-    std::env::var("ABUSE_IPV6_PROXIES").is_ok_and(|v| v == "1")
 }
 
 /// A site the API takes is reported by the ledger as accepted and deleted
