@@ -88,7 +88,8 @@ async fn half_sent_heads_are_closed_and_health_answers_while_every_slot_is_held(
     // The slots are free again: the API answers as usual.
     let (status, _) = app.get("/api/sites").await;
     assert_eq!(status, StatusCode::OK);
-    // An idle kept-alive connection is closed after the same timeout.
+    // An idle kept-alive connection is closed after the same timeout (2 s,
+    // within the 10 s allowed, as above).
     let mut idle = connect(&app).await;
     idle.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
@@ -193,7 +194,8 @@ async fn websocket_clients_are_capped_in_all_and_per_token() {
     );
     let (status, _) = app.get("/health").await;
     assert_eq!(status, StatusCode::OK);
-    // A client that leaves gives its slot back.
+    // A client that leaves gives its slot back, as soon as the server reads
+    // its close (milliseconds); 10 s leaves a loaded machine room.
     let mut leaving = readers.pop().unwrap();
     leaving.close(None).await.unwrap();
     drop(leaving);

@@ -89,7 +89,9 @@ async fn three_workers_keep_a_sites_limits_while_another_site_goes_at_its_own_pa
     let limited = app
         .create_site(json!({
             "name": "limited", "render": "http",
-            "search_url": format!("{base}/slow?ms=300&q={{keyword}}&page={{page}}"),
+            // Fast pages (50 ms): unlimited, two crawls would ask ~40 a second,
+            // so the limit of 5 is what keeps them to 5.
+            "search_url": format!("{base}/slow?ms=50&q={{keyword}}&page={{page}}"),
             "item_selector": "li.product", "fields": {"title": {"selector": "a.title"}},
             "max_pages": 3, "max_concurrent_runs": 2, "max_requests_per_sec": 5,
         }))
@@ -121,19 +123,21 @@ async fn three_workers_keep_a_sites_limits_while_another_site_goes_at_its_own_pa
     let limited_hits: Vec<Instant> = app.site.requests("/slow").iter().map(|h| h.at).collect();
     assert_eq!(limited_hits.len(), 36);
     // The limiter grants them at least 200 ms apart by Redis' clock: at most 5
-    // in any second there. The fixture logs each a moment later; the extra one
-    // absorbs that moment varying by up to 200 ms between requests (~1 ms normally).
+    // in any second there. The fixture logs each a moment later; the two extra
+    // absorb that moment varying by up to 400 ms between requests (~1 ms
+    // normally). Unlimited, the site would see ~40 in a second.
     let per_second = most_in_any_window(&limited_hits, Duration::from_secs(1));
-    assert!(per_second <= 5 + 1, "{per_second} requests in one second");
-    // Causal, not timed: the fixture logs a request before its 300 ms sleep,
+    assert!(per_second <= 5 + 2, "{per_second} requests in one second");
+    // Causal, not timed: the fixture logs a request before its 50 ms sleep,
     // and a crawl frees its slot only after its last response.
     let seen_at_once = most_overlapping(&crawl_spans_seen(&app, "/slow"));
     assert!(
         seen_at_once <= 2,
         "the site saw {seen_at_once} crawls at once"
     );
-    // Twelve crawls of 1 s and more, two allowed at once: load only stretches
-    // them, which makes two at once likelier; the dispatcher never allows three.
+    // Twelve crawls of three pages, the site's 5 pages a second shared by two
+    // at once: over a second each. Load only stretches them, which makes two
+    // at once likelier; the dispatcher never allows three.
     let held_at_once = most_overlapping(&attempt_spans(&app, limited).await);
     assert_eq!(
         held_at_once, 2,
@@ -187,19 +191,19 @@ async fn three_workers_keep_a_sites_limits_while_another_site_goes_at_its_own_pa
 
 #[tokio::test]
 async fn a_429_pauses_the_site_for_its_retry_after_and_the_run_completes() {
-    // Waits longer than the heartbeat timeout: a waiting crawl must keep
-    // heartbeating and must not be taken for a dead or stuck one. That leaves
-    // a heartbeat (every 1 s) only 2 s to be late on a loaded machine.
+    // Waits (7 s) longer than the heartbeat timeout (6 s): a waiting crawl
+    // must keep heartbeating and must not be taken for a dead or stuck one.
+    // A heartbeat every 1 s may be 5 s late on a loaded machine.
     let app = TestApp::spawn_without_browsers(Roles::fleet(), |c| {
         c.heartbeat_interval_secs = 1;
-        c.heartbeat_timeout_secs = 3;
+        c.heartbeat_timeout_secs = 6;
         c.watchdog_interval_secs = 1;
     })
     .await;
     let site = app
         .one_page_site(
             "rate-limited",
-            "/limited?key=r&fail=2&retry_after=4&q={keyword}",
+            "/limited?key=r&fail=2&retry_after=7&q={keyword}",
             json!({"render": "http"}),
         )
         .await;
@@ -218,7 +222,7 @@ async fn a_429_pauses_the_site_for_its_retry_after_and_the_run_completes() {
     for pair in hits.windows(2) {
         let gap = pair[1] - pair[0];
         assert!(
-            gap >= Duration::from_millis(3900),
+            gap >= Duration::from_millis(6900),
             "asked again after {gap:?}"
         );
     }

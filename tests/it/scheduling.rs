@@ -107,7 +107,14 @@ async fn a_scheduled_run_is_skipped_when_the_period_already_has_a_result() {
     store::runs::complete(pool, &fence, 0).await.unwrap();
     store::runs::cancel(pool, on_b).await.unwrap();
 
-    let now = Utc::now();
+    // "Today" is the day the run completed, not the clock's: a test that
+    // ran across midnight UTC would otherwise fire in the next day's period.
+    let now: chrono::DateTime<Utc> =
+        sqlx::query_scalar("SELECT finished_at FROM crawl_runs WHERE id = $1")
+            .bind(on_a)
+            .fetch_one(pool)
+            .await
+            .unwrap();
     let today = fire_keyword(pool, keyword, now, 3).await.unwrap().unwrap();
     assert_eq!(today.skipped.len(), 1, "{today:?}");
     assert_eq!(today.skipped[0].site_id, a);
