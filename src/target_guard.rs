@@ -26,7 +26,8 @@ use crate::{
 pub enum Refused {
     #[error("{host} is refused: it reaches {rule}, which crawlfleet does not connect to")]
     Address { host: String, rule: Rule },
-    #[error("{0} is not an http or https URL with a host")]
+    /// The URL's scheme: only http and https URLs with a host are reached.
+    #[error("a {0}: URL is not crawled: only http and https URLs with a host are")]
     NotHttp(String),
     #[error("{host} is not a valid host name")]
     InvalidHost { host: String },

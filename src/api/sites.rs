@@ -25,8 +25,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// The rules a site must pass beyond its own: where it points must be a
-/// target crawlfleet may reach (the SSRF guard), and a kept session needs
-/// the key that seals it.
+/// target crawlfleet may reach (the SSRF guard), and a kept session, header
+/// values and proxy credentials need the key that seals them.
 async fn check_reachable(state: &AppState, spec: &SiteSpec) -> Result<(), ApiError> {
     // A name that does not resolve from here may resolve for the workers:
     // they judge every connection they open, so it is let through.
