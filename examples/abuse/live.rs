@@ -166,6 +166,24 @@ async fn flood(api: &Api) {
         Err(Refusal::Failed(e)) => api.ledger.dropped(what, e),
     }
     drop(open);
+    // The flood's slots come back as the api reads each client's end: the
+    // read token must get in again (within 10 s, milliseconds normally)
+    // before the next checks use it.
+    let freed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if connect(api, Token::Read, None).await.is_ok() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    if freed.is_err() {
+        api.ledger.unexpected(
+            "ws: after the flood",
+            "the read token's slots did not come back within 10 s".to_owned(),
+        );
+    }
 }
 
 /// Messages past 64 KiB: the connection closes with 1009.

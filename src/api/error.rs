@@ -122,6 +122,15 @@ impl IntoResponse for ApiError {
             },
         };
         let mut response = (status, Json(body)).into_response();
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            // The body is not read: the server closes the connection after
+            // this answer, and a client that kept it for its next request
+            // would find it closed under that request.
+            response.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+        }
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,

@@ -120,6 +120,12 @@ async fn a_declared_body_over_the_limit_is_refused_at_once_and_a_huge_head_is_43
         .expect("the server closes a connection whose body it will not read");
     assert!(status_line(&answer).contains("413"), "{answer}");
     assert!(answer.contains("payload_too_large"), "{answer}");
+    // Said so, as the connection is closed after it: a client must not send
+    // its next request on it.
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
     // Far under the 30 s of the request timeout, even on a loaded machine.
     assert!(started.elapsed() < Duration::from_secs(10));
 
