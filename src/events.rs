@@ -15,7 +15,13 @@ use sqlx::PgPool;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{self, runs::CrawlRun, stats::QueueCounts};
+use crate::{
+    domain::{
+        failure::FailureKind,
+        run::{CrawlRun, RunState},
+    },
+    store::{self, stats::QueueCounts},
+};
 
 /// One live event, as WebSocket clients receive it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -34,11 +40,14 @@ pub enum Event {
         /// The site's name.
         #[serde(default)]
         site: Option<String>,
-        state: String,
+        state: RunState,
         attempt: i32,
         pages: i32,
         items: i32,
         error: Option<String>,
+        /// Why the last attempt failed, as a program matches on it.
+        #[serde(default)]
+        error_kind: Option<FailureKind>,
     },
     /// A page's results were stored.
     #[serde(rename = "result.stored")]
@@ -62,11 +71,12 @@ impl Event {
             keyword: None,
             site_id: run.site_id,
             site: None,
-            state: run.state.clone(),
+            state: run.state,
             attempt: run.attempt,
             pages: run.pages_crawled,
             items: run.items_found,
             error: run.error.clone(),
+            error_kind: run.error_kind,
         }
     }
 

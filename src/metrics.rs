@@ -10,6 +10,8 @@ use prometheus::{
     Registry, TextEncoder,
 };
 
+use crate::domain::run::RunState;
+
 /// Every metric crawlfleet exports.
 pub struct Metrics {
     pub registry: Registry,
@@ -264,13 +266,13 @@ impl Metrics {
     /// the same wherever it ends (the worker, or the watchdog taking it back):
     /// a failed attempt queued again is a retry; a completed or failed run is
     /// finished.
-    pub fn count_attempt_end(&self, state_after: &str, site_id: i64, attempt_failed: bool) {
+    pub fn count_attempt_end(&self, state_after: RunState, site_id: i64, attempt_failed: bool) {
         let site = site_id.to_string();
         match state_after {
-            "queued" if attempt_failed => self.retries.with_label_values(&[&site]).inc(),
-            "completed" | "failed" => self
+            RunState::Queued if attempt_failed => self.retries.with_label_values(&[&site]).inc(),
+            RunState::Completed | RunState::Failed => self
                 .runs_finished
-                .with_label_values(&[state_after, &site])
+                .with_label_values(&[state_after.as_str(), &site])
                 .inc(),
             _ => {}
         }

@@ -5,13 +5,13 @@ use super::{
     ApiError, AppState, Page,
     error::ErrorBody,
     extract::{ApiJson, Id},
+    runs::QueueOutcomeView,
 };
 use crate::{
     domain::{FieldError, keyword::KeywordInput, run::Trigger},
     store::{
         self,
         keywords::{Keyword, WriteError},
-        runs::QueueOutcome,
     },
 };
 
@@ -98,11 +98,11 @@ async fn delete(State(state): State<AppState>, Id(id): Id) -> Result<StatusCode,
 /// active run are reported under `already_active` instead of queued twice.
 #[utoipa::path(post, path = "/keywords/{id}/crawl", tag = "keywords", security(("bearer" = [])),
     params(("id" = i64, Path)),
-    responses((status = 202, body = QueueOutcome), (status = 404, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+    responses((status = 202, body = QueueOutcomeView), (status = 404, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn crawl(
     State(state): State<AppState>,
     Id(id): Id,
-) -> Result<(StatusCode, Json<QueueOutcome>), ApiError> {
+) -> Result<(StatusCode, Json<QueueOutcomeView>), ApiError> {
     let outcome = store::runs::queue_for_keyword(
         &state.pool,
         id,
@@ -115,5 +115,5 @@ async fn crawl(
     for run in &outcome.queued {
         state.events.run_updated(run).await;
     }
-    Ok((StatusCode::ACCEPTED, Json(outcome)))
+    Ok((StatusCode::ACCEPTED, Json(outcome.into())))
 }

@@ -1,5 +1,6 @@
 //! Types and rules of the crawl domain: no I/O here.
 
+pub mod failure;
 mod field_error;
 pub mod keyword;
 pub mod run;

@@ -2,11 +2,14 @@
 
 use std::{fmt, str::FromStr};
 
+use chrono::{DateTime, Utc};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+use super::failure::FailureKind;
+
 /// Where a crawl run is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
     /// Waiting in Postgres (and, once dispatched, in Redis).
@@ -87,12 +90,114 @@ pub enum Trigger {
 }
 
 impl Trigger {
+    pub const ALL: [Trigger; 2] = [Trigger::Manual, Trigger::Schedule];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Trigger::Manual => "manual",
             Trigger::Schedule => "schedule",
         }
     }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("unknown trigger {0:?}")]
+pub struct UnknownTrigger(pub String);
+
+impl FromStr for Trigger {
+    type Err = UnknownTrigger;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Trigger::ALL
+            .into_iter()
+            .find(|trigger| trigger.as_str() == s)
+            .ok_or_else(|| UnknownTrigger(s.to_owned()))
+    }
+}
+
+/// One crawl of one keyword on one site, through its attempts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CrawlRun {
+    pub id: i64,
+    pub keyword_id: i64,
+    pub site_id: i64,
+    pub state: RunState,
+    pub trigger: Trigger,
+    pub priority: i32,
+    /// The current attempt (the last one, once the run ended).
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub worker_id: Option<String>,
+    pub pages_crawled: i32,
+    pub items_found: i32,
+    pub current_url: Option<String>,
+    /// Why the last attempt failed, as a person reads it.
+    pub error: Option<String>,
+    /// Why the last attempt failed, as a program matches on it (`None` for
+    /// failures recorded before kinds were).
+    pub error_kind: Option<FailureKind>,
+    pub queued_at: DateTime<Utc>,
+    pub not_before: Option<DateTime<Utc>>,
+    pub dispatched_at: Option<DateTime<Utc>>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub heartbeat_at: Option<DateTime<Utc>>,
+    pub state_changed_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptOutcome {
+    Completed,
+    Failed,
+    /// Handed back to the queue by a draining worker; not counted against the run.
+    Released,
+    Cancelled,
+}
+
+impl AttemptOutcome {
+    pub const ALL: [AttemptOutcome; 4] = [
+        AttemptOutcome::Completed,
+        AttemptOutcome::Failed,
+        AttemptOutcome::Released,
+        AttemptOutcome::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptOutcome::Completed => "completed",
+            AttemptOutcome::Failed => "failed",
+            AttemptOutcome::Released => "released",
+            AttemptOutcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("unknown attempt outcome {0:?}")]
+pub struct UnknownAttemptOutcome(pub String);
+
+impl FromStr for AttemptOutcome {
+    type Err = UnknownAttemptOutcome;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        AttemptOutcome::ALL
+            .into_iter()
+            .find(|outcome| outcome.as_str() == s)
+            .ok_or_else(|| UnknownAttemptOutcome(s.to_owned()))
+    }
+}
+
+/// One attempt of a run: which worker, when, and how it ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attempt {
+    pub attempt: i32,
+    pub worker_id: String,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub outcome: Option<AttemptOutcome>,
+    pub reason: Option<String>,
+    pub error_kind: Option<FailureKind>,
+    pub last_url: Option<String>,
 }
 
 /// Delay before attempt `next_attempt` of a failed run: exponential from 2 s,
@@ -115,6 +220,12 @@ mod tests {
             assert_eq!(state.as_str().parse::<RunState>().unwrap(), state);
         }
         assert!("done".parse::<RunState>().is_err());
+        for trigger in Trigger::ALL {
+            assert_eq!(trigger.as_str().parse::<Trigger>().unwrap(), trigger);
+        }
+        for outcome in AttemptOutcome::ALL {
+            assert_eq!(outcome.as_str().parse::<AttemptOutcome>().unwrap(), outcome);
+        }
     }
 
     #[test]

@@ -9,12 +9,10 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    domain::{failure::Failure, run::CrawlRun},
     events::EventPublisher,
     metrics::metrics,
-    store::{
-        self,
-        runs::{CrawlRun, FenceError},
-    },
+    store::{self, runs::FenceError},
 };
 
 /// Beyond the stuck timeout, the time the worker gets to notice by itself.
@@ -49,17 +47,15 @@ pub(super) async fn run(
     }
 }
 
-/// Counts a run taken back: the watchdog's own action, and the failed
-/// attempt as the worker counts one.
-fn count_taken_back(reason: &str, after: &CrawlRun) {
+/// Counts a run taken back: the watchdog's own action (by the failure's
+/// kind: `stuck` or `worker_lost`), and the failed attempt as the worker
+/// counts one.
+fn count_taken_back(failure: &Failure, after: &CrawlRun) {
     let m = metrics();
-    let kind = if reason.starts_with("stuck") {
-        "stuck"
-    } else {
-        "worker_lost"
-    };
-    m.watchdog_actions.with_label_values(&[kind]).inc();
-    m.count_attempt_end(&after.state, after.site_id, true);
+    m.watchdog_actions
+        .with_label_values(&[failure.kind.as_str()])
+        .inc();
+    m.count_attempt_end(after.state, after.site_id, true);
 }
 
 /// One pass; returns the runs taken back, as they are now.
@@ -73,10 +69,10 @@ pub async fn sweep(pool: &PgPool, settings: &WatchdogSettings) -> anyhow::Result
     .await?;
     let mut taken = Vec::new();
     for run in abandoned {
-        match store::runs::fail_attempt(pool, &run.fence, &run.reason, false).await {
+        match store::runs::fail_attempt(pool, &run.fence, &run.failure).await {
             Ok(after) => {
-                count_taken_back(&run.reason, &after);
-                tracing::warn!(run_id = run.fence.run_id, attempt = run.fence.attempt, state = %after.state, reason = %run.reason, "run taken back");
+                count_taken_back(&run.failure, &after);
+                tracing::warn!(run_id = run.fence.run_id, attempt = run.fence.attempt, state = %after.state, kind = %run.failure.kind, reason = %run.failure, "run taken back");
                 taken.push(after);
             }
             // It moved on between the scan and the update: nothing to do.

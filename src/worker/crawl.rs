@@ -20,13 +20,17 @@ use super::{
 };
 use crate::{
     config::SessionKey,
-    domain::site::{RenderMode, SiteSpec},
+    domain::{
+        failure::FailureKind,
+        run::{CrawlRun, RunState},
+        site::{RenderMode, SiteSpec},
+    },
     events::EventPublisher,
     metrics::metrics,
     queue::Job,
     store::{
         self,
-        runs::{CrawlRun, Fence, FenceError},
+        runs::{Fence, FenceError},
     },
     target_guard::TargetGuard,
 };
@@ -119,32 +123,34 @@ pub async fn handle(job: Job, ctx: &CrawlContext) {
         })
         .await
         .map(Some),
-        Err(CrawlError::Attempt { reason, retry, .. }) => {
-            if reason.starts_with("stuck") {
+        Err(CrawlError::Attempt { failure, .. }) => {
+            if failure.kind == FailureKind::Stuck {
                 metrics
                     .stuck_detections
                     .with_label_values(&[&site_label])
                     .inc();
             }
             let run = persist("failure", OUTAGE_PATIENCE, || {
-                store::runs::fail_attempt(&ctx.pool, &fence, &reason, !retry)
+                store::runs::fail_attempt(&ctx.pool, &fence, &failure)
             })
             .await;
             if let Ok(run) = &run {
-                tracing::warn!(run_id, attempt, state = %run.state, %reason, "attempt failed");
+                tracing::warn!(run_id, attempt, state = %run.state, kind = %failure.kind, reason = %failure, "attempt failed");
             }
             run.map(Some)
         }
     };
     if let Ok(Some(run)) = &ended {
-        match run.state.as_str() {
-            "completed" => tracing::info!(run_id, items = run.items_found, "crawl completed"),
-            "queued" if run.attempt == attempt => {
+        match run.state {
+            RunState::Completed => {
+                tracing::info!(run_id, items = run.items_found, "crawl completed")
+            }
+            RunState::Queued if run.attempt == attempt => {
                 tracing::info!(run_id, "run handed back to the queue (drain)")
             }
             _ => {}
         }
-        metrics.count_attempt_end(&run.state, run.site_id, attempt_failed);
+        metrics.count_attempt_end(run.state, run.site_id, attempt_failed);
         ctx.events.run_updated(run).await;
     }
     if let Some(protection) = &ctx.scale_in {
@@ -234,9 +240,12 @@ async fn crawl(ctx: &CrawlContext, fence: &Fence, run: &CrawlRun) -> Result<i32,
         }
         .into());
     };
-    let spec = site
-        .spec(ctx.session_key.as_ref())
-        .map_err(|e| CrawlError::permanent(format!("site is misconfigured: {e}")))?;
+    let spec = site.spec(ctx.session_key.as_ref()).map_err(|e| {
+        CrawlError::failed(
+            FailureKind::Misconfigured,
+            format!("site is misconfigured: {e}"),
+        )
+    })?;
     let crawl = Crawl {
         ctx,
         fence,
@@ -291,13 +300,17 @@ async fn load_session(
         return Ok(None);
     }
     let Some(key) = &ctx.session_key else {
-        return Err(CrawlError::permanent(
+        return Err(CrawlError::failed(
+            FailureKind::Misconfigured,
             "the site keeps its session, but SESSION_KEY is not set on this worker",
         ));
     };
-    session::load(&ctx.pool, key, site_id)
-        .await
-        .map_err(|e| CrawlError::transient(format!("opening the kept session: {e:#}")))
+    session::load(&ctx.pool, key, site_id).await.map_err(|e| {
+        CrawlError::failed(
+            FailureKind::Internal,
+            format!("opening the kept session: {e:#}"),
+        )
+    })
 }
 
 /// A crawl in a pooled browser session, made the site's for the time of the
@@ -310,16 +323,16 @@ async fn crawl_in_browser(
     let mut lease = browsers
         .lease(crawl.spec.identity.proxy.as_ref())
         .await
-        .map_err(|e| CrawlError::transient(format!("no browser: {e:#}")))?;
+        .map_err(|e| CrawlError::browser(format!("no browser: {e:#}")))?;
     let session = lease.session();
     let result: Result<_, CrawlError> = async {
         session
             .set_page_load_timeout(crawl.stuck_timeout)
             .await
-            .map_err(|e| CrawlError::broken(format!("{e:#}")))?;
+            .map_err(|e| CrawlError::browser(format!("{e:#}")))?;
         prepare_for_crawl(session, crawl.spec, kept)
             .await
-            .map_err(|e| CrawlError::broken(format!("preparing the browser: {e:#}")))?;
+            .map_err(|e| CrawlError::browser(format!("preparing the browser: {e:#}")))?;
         let last_page = crawl
             .pages(&mut PageSource::Browser(BrowserPage {
                 session: &mut *session,
@@ -329,7 +342,7 @@ async fn crawl_in_browser(
             true => Some(
                 KeptSession::from_browser(&session.client)
                     .await
-                    .map_err(|e| CrawlError::broken(format!("reading the session: {e:#}")))?,
+                    .map_err(|e| CrawlError::browser(format!("reading the session: {e:#}")))?,
             ),
             false => None,
         };

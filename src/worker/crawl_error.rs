@@ -1,6 +1,10 @@
 //! Why a crawl attempt ended without completing.
 
-use crate::{store::runs::FenceError, target_guard::Refused};
+use crate::{
+    domain::failure::{Failure, FailureKind},
+    store::runs::FenceError,
+    target_guard::Refused,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CrawlError {
@@ -8,39 +12,35 @@ pub enum CrawlError {
     Fence(#[from] FenceError),
     #[error("worker draining")]
     Drained,
-    /// The attempt failed; `retry` says whether another attempt may succeed.
-    #[error("{reason}")]
+    /// The attempt failed; its kind decides whether another attempt follows.
+    #[error("{failure}")]
     Attempt {
-        reason: String,
-        retry: bool,
+        failure: Failure,
         /// The browser session is unusable and must be replaced.
         broken_session: bool,
     },
 }
 
 impl CrawlError {
-    pub fn transient(reason: impl Into<String>) -> Self {
+    /// The attempt failed; the browser session (if any) is still good.
+    pub fn failed(kind: FailureKind, message: impl Into<String>) -> Self {
         CrawlError::Attempt {
-            reason: reason.into(),
-            retry: true,
+            failure: Failure::new(kind, message),
             broken_session: false,
         }
     }
 
-    pub fn permanent(reason: impl Into<String>) -> Self {
+    /// The attempt failed and took its browser session with it.
+    pub fn broken(kind: FailureKind, message: impl Into<String>) -> Self {
         CrawlError::Attempt {
-            reason: reason.into(),
-            retry: false,
-            broken_session: false,
-        }
-    }
-
-    pub fn broken(reason: impl Into<String>) -> Self {
-        CrawlError::Attempt {
-            reason: reason.into(),
-            retry: true,
+            failure: Failure::new(kind, message),
             broken_session: true,
         }
+    }
+
+    /// The browser stopped working (crashed, hung, gone): the session is replaced.
+    pub fn browser(message: impl Into<String>) -> Self {
+        CrawlError::broken(FailureKind::BrowserCrashed, message)
     }
 
     /// Whether the browser session that hit this error must be replaced.
@@ -54,13 +54,16 @@ impl CrawlError {
         )
     }
 
-    /// A target the SSRF guard refused: no later attempt can succeed (a name
-    /// that does not resolve may resolve later).
+    /// A target the SSRF guard refused: no later attempt can succeed, except
+    /// for a name that does not resolve (it may resolve later).
     pub fn refused(refused: Refused) -> Self {
         if refused.may_pass_later() {
-            return CrawlError::transient(refused.to_string());
+            return CrawlError::failed(FailureKind::Network, refused.to_string());
         }
-        CrawlError::permanent(format!("target refused: {refused}"))
+        CrawlError::failed(
+            FailureKind::TargetRefused,
+            format!("target refused: {refused}"),
+        )
     }
 }
 

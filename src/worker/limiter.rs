@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use apalis_redis::ConnectionManager;
 
 use super::crawl_error::CrawlError;
-use crate::metrics::metrics;
+use crate::{domain::failure::FailureKind, metrics::metrics};
 
 /// A refused site without a Retry-After pauses this long, times its penalty.
 pub const DEFAULT_PAUSE: Duration = Duration::from_secs(5);
@@ -194,7 +194,7 @@ impl SitePace {
             .limiter
             .acquire(self.site_id, self.max_requests_per_sec)
             .await
-            .map_err(|e| CrawlError::transient(format!("{e:#}")))?;
+            .map_err(|e| CrawlError::failed(FailureKind::Internal, format!("{e:#}")))?;
         metrics()
             .rate_limit_wait
             .with_label_values(&[&self.site_id.to_string()])

@@ -14,13 +14,14 @@ use super::{
     fetch::{Fetched, PageSource},
     limiter::SitePace,
 };
+use crate::domain::{failure::FailureKind, run::CrawlRun};
 use crate::{
     domain::site::{SiteSpec, with_query_param},
     events::Event,
     metrics::metrics,
     store::{
         self,
-        runs::{CrawlRun, CrawledPage, Fence, FenceError, PageItem},
+        runs::{CrawledPage, Fence, FenceError, PageItem},
     },
 };
 
@@ -51,7 +52,10 @@ impl Crawl<'_> {
     /// Crawls every page; returns the last page number crawled.
     pub async fn pages(&self, source: &mut PageSource<'_>) -> Result<i32, CrawlError> {
         let first = self.spec.search_url.url_for(self.keyword, 1).map_err(|e| {
-            CrawlError::permanent(format!("search URL for {:?} is invalid: {e}", self.keyword))
+            CrawlError::failed(
+                FailureKind::Misconfigured,
+                format!("search URL for {:?} is invalid: {e}", self.keyword),
+            )
         })?;
         let mut url = first.clone();
         let mut last_token: Option<String> = None;
@@ -127,7 +131,10 @@ impl Crawl<'_> {
                         .search_url
                         .url_for(self.keyword, page as u32 + 1)
                         .map_err(|e| {
-                            CrawlError::permanent(format!("search URL for page {}: {e}", page + 1))
+                            CrawlError::failed(
+                                FailureKind::Misconfigured,
+                                format!("search URL for page {}: {e}", page + 1),
+                            )
                         })?,
                 ),
                 None => None,
@@ -204,21 +211,17 @@ impl Crawl<'_> {
                 .page_fetch_duration
                 .with_label_values(&[&site])
                 .observe(started.elapsed().as_secs_f64());
-            let (reason, retry_after) = match fetched? {
+            let (refusal, reason, retry_after) = match fetched? {
                 Fetched::Refused {
+                    refusal,
                     reason,
                     retry_after,
-                } => (reason, retry_after),
+                } => (refusal, reason, retry_after),
                 other => return Ok(other),
-            };
-            let kind = if reason.starts_with("HTTP") {
-                reason.split_whitespace().nth(1).unwrap_or("http")
-            } else {
-                "blocked"
             };
             metrics()
                 .site_refusals
-                .with_label_values(&[&site, kind])
+                .with_label_values(&[&site, &refusal.label()])
                 .inc();
             let pause = self.ctx.limiter.refuse(site_id, retry_after).await;
             let waiting = persist("page refused", OUTAGE_PATIENCE, || {
@@ -236,9 +239,10 @@ impl Crawl<'_> {
                 "site refused the page; the fleet pauses it"
             );
             if attempt == tries {
-                return Err(CrawlError::transient(format!(
-                    "refused: {reason} ({tries} tries)"
-                )));
+                return Err(CrawlError::failed(
+                    FailureKind::Blocked,
+                    format!("refused: {reason} ({tries} tries)"),
+                ));
             }
         }
         unreachable!("the last try returns")

@@ -6,7 +6,10 @@ use std::time::Duration;
 use crawlfleet::store::runs::CrawledPage;
 use crawlfleet::{
     demo_site::expected_products,
-    domain::run::Trigger,
+    domain::{
+        failure::{Failure, FailureKind},
+        run::{RunState, Trigger},
+    },
     store::{
         self,
         runs::{FenceError, PageItem},
@@ -168,10 +171,11 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
     )
     .await
     .unwrap();
-    let run = store::runs::fail_attempt(pool, &first, "stuck: test", false)
+    let stuck = Failure::new(FailureKind::Stuck, "stuck: test");
+    let run = store::runs::fail_attempt(pool, &first, &stuck)
         .await
         .unwrap();
-    assert_eq!(run.state, "queued");
+    assert_eq!(run.state, RunState::Queued);
     assert_eq!(run.attempt, 2);
     assert!(run.not_before.is_some(), "a retry waits for its backoff");
 
@@ -215,7 +219,7 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
         .await
         .map(|_| ()),
         store::runs::complete(pool, &first, 2).await.map(|_| ()),
-        store::runs::fail_attempt(pool, &first, "late", false)
+        store::runs::fail_attempt(pool, &first, &Failure::new(FailureKind::Network, "late"))
             .await
             .map(|_| ()),
     ] {
@@ -248,7 +252,7 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
     assert_eq!(kept.sealed, b"live");
 
     let done = store::runs::complete(pool, &second, 1).await.unwrap();
-    assert_eq!(done.state, "completed");
+    assert_eq!(done.state, RunState::Completed);
     assert_eq!(done.items_found, 4);
     let titles: Vec<String> = sqlx::query_scalar(
         "SELECT fields->>'title' FROM crawl_results WHERE run_id = $1 ORDER BY position",
@@ -300,18 +304,20 @@ async fn the_last_attempt_fails_the_run_and_keeps_its_reason() {
     let pool = app.pool();
     let (run_id, mut fence) = claimed(&app, "w").await;
     for attempt in 1..=3 {
-        let run = store::runs::fail_attempt(pool, &fence, &format!("boom {attempt}"), false)
+        let boom = Failure::new(FailureKind::SiteError, format!("boom {attempt}"));
+        let run = store::runs::fail_attempt(pool, &fence, &boom)
             .await
             .unwrap();
         if attempt < 3 {
-            assert_eq!(run.state, "queued");
+            assert_eq!(run.state, RunState::Queued);
             fence = dispatch_and_claim(pool, run_id, attempt + 1, "w")
                 .await
                 .unwrap()
                 .fence;
         } else {
-            assert_eq!(run.state, "failed");
+            assert_eq!(run.state, RunState::Failed);
             assert_eq!(run.error.as_deref(), Some("boom 3"));
+            assert_eq!(run.error_kind, Some(FailureKind::SiteError));
             assert!(run.finished_at.is_some());
         }
     }

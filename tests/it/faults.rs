@@ -37,11 +37,13 @@ async fn a_hung_page_is_stopped_as_stuck_retried_and_failed_with_every_reason_ke
     let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
     assert_eq!(run["state"], "failed", "{run}");
     assert_eq!(run["attempt"], 2);
+    assert_eq!(run["error_kind"], "stuck", "{run}");
     let history = attempts(&run);
     assert_eq!(history.len(), 2, "{run}");
     for (n, attempt) in history.iter().enumerate() {
         assert_eq!(attempt["attempt"], n as i64 + 1);
         assert_eq!(attempt["outcome"], "failed");
+        assert_eq!(attempt["error_kind"], "stuck", "{attempt}");
         let reason = attempt["reason"].as_str().unwrap();
         assert!(reason.starts_with("stuck"), "{reason}");
         assert!(
@@ -80,6 +82,7 @@ async fn an_endless_script_gets_its_browser_killed_and_a_new_session_takes_the_n
     let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
     assert_eq!(run["state"], "failed", "{run}");
     assert!(run["error"].as_str().unwrap().starts_with("stuck"), "{run}");
+    assert_eq!(run["error_kind"], "stuck", "{run}");
 
     let fine = app
         .one_page_site("fine", "/static?q={keyword}", json!({}))
@@ -119,6 +122,7 @@ async fn http_errors_fail_permanently_or_retry_and_an_empty_page_completes() {
     assert_eq!(run["state"], "failed", "{run}");
     assert_eq!(run["attempt"], 1, "a 4xx is not retried");
     assert!(run["error"].as_str().unwrap().contains("HTTP 404"), "{run}");
+    assert_eq!(run["error_kind"], "http_status", "{run}");
 
     let run = app.crawl_once("b", broken).await;
     let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
@@ -128,6 +132,7 @@ async fn http_errors_fail_permanently_or_retry_and_an_empty_page_completes() {
         2,
         "a 5xx is retried up to max_attempts"
     );
+    assert_eq!(run["error_kind"], "site_error", "{run}");
 
     let run = app.crawl_once("c", flaky).await;
     let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
@@ -136,6 +141,10 @@ async fn http_errors_fail_permanently_or_retry_and_an_empty_page_completes() {
     assert_eq!(run["items_found"], 5);
     assert_eq!(attempts(&run)[0]["outcome"], "failed");
     assert_eq!(attempts(&run)[1]["outcome"], "completed");
+    assert!(
+        run["error_kind"].is_null() && attempts(&run)[1]["error_kind"].is_null(),
+        "a completed run carries no failure: {run}"
+    );
 
     let run = app.crawl_once("d", empty).await;
     let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
@@ -181,6 +190,7 @@ async fn a_running_crawl_is_cancelled_within_seconds_and_a_failed_run_can_be_ret
     let (_, run_now) = app.get(&format!("/api/runs/{run}")).await;
     assert_eq!(run_now["state"], "cancelled");
     assert_eq!(attempts(&run_now)[0]["outcome"], "cancelled");
+    assert_eq!(attempts(&run_now)[0]["error_kind"], "cancelled");
     // The cancelled crawl's browser is gone, not left running beside the new one.
     let root = std::env::temp_dir().join(format!(
         "crawlfleet-{}",

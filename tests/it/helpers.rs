@@ -679,6 +679,7 @@ pub async fn count_states(pool: &PgPool) -> std::collections::HashMap<String, i6
         .await
         .unwrap()
         .into_iter()
+        .map(|(state, n)| (state.as_str().to_owned(), n))
         .collect()
 }
 

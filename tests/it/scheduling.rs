@@ -3,7 +3,11 @@
 use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
-use crawlfleet::{domain::run::Trigger, scheduler::fire_keyword, store};
+use crawlfleet::{
+    domain::run::{RunState, Trigger},
+    scheduler::fire_keyword,
+    store,
+};
 use serde_json::json;
 
 use crate::helpers::{RoleProcess, Roles, TestApp, dispatch_and_claim, eventually};
@@ -118,7 +122,7 @@ async fn a_scheduled_run_is_skipped_when_the_period_already_has_a_result() {
     let today = fire_keyword(pool, keyword, now, 3).await.unwrap().unwrap();
     assert_eq!(today.skipped.len(), 1, "{today:?}");
     assert_eq!(today.skipped[0].site_id, a);
-    assert_eq!(today.skipped[0].state, "skipped");
+    assert_eq!(today.skipped[0].state, RunState::Skipped);
     assert_eq!(today.queued.len(), 1);
     assert_eq!(today.queued[0].site_id, b);
 

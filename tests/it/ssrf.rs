@@ -228,6 +228,7 @@ async fn a_worker_refuses_private_targets_directly_and_after_a_redirect() {
         assert_eq!(run["attempt"], 1, "{name}: a refused target is not retried");
         let error = run["error"].as_str().unwrap();
         assert!(error.starts_with("target refused"), "{name}: {error}");
+        assert_eq!(run["error_kind"], "target_refused", "{name}: {run}");
     }
     // The allowed fixture itself is crawled as usual, in both modes; the
     // image a page pulls in from a refused target is not.

@@ -5,8 +5,11 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
-use super::CrawlRun;
-use crate::domain::run::retry_backoff;
+use super::row::{RunRow, maybe_run};
+use crate::domain::{
+    failure::{Failure, FailureKind},
+    run::{AttemptOutcome, CrawlRun, retry_backoff},
+};
 
 /// The identity every worker write is conditional on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,7 +59,7 @@ pub async fn claim(
 ) -> sqlx::Result<Option<ClaimedRun>> {
     let mut tx = pool.begin().await?;
     let run = sqlx::query_as!(
-        CrawlRun,
+        RunRow,
         r#"UPDATE crawl_runs
            SET state = 'running', worker_id = $3, started_at = now(), heartbeat_at = now(),
                state_changed_at = now(), dispatched_at = NULL, pages_crawled = 0, current_url = NULL
@@ -67,7 +70,8 @@ pub async fn claim(
         worker_id
     )
     .fetch_optional(&mut *tx)
-    .await?;
+    .await
+    .and_then(maybe_run)?;
     let Some(run) = run else {
         return Ok(None);
     };
@@ -90,40 +94,25 @@ pub async fn claim(
     }))
 }
 
-/// How an attempt ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum AttemptOutcome {
-    Completed,
-    Failed,
-    Released,
-}
-
-impl AttemptOutcome {
-    fn as_str(self) -> &'static str {
-        match self {
-            AttemptOutcome::Completed => "completed",
-            AttemptOutcome::Failed => "failed",
-            AttemptOutcome::Released => "released",
-        }
-    }
-}
-
 /// Closes the open attempt record of a fence.
 async fn close_attempt(
     tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
     fence: &Fence,
     outcome: AttemptOutcome,
     reason: Option<&str>,
+    error_kind: Option<FailureKind>,
     last_url: Option<&str>,
 ) -> sqlx::Result<()> {
     sqlx::query!(
-        r#"UPDATE crawl_attempts SET ended_at = now(), outcome = $4, reason = $5, last_url = $6
+        r#"UPDATE crawl_attempts SET ended_at = now(), outcome = $4, reason = $5, error_kind = $6,
+                  last_url = $7
            WHERE run_id = $1 AND attempt = $2 AND worker_id = $3 AND ended_at IS NULL"#,
         fence.run_id,
         fence.attempt,
         fence.worker_id,
         outcome.as_str(),
         reason,
+        error_kind.map(FailureKind::as_str),
         last_url
     )
     .execute(&mut **tx)
@@ -138,7 +127,7 @@ pub async fn enter_url_call(
     url: &str,
 ) -> Result<CrawlRun, FenceError> {
     sqlx::query_as!(
-        CrawlRun,
+        RunRow,
         r#"UPDATE crawl_runs
            SET state = 'url_call', current_url = $4, state_changed_at = now(), heartbeat_at = now()
            WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state IN ('running', 'call_done')
@@ -149,7 +138,8 @@ pub async fn enter_url_call(
         url
     )
     .fetch_optional(pool)
-    .await?
+    .await
+    .and_then(maybe_run)?
     .ok_or_else(|| fence.superseded())
 }
 
@@ -293,7 +283,7 @@ pub async fn store_page(
     .execute(&mut *tx)
     .await?;
     let run = sqlx::query_as!(
-        CrawlRun,
+        RunRow,
         r#"UPDATE crawl_runs
            SET state = 'call_done', pages_crawled = $2, state_changed_at = now(), heartbeat_at = now(),
                items_found = (SELECT count(*) FROM crawl_results WHERE run_id = $1)
@@ -303,7 +293,8 @@ pub async fn store_page(
         crawled.page
     )
     .fetch_one(&mut *tx)
-    .await?;
+    .await?
+    .try_into()?;
     tx.commit().await?;
     Ok(run)
 }
@@ -313,7 +304,7 @@ pub async fn store_page(
 /// take a patient crawl for a stuck one.
 pub async fn page_refused(pool: &PgPool, fence: &Fence) -> Result<CrawlRun, FenceError> {
     sqlx::query_as!(
-        CrawlRun,
+        RunRow,
         r#"UPDATE crawl_runs
            SET state = 'call_done', state_changed_at = now(), heartbeat_at = now()
            WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = 'url_call'
@@ -323,7 +314,8 @@ pub async fn page_refused(pool: &PgPool, fence: &Fence) -> Result<CrawlRun, Fenc
         fence.worker_id
     )
     .fetch_optional(pool)
-    .await?
+    .await
+    .and_then(maybe_run)?
     .ok_or_else(|| fence.superseded())
 }
 
@@ -355,20 +347,22 @@ pub async fn complete(
     .execute(&mut *tx)
     .await?;
     let run = sqlx::query_as!(
-        CrawlRun,
+        RunRow,
         r#"UPDATE crawl_runs
            SET state = 'completed', finished_at = now(), state_changed_at = now(), current_url = NULL,
-               error = NULL, items_found = (SELECT count(*) FROM crawl_results WHERE run_id = $1)
+               error = NULL, error_kind = NULL, items_found = (SELECT count(*) FROM crawl_results WHERE run_id = $1)
            WHERE id = $1
            RETURNING *"#,
         fence.run_id
     )
     .fetch_one(&mut *tx)
-    .await?;
+    .await?
+    .try_into()?;
     close_attempt(
         &mut tx,
         fence,
         AttemptOutcome::Completed,
+        None,
         None,
         last_url.as_deref(),
     )
@@ -378,17 +372,18 @@ pub async fn complete(
 }
 
 /// Ends a failed attempt: back to `queued` for the next attempt after a backoff,
-/// or `failed` when this was the last attempt or the error is permanent.
+/// or `failed` when this was the last attempt or no later attempt can succeed
+/// ([`FailureKind::may_succeed_later`]).
 pub async fn fail_attempt(
     pool: &PgPool,
     fence: &Fence,
-    reason: &str,
-    permanent: bool,
+    failure: &Failure,
 ) -> Result<CrawlRun, FenceError> {
+    let permanent = !failure.kind.may_succeed_later();
     let backoff = retry_backoff(fence.attempt + 1);
     let mut tx = pool.begin().await?;
     let run = sqlx::query_as!(
-        CrawlRun,
+        RunRow,
         r#"UPDATE crawl_runs
            SET state = CASE WHEN $5 OR attempt >= max_attempts THEN 'failed' ELSE 'queued' END,
                finished_at = CASE WHEN $5 OR attempt >= max_attempts THEN now() END,
@@ -396,25 +391,28 @@ pub async fn fail_attempt(
                                  ELSE now() + make_interval(secs => $6) END,
                attempt = CASE WHEN $5 OR attempt >= max_attempts THEN attempt ELSE attempt + 1 END,
                worker_id = CASE WHEN $5 OR attempt >= max_attempts THEN worker_id END,
-               dispatched_at = NULL, error = $4, state_changed_at = now()
+               dispatched_at = NULL, error = $4, error_kind = $7, state_changed_at = now()
            WHERE id = $1 AND attempt = $2 AND worker_id = $3
              AND state IN ('running', 'url_call', 'call_done')
            RETURNING *"#,
         fence.run_id,
         fence.attempt,
         fence.worker_id,
-        reason,
+        failure.message,
         permanent,
-        backoff.as_secs_f64()
+        backoff.as_secs_f64(),
+        failure.kind.as_str()
     )
     .fetch_optional(&mut *tx)
-    .await?
+    .await
+    .and_then(maybe_run)?
     .ok_or_else(|| fence.superseded())?;
     close_attempt(
         &mut tx,
         fence,
         AttemptOutcome::Failed,
-        Some(reason),
+        Some(&failure.message),
+        Some(failure.kind),
         run.current_url.as_deref(),
     )
     .await?;
@@ -426,7 +424,8 @@ pub async fn fail_attempt(
 #[derive(Debug, Clone)]
 pub struct AbandonedRun {
     pub fence: Fence,
-    pub reason: String,
+    /// [`FailureKind::WorkerLost`] or [`FailureKind::Stuck`].
+    pub failure: Failure,
 }
 
 /// Held runs whose worker stopped heartbeating for `heartbeat_timeout`, or whose
@@ -455,16 +454,22 @@ pub async fn find_abandoned(
     Ok(rows
         .into_iter()
         .map(|r| {
-            let reason = if r.lost {
-                format!(
-                    "worker lost: {} sent no heartbeat for {}s",
-                    r.worker_id,
-                    heartbeat_timeout.as_secs()
+            let failure = if r.lost {
+                Failure::new(
+                    FailureKind::WorkerLost,
+                    format!(
+                        "worker lost: {} sent no heartbeat for {}s",
+                        r.worker_id,
+                        heartbeat_timeout.as_secs()
+                    ),
                 )
             } else {
-                format!(
-                    "stuck: page request did not return (at {})",
-                    r.current_url.as_deref().unwrap_or("?")
+                Failure::new(
+                    FailureKind::Stuck,
+                    format!(
+                        "stuck: page request did not return (at {})",
+                        r.current_url.as_deref().unwrap_or("?")
+                    ),
                 )
             };
             AbandonedRun {
@@ -473,7 +478,7 @@ pub async fn find_abandoned(
                     attempt: r.attempt,
                     worker_id: r.worker_id,
                 },
-                reason,
+                failure,
             }
         })
         .collect())
@@ -496,7 +501,7 @@ pub async fn release(pool: &PgPool, fence: &Fence) -> Result<CrawlRun, FenceErro
     .await?
     .ok_or_else(|| fence.superseded())?;
     let run = sqlx::query_as!(
-        CrawlRun,
+        RunRow,
         r#"UPDATE crawl_runs
            SET state = 'queued', worker_id = NULL, dispatched_at = NULL, not_before = NULL,
                current_url = NULL, state_changed_at = now()
@@ -505,12 +510,14 @@ pub async fn release(pool: &PgPool, fence: &Fence) -> Result<CrawlRun, FenceErro
         fence.run_id
     )
     .fetch_one(&mut *tx)
-    .await?;
+    .await?
+    .try_into()?;
     close_attempt(
         &mut tx,
         fence,
         AttemptOutcome::Released,
         Some("worker drained"),
+        None,
         last_url.as_deref(),
     )
     .await?;

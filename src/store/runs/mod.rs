@@ -4,6 +4,7 @@
 
 mod dispatch;
 mod fenced;
+mod row;
 
 pub use dispatch::*;
 pub use fenced::*;
@@ -11,38 +12,16 @@ pub use fenced::*;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 use sqlx::PgPool;
 
-use crate::domain::run::{RunState, Trigger};
-
-/// A stored crawl run, as the API shows it.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct CrawlRun {
-    pub id: i64,
-    pub keyword_id: i64,
-    pub site_id: i64,
-    pub state: String,
-    pub trigger: String,
-    pub priority: i32,
-    pub attempt: i32,
-    pub max_attempts: i32,
-    pub worker_id: Option<String>,
-    pub pages_crawled: i32,
-    pub items_found: i32,
-    pub current_url: Option<String>,
-    pub error: Option<String>,
-    pub queued_at: DateTime<Utc>,
-    pub not_before: Option<DateTime<Utc>>,
-    pub dispatched_at: Option<DateTime<Utc>>,
-    pub started_at: Option<DateTime<Utc>>,
-    pub heartbeat_at: Option<DateTime<Utc>>,
-    pub state_changed_at: DateTime<Utc>,
-    pub finished_at: Option<DateTime<Utc>>,
-}
+use crate::domain::{
+    failure::FailureKind,
+    run::{Attempt, CrawlRun, RunState, Trigger},
+};
+use row::{RunRow, decode, maybe_run, runs};
 
 /// What asking for a crawl did, site by site.
-#[derive(Debug, Clone, Serialize, Default, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default)]
 pub struct QueueOutcome {
     /// Runs queued now.
     pub queued: Vec<CrawlRun>,
@@ -77,7 +56,7 @@ pub async fn queue_for_keyword(
         None => Vec::new(),
         Some(since) => {
             sqlx::query_as!(
-                CrawlRun,
+                RunRow,
                 r#"INSERT INTO crawl_runs (keyword_id, site_id, state, trigger, priority, max_attempts, finished_at)
                    SELECT k.id, ks.site_id, 'skipped', $2, k.priority, COALESCE(s.max_attempts, $4), now()
                    FROM keywords k
@@ -94,11 +73,12 @@ pub async fn queue_for_keyword(
                 default_max_attempts
             )
             .fetch_all(&mut *tx)
-            .await?
+            .await
+            .and_then(runs)?
         }
     };
     let queued = sqlx::query_as!(
-        CrawlRun,
+        RunRow,
         r#"INSERT INTO crawl_runs (keyword_id, site_id, state, trigger, priority, max_attempts)
            SELECT k.id, ks.site_id, 'queued', $2, k.priority, COALESCE(s.max_attempts, $4)
            FROM keywords k
@@ -115,9 +95,10 @@ pub async fn queue_for_keyword(
         default_max_attempts
     )
     .fetch_all(&mut *tx)
-    .await?;
+    .await
+    .and_then(runs)?;
     let already_active = sqlx::query_as!(
-        CrawlRun,
+        RunRow,
         r#"SELECT * FROM crawl_runs
            WHERE keyword_id = $1 AND state IN ('queued', 'running', 'url_call', 'call_done')
              AND NOT (id = ANY($2::bigint[]))
@@ -126,7 +107,8 @@ pub async fn queue_for_keyword(
         &queued.iter().map(|r| r.id).collect::<Vec<_>>()
     )
     .fetch_all(&mut *tx)
-    .await?;
+    .await
+    .and_then(runs)?;
     tx.commit().await?;
     Ok(Some(QueueOutcome {
         queued,
@@ -136,9 +118,10 @@ pub async fn queue_for_keyword(
 }
 
 pub async fn get(pool: &PgPool, id: i64) -> sqlx::Result<Option<CrawlRun>> {
-    sqlx::query_as!(CrawlRun, "SELECT * FROM crawl_runs WHERE id = $1", id)
+    let row = sqlx::query_as!(RunRow, "SELECT * FROM crawl_runs WHERE id = $1", id)
         .fetch_optional(pool)
-        .await
+        .await?;
+    maybe_run(row)
 }
 
 /// Filters of a run listing; `before` is the cursor (runs are listed newest first).
@@ -153,7 +136,7 @@ pub struct RunFilter {
 
 pub async fn list(pool: &PgPool, filter: &RunFilter) -> sqlx::Result<Vec<CrawlRun>> {
     sqlx::query_as!(
-        CrawlRun,
+        RunRow,
         r#"SELECT * FROM crawl_runs
            WHERE ($1::bigint IS NULL OR keyword_id = $1)
              AND ($2::bigint IS NULL OR site_id = $2)
@@ -169,14 +152,17 @@ pub async fn list(pool: &PgPool, filter: &RunFilter) -> sqlx::Result<Vec<CrawlRu
     )
     .fetch_all(pool)
     .await
+    .and_then(runs)
 }
 
 /// Number of runs in each state.
-pub async fn count_by_state(pool: &PgPool) -> sqlx::Result<Vec<(String, i64)>> {
+pub async fn count_by_state(pool: &PgPool) -> sqlx::Result<Vec<(RunState, i64)>> {
     let rows = sqlx::query!(r#"SELECT state, count(*) AS "n!" FROM crawl_runs GROUP BY state"#)
         .fetch_all(pool)
         .await?;
-    Ok(rows.into_iter().map(|r| (r.state, r.n)).collect())
+    rows.into_iter()
+        .map(|r| Ok((decode("state", &r.state)?, r.n)))
+        .collect()
 }
 
 /// Stops a queued or active run; `None` when there is no such run, otherwise
@@ -185,7 +171,7 @@ pub async fn count_by_state(pool: &PgPool) -> sqlx::Result<Vec<(String, i64)>> {
 pub async fn cancel(pool: &PgPool, id: i64) -> sqlx::Result<Option<CrawlRun>> {
     let mut tx = pool.begin().await?;
     let cancelled = sqlx::query_as!(
-        CrawlRun,
+        RunRow,
         r#"UPDATE crawl_runs
            SET state = 'cancelled', finished_at = now(), state_changed_at = now(), dispatched_at = NULL
            WHERE id = $1 AND state IN ('queued', 'running', 'url_call', 'call_done')
@@ -193,15 +179,18 @@ pub async fn cancel(pool: &PgPool, id: i64) -> sqlx::Result<Option<CrawlRun>> {
         id
     )
     .fetch_optional(&mut *tx)
-    .await?;
+    .await
+    .and_then(maybe_run)?;
     let Some(run) = cancelled else {
         tx.rollback().await?;
         return get(pool, id).await;
     };
     sqlx::query!(
-        r#"UPDATE crawl_attempts SET ended_at = now(), outcome = 'cancelled', reason = 'cancelled by a user'
+        r#"UPDATE crawl_attempts SET ended_at = now(), outcome = 'cancelled', reason = 'cancelled by a user',
+                  error_kind = $2
            WHERE run_id = $1 AND ended_at IS NULL"#,
-        id
+        id,
+        FailureKind::Cancelled.as_str()
     )
     .execute(&mut *tx)
     .await?;
@@ -220,30 +209,29 @@ pub async fn retry(
     let Some(run) = get(pool, id).await? else {
         return Ok(None);
     };
-    if !matches!(run.state.as_str(), "failed" | "cancelled") {
-        return Ok(Some(Err(RetryRefused::NotEnded(run.state))));
+    if !matches!(run.state, RunState::Failed | RunState::Cancelled) {
+        return Ok(Some(Err(RetryRefused::NotEnded(run.state.as_str()))));
     }
     // Attempt numbers keep counting (the history stays readable); the budget
     // is the site's attempts again, counted from the next one.
     let retried = sqlx::query_as!(
-        CrawlRun,
+        RunRow,
         r#"UPDATE crawl_runs
            SET state = 'queued', attempt = attempt + 1,
                max_attempts = attempt + COALESCE((SELECT max_attempts FROM sites WHERE sites.id = site_id), $2),
                worker_id = NULL, not_before = NULL, dispatched_at = NULL, finished_at = NULL,
-               error = NULL, queued_at = now(), state_changed_at = now()
+               error = NULL, error_kind = NULL, queued_at = now(), state_changed_at = now()
            WHERE id = $1 AND state IN ('failed', 'cancelled')
            RETURNING *"#,
         id,
         default_max_attempts
     )
     .fetch_optional(pool)
-    .await;
+    .await
+    .and_then(maybe_run);
     match retried {
         Ok(Some(run)) => Ok(Some(Ok(run))),
-        Ok(None) => Ok(Some(Err(RetryRefused::NotEnded(
-            "changed meanwhile".into(),
-        )))),
+        Ok(None) => Ok(Some(Err(RetryRefused::NotEnded("changed meanwhile")))),
         Err(e) if super::violates(&e, "crawl_runs_one_active") => {
             Ok(Some(Err(RetryRefused::PairActive)))
         }
@@ -255,33 +243,42 @@ pub async fn retry(
 #[derive(Debug, thiserror::Error)]
 pub enum RetryRefused {
     #[error("only a failed or cancelled run can be retried; this one is {0}")]
-    NotEnded(String),
+    NotEnded(&'static str),
     #[error("another run of this keyword on this site is active")]
     PairActive,
 }
 
-/// One attempt of a run, as the API shows it.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct Attempt {
-    pub attempt: i32,
-    pub worker_id: String,
-    pub started_at: DateTime<Utc>,
-    pub ended_at: Option<DateTime<Utc>>,
-    pub outcome: Option<String>,
-    pub reason: Option<String>,
-    pub last_url: Option<String>,
-}
-
 /// Every attempt of a run, oldest first.
 pub async fn attempts(pool: &PgPool, run_id: i64) -> sqlx::Result<Vec<Attempt>> {
-    sqlx::query_as!(
-        Attempt,
-        r#"SELECT attempt, worker_id, started_at, ended_at, outcome, reason, last_url
+    let rows = sqlx::query!(
+        r#"SELECT attempt, worker_id, started_at, ended_at, outcome, reason, error_kind, last_url
            FROM crawl_attempts WHERE run_id = $1 ORDER BY id"#,
         run_id
     )
     .fetch_all(pool)
-    .await
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(Attempt {
+                attempt: r.attempt,
+                worker_id: r.worker_id,
+                started_at: r.started_at,
+                ended_at: r.ended_at,
+                outcome: r
+                    .outcome
+                    .as_deref()
+                    .map(|o| decode("outcome", o))
+                    .transpose()?,
+                reason: r.reason,
+                error_kind: r
+                    .error_kind
+                    .as_deref()
+                    .map(|k| decode("error_kind", k))
+                    .transpose()?,
+                last_url: r.last_url,
+            })
+        })
+        .collect()
 }
 
 /// Deletes ended runs (with their results and attempts) that finished before

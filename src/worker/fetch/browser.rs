@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use url::Url;
 
 use super::{Fetched, blocked_page, judge_status, parse_retry_after};
+use crate::domain::failure::FailureKind;
 use crate::{
     domain::site::{Extraction, SiteSpec},
     target_guard::TargetGuard,
@@ -110,7 +111,10 @@ impl BrowserPage<'_> {
             blocked_selector,
         } = extraction
         else {
-            return Err(CrawlError::permanent("a browser page needs CSS extraction"));
+            return Err(CrawlError::failed(
+                FailureKind::Misconfigured,
+                "a browser page needs CSS extraction",
+            ));
         };
         // A refusal left from the previous page (a late image) is not this page's.
         self.session.take_refused();
@@ -126,7 +130,7 @@ impl BrowserPage<'_> {
         // Read after every page, which also keeps chromedriver's log short.
         let responses = take_responses(&self.session.client)
             .await
-            .map_err(|e| CrawlError::broken(format!("{e:#} at {url}")))?;
+            .map_err(|e| CrawlError::browser(format!("{e:#} at {url}")))?;
         if let Some(identifier) = self.session.restore_script.take() {
             // The kept local storage is in; the site's own writes must stay.
             cdp(
@@ -135,7 +139,7 @@ impl BrowserPage<'_> {
                 json!({ "identifier": identifier }),
             )
             .await
-            .map_err(|e| CrawlError::broken(format!("{e:#}")))?;
+            .map_err(|e| CrawlError::browser(format!("{e:#}")))?;
         }
         let client = &self.session.client;
         // A redirect may have led elsewhere: refuse to read a private target
@@ -149,7 +153,7 @@ impl BrowserPage<'_> {
         }
         let status = response_status(client)
             .await
-            .map_err(|e| CrawlError::broken(format!("{e:#} at {url}")))?;
+            .map_err(|e| CrawlError::browser(format!("{e:#} at {url}")))?;
         if let Some(status) = status
             && let Some(judged) = judge_status(status, page, url)?
         {
@@ -171,7 +175,7 @@ impl BrowserPage<'_> {
                 .await;
             if let Err(e) = appeared {
                 if !is_timeout_or_missing(&e) {
-                    return Err(CrawlError::broken(format!(
+                    return Err(CrawlError::browser(format!(
                         "waiting for {awaited} at {url}: {e}"
                     )));
                 }
@@ -186,14 +190,14 @@ impl BrowserPage<'_> {
                 )
                 .await
                 .context("looking for the blocked selector")
-                .map_err(|e| CrawlError::broken(format!("{e:#} at {url}")))?;
+                .map_err(|e| CrawlError::browser(format!("{e:#} at {url}")))?;
             if found.as_bool() == Some(true) {
                 return Ok(blocked_page(blocked.as_str(), url));
             }
         }
         let items = extract_in_browser(client, item_selector.as_str(), fields)
             .await
-            .map_err(|e| CrawlError::broken(format!("extracting at {url}: {e:#}")))?;
+            .map_err(|e| CrawlError::browser(format!("extracting at {url}: {e:#}")))?;
         Ok(Fetched::Items {
             items,
             next_token: None,
@@ -236,15 +240,16 @@ impl BrowserPage<'_> {
                 )
                 .await;
                 Err(if matches!(probe, Ok(Ok(_))) {
-                    CrawlError::transient(reason)
+                    CrawlError::failed(FailureKind::Stuck, reason)
                 } else {
-                    CrawlError::broken(reason)
+                    CrawlError::broken(FailureKind::Stuck, reason)
                 })
             }
-            Ok(Err(e)) => Err(CrawlError::broken(format!("loading {url}: {e}"))),
-            Err(_) => Err(CrawlError::broken(format!(
-                "stuck: browser stopped answering at {url}"
-            ))),
+            Ok(Err(e)) => Err(CrawlError::browser(format!("loading {url}: {e}"))),
+            Err(_) => Err(CrawlError::broken(
+                FailureKind::Stuck,
+                format!("stuck: browser stopped answering at {url}"),
+            )),
         }
     }
 }

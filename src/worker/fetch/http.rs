@@ -8,6 +8,7 @@ use reqwest::{Proxy, StatusCode, header};
 use url::Url;
 
 use super::parse_retry_after;
+use crate::domain::failure::FailureKind;
 use crate::{
     domain::site::Identity,
     target_guard::{Refused, TargetGuard},
@@ -55,7 +56,10 @@ impl HttpClient {
                 header::HeaderName::from_bytes(name.as_bytes()),
                 header::HeaderValue::from_str(value),
             ) else {
-                return Err(CrawlError::permanent(format!("header {name} is invalid")));
+                return Err(CrawlError::failed(
+                    FailureKind::Misconfigured,
+                    format!("header {name} is invalid"),
+                ));
             };
             headers.insert(name, value);
         }
@@ -71,16 +75,20 @@ impl HttpClient {
             // The proxy is reached at an address the guard judged, never at
             // one reqwest would look up (or take as a literal) by itself.
             let judged = guard.addresses(proxy.host(), proxy.port()).await?;
-            let reached = Proxy::all(proxy.at(judged[0]).as_str())
-                .map_err(|e| CrawlError::permanent(format!("proxy {proxy:?}: {e}")))?;
+            let reached = Proxy::all(proxy.at(judged[0]).as_str()).map_err(|e| {
+                CrawlError::failed(FailureKind::Misconfigured, format!("proxy {proxy:?}: {e}"))
+            })?;
             builder = builder.proxy(reached);
         } else {
             // Only a site's own proxy: none from the environment.
             builder = builder.no_proxy();
         }
-        let client = builder
-            .build()
-            .map_err(|e| CrawlError::permanent(format!("building the HTTP client: {e}")))?;
+        let client = builder.build().map_err(|e| {
+            CrawlError::failed(
+                FailureKind::Misconfigured,
+                format!("building the HTTP client: {e}"),
+            )
+        })?;
         Ok(Self {
             client,
             guard,
@@ -116,9 +124,10 @@ impl HttpClient {
                 _ => return read(response, url).await,
             }
         }
-        Err(CrawlError::transient(format!(
-            "more than {MAX_REDIRECTS} redirects from {url}"
-        )))
+        Err(CrawlError::failed(
+            FailureKind::Network,
+            format!("more than {MAX_REDIRECTS} redirects from {url}"),
+        ))
     }
 }
 
@@ -142,10 +151,13 @@ async fn read(mut response: reqwest::Response, url: Url) -> Result<Answer, Crawl
         .map_err(|e| request_failed(e, &url))?
     {
         if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(CrawlError::permanent(format!(
-                "the page at {url} is larger than {} MiB",
-                MAX_BODY_BYTES / 1024 / 1024
-            )));
+            return Err(CrawlError::failed(
+                FailureKind::PageTooLarge,
+                format!(
+                    "the page at {url} is larger than {} MiB",
+                    MAX_BODY_BYTES / 1024 / 1024
+                ),
+            ));
         }
         body.extend_from_slice(&chunk);
     }
@@ -168,9 +180,12 @@ fn request_failed(e: reqwest::Error, url: &Url) -> CrawlError {
         source = err.source();
     }
     if e.is_timeout() {
-        CrawlError::transient(format!("stuck: no answer in time at {url}"))
+        CrawlError::failed(
+            FailureKind::Stuck,
+            format!("stuck: no answer in time at {url}"),
+        )
     } else {
-        CrawlError::transient(format!("requesting {url}: {e}"))
+        CrawlError::failed(FailureKind::Network, format!("requesting {url}: {e}"))
     }
 }
 

@@ -17,7 +17,10 @@ use super::{
     extract::{HtmlPage, extract_html, extract_json},
 };
 use crate::{
-    domain::site::{Extraction, SiteSpec},
+    domain::{
+        failure::FailureKind,
+        site::{Extraction, SiteSpec},
+    },
     store::runs::PageItem,
     target_guard::TargetGuard,
 };
@@ -35,16 +38,40 @@ pub enum Fetched {
     /// The site refused us (429, 503, a block page): the site slows down
     /// fleet-wide and the page is tried again.
     Refused {
+        refusal: Refusal,
+        /// What a person reads: the refusal and where.
         reason: String,
         retry_after: Option<Duration>,
     },
+}
+
+/// How a site refused a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// An HTTP status that asks us to come back later (429, 503).
+    Status(u16),
+    /// A page showing the site's blocked selector.
+    BlockedPage,
+}
+
+impl Refusal {
+    /// The `reason` label of `crawlfleet_site_refusals_total`.
+    pub fn label(self) -> String {
+        match self {
+            Refusal::Status(status) => status.to_string(),
+            Refusal::BlockedPage => "blocked".to_owned(),
+        }
+    }
 }
 
 impl Fetched {
     /// A refusal carries the server's Retry-After.
     fn with_retry_after(self, retry_after: Option<Duration>) -> Fetched {
         match self {
-            Fetched::Refused { reason, .. } => Fetched::Refused {
+            Fetched::Refused {
+                refusal, reason, ..
+            } => Fetched::Refused {
+                refusal,
                 reason,
                 retry_after,
             },
@@ -69,13 +96,18 @@ fn judge_status(status: u16, page: i32, url: &Url) -> Result<Option<Fetched>, Cr
     match status {
         404 | 410 if page > 1 => Ok(Some(Fetched::PastTheEnd)),
         429 | 503 => Ok(Some(Fetched::Refused {
+            refusal: Refusal::Status(status),
             reason: format!("HTTP {status} at {url}"),
             retry_after: None,
         })),
-        408 | 500..=599 => Err(CrawlError::transient(format!("HTTP {status} at {url}"))),
-        400..=499 => Err(CrawlError::permanent(format!(
-            "HTTP {status} at {url}: the site refused the search page"
-        ))),
+        408 | 500..=599 => Err(CrawlError::failed(
+            FailureKind::SiteError,
+            format!("HTTP {status} at {url}"),
+        )),
+        400..=499 => Err(CrawlError::failed(
+            FailureKind::HttpStatus,
+            format!("HTTP {status} at {url}: the site refused the search page"),
+        )),
         _ => Ok(None),
     }
 }
@@ -142,16 +174,22 @@ impl PageSource<'_> {
                 }
                 let body: serde_json::Value =
                     serde_json::from_slice(&answer.body).map_err(|e| {
-                        CrawlError::transient(format!("the answer at {url} is not JSON: {e}"))
+                        CrawlError::failed(
+                            FailureKind::UnreadablePage,
+                            format!("the answer at {url} is not JSON: {e}"),
+                        )
                     })?;
                 let read = extract_json(&body, &answer.url, items, fields, paging.as_ref())
-                    .map_err(|e| CrawlError::permanent(format!("{e} at {url}")))?;
+                    .map_err(|e| {
+                        CrawlError::failed(FailureKind::Misconfigured, format!("{e} at {url}"))
+                    })?;
                 Ok(Fetched::Items {
                     items: read.items,
                     next_token: read.next_token,
                 })
             }
-            (PageSource::Browser(_), Extraction::Json { .. }) => Err(CrawlError::permanent(
+            (PageSource::Browser(_), Extraction::Json { .. }) => Err(CrawlError::failed(
+                FailureKind::Misconfigured,
                 "a JSON API is read over HTTP, not in a browser",
             )),
         }
@@ -160,6 +198,7 @@ impl PageSource<'_> {
 
 fn blocked_page(selector: &str, url: &Url) -> Fetched {
     Fetched::Refused {
+        refusal: Refusal::BlockedPage,
         reason: format!("blocked page ({selector}) at {url}"),
         retry_after: None,
     }
@@ -168,6 +207,28 @@ fn blocked_page(selector: &str, url: &Url) -> Fetched {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn statuses_are_judged_into_refusals_and_typed_failures() {
+        let url = Url::parse("http://127.0.0.1/search").unwrap();
+        let kind = |status| match judge_status(status, 1, &url) {
+            Err(CrawlError::Attempt { failure, .. }) => Some(failure.kind),
+            _ => None,
+        };
+        assert_eq!(kind(404), Some(FailureKind::HttpStatus));
+        assert_eq!(kind(500), Some(FailureKind::SiteError));
+        assert_eq!(kind(408), Some(FailureKind::SiteError));
+        assert!(matches!(
+            judge_status(429, 1, &url),
+            Ok(Some(Fetched::Refused { refusal, .. })) if refusal.label() == "429"
+        ));
+        assert!(matches!(
+            judge_status(404, 2, &url),
+            Ok(Some(Fetched::PastTheEnd))
+        ));
+        assert!(matches!(judge_status(200, 1, &url), Ok(None)));
+        assert_eq!(Refusal::BlockedPage.label(), "blocked");
+    }
 
     #[test]
     fn retry_after_is_seconds_or_a_date() {

@@ -87,6 +87,7 @@ async fn the_scheduler_exports_its_dispatch_window_dispatches_and_watchdog_actio
         over["error"].as_str().unwrap().contains("worker lost"),
         "{over}"
     );
+    assert_eq!(over["error_kind"], "worker_lost", "{over}");
     eventually(limit, "the other run retried", || async {
         let (_, run) = app.get(&format!("/api/runs/{}", runs[0])).await;
         (run["attempt"] == 2).then_some(())

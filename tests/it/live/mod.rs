@@ -9,7 +9,7 @@ mod websocket;
 
 use std::time::{Duration, Instant};
 
-use crawlfleet::events::Event;
+use crawlfleet::{domain::run::RunState, events::Event};
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::{connect_async, tungstenite::Message};
@@ -108,11 +108,12 @@ fn run_event(id: i64, keyword_id: i64, site_id: i64, error: Option<String>) -> E
         keyword: None,
         site_id,
         site: None,
-        state: "running".into(),
+        state: RunState::Running,
         attempt: 1,
         pages: 0,
         items: 0,
         error,
+        error_kind: None,
     }
 }
 

@@ -1,3 +1,9 @@
+//! Runs: list, show with attempts, cancel, retry.
+
+mod view;
+
+pub use view::{CrawlRunView, QueueOutcomeView};
+
 use axum::{Json, extract::State, http::StatusCode};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -9,13 +15,8 @@ use super::{
     extract::{ApiQuery, Id},
     page_limit, parse_cursor,
 };
-use crate::{
-    domain::run::RunState,
-    store::{
-        self,
-        runs::{Attempt, CrawlRun, RunFilter},
-    },
-};
+use crate::store::{self, runs::RunFilter};
+use view::{AttemptView, RunStateView};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -31,29 +32,30 @@ pub fn router() -> OpenApiRouter<AppState> {
 struct RunQuery {
     keyword_id: Option<i64>,
     site_id: Option<i64>,
-    state: Option<RunState>,
+    state: Option<RunStateView>,
     limit: Option<i64>,
     cursor: Option<String>,
 }
 
 /// Runs, newest first; pass `next_cursor` back as `cursor` for more.
 #[utoipa::path(get, path = "/runs", tag = "runs", security(("bearer" = [])), params(RunQuery),
-    responses((status = 200, body = Page<CrawlRun>), (status = 400, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+    responses((status = 200, body = Page<CrawlRunView>), (status = 400, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<RunQuery>,
-) -> Result<Json<Page<CrawlRun>>, ApiError> {
+) -> Result<Json<Page<CrawlRunView>>, ApiError> {
     let filter = RunFilter {
         keyword_id: query.keyword_id,
         site_id: query.site_id,
-        state: query.state,
+        state: query.state.map(|state| state.0),
         before: parse_cursor(query.cursor.as_deref())?,
         limit: page_limit(query.limit)?,
     };
-    let items = store::runs::list(&state.pool, &filter).await?;
-    let next_cursor = (items.len() as i64 == filter.limit)
-        .then(|| items.last().map(|r| r.id.to_string()))
+    let runs = store::runs::list(&state.pool, &filter).await?;
+    let next_cursor = (runs.len() as i64 == filter.limit)
+        .then(|| runs.last().map(|r| r.id.to_string()))
         .flatten();
+    let items = runs.into_iter().map(CrawlRunView::from).collect();
     Ok(Json(Page { items, next_cursor }))
 }
 
@@ -61,8 +63,8 @@ async fn list(
 #[derive(Debug, Serialize, ToSchema)]
 struct RunDetail {
     #[serde(flatten)]
-    run: CrawlRun,
-    attempts: Vec<Attempt>,
+    run: CrawlRunView,
+    attempts: Vec<AttemptView>,
 }
 
 /// One run and every attempt: started, ended, worker, outcome, reason, last URL.
@@ -73,22 +75,25 @@ async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<RunDetai
         .await?
         .ok_or_else(|| ApiError::not_found("run", id))?;
     let attempts = store::runs::attempts(&state.pool, id).await?;
-    Ok(Json(RunDetail { run, attempts }))
+    Ok(Json(RunDetail {
+        run: run.into(),
+        attempts: attempts.into_iter().map(AttemptView::from).collect(),
+    }))
 }
 
 /// Queue a failed or cancelled run again, with a fresh attempt budget.
 #[utoipa::path(post, path = "/runs/{id}/retry", tag = "runs", security(("bearer" = [])), params(("id" = i64, Path)),
-    responses((status = 202, body = CrawlRun), (status = 404, body = ErrorBody),
+    responses((status = 202, body = CrawlRunView), (status = 404, body = ErrorBody),
               (status = 409, description = "Not failed or cancelled, or its pair is active", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn retry(
     State(state): State<AppState>,
     Id(id): Id,
-) -> Result<(StatusCode, Json<CrawlRun>), ApiError> {
+) -> Result<(StatusCode, Json<CrawlRunView>), ApiError> {
     match store::runs::retry(&state.pool, id, state.default_max_attempts).await? {
         None => Err(ApiError::not_found("run", id)),
         Some(Ok(run)) => {
             state.events.run_updated(&run).await;
-            Ok((StatusCode::ACCEPTED, Json(run)))
+            Ok((StatusCode::ACCEPTED, Json(run.into())))
         }
         Some(Err(refused)) => Err(ApiError::Conflict {
             message: refused.to_string(),
@@ -100,11 +105,11 @@ async fn retry(
 /// Cancel a queued or running run (a running crawl stops within seconds); a
 /// run that already ended is returned as it is.
 #[utoipa::path(post, path = "/runs/{id}/cancel", tag = "runs", security(("bearer" = [])), params(("id" = i64, Path)),
-    responses((status = 200, body = CrawlRun), (status = 404, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
-async fn cancel(State(state): State<AppState>, Id(id): Id) -> Result<Json<CrawlRun>, ApiError> {
+    responses((status = 200, body = CrawlRunView), (status = 404, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+async fn cancel(State(state): State<AppState>, Id(id): Id) -> Result<Json<CrawlRunView>, ApiError> {
     let run = store::runs::cancel(&state.pool, id)
         .await?
         .ok_or_else(|| ApiError::not_found("run", id))?;
     state.events.run_updated(&run).await;
-    Ok(Json(run))
+    Ok(Json(run.into()))
 }

@@ -1,0 +1,208 @@
+//! Runs as the API shows them: the store's domain runs mapped to the wire,
+//! with the OpenAPI schemas clients generate code from.
+
+use std::borrow::Cow;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{
+    PartialSchema, ToSchema,
+    openapi::{
+        RefOr, Schema,
+        schema::{ObjectBuilder, Type},
+    },
+};
+
+use crate::{
+    domain::{
+        failure::FailureKind,
+        run::{Attempt, AttemptOutcome, CrawlRun, RunState},
+    },
+    store::runs::QueueOutcome,
+};
+
+/// A run's state on the wire: the domain's [`RunState`], whose OpenAPI
+/// schema is the enum of its names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunStateView(pub RunState);
+
+impl Serialize for RunStateView {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.0.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for RunStateView {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        name.parse()
+            .map(RunStateView)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl PartialSchema for RunStateView {
+    fn schema() -> RefOr<Schema> {
+        names_schema(
+            RunState::ALL.map(RunState::as_str),
+            "Where a crawl run is in its life (DESIGN.md, \"Crawl run state machine\").",
+        )
+    }
+}
+
+impl ToSchema for RunStateView {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("RunState")
+    }
+}
+
+/// Why an attempt failed, on the wire: the domain's [`FailureKind`], whose
+/// OpenAPI schema is the enum of its names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrorKindView(pub FailureKind);
+
+impl Serialize for ErrorKindView {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.0.as_str())
+    }
+}
+
+impl PartialSchema for ErrorKindView {
+    fn schema() -> RefOr<Schema> {
+        names_schema(
+            FailureKind::ALL.map(FailureKind::as_str),
+            "Why an attempt failed: stuck (no answer within the stuck timeout), worker_lost, \
+             browser_crashed, network, site_error (5xx, 408), http_status (4xx), blocked (429, \
+             503 or a block page on every try), target_refused (SSRF guard), unreadable_page, \
+             page_too_large, misconfigured, internal, cancelled.",
+        )
+    }
+}
+
+impl ToSchema for ErrorKindView {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("ErrorKind")
+    }
+}
+
+/// The schema of a string that is one of `names`.
+fn names_schema<const N: usize>(names: [&'static str; N], description: &str) -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(names))
+        .description(Some(description))
+        .into()
+}
+
+/// A crawl run.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = CrawlRun)]
+pub struct CrawlRunView {
+    pub id: i64,
+    pub keyword_id: i64,
+    pub site_id: i64,
+    pub state: RunStateView,
+    /// manual or schedule.
+    pub trigger: &'static str,
+    pub priority: i32,
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub worker_id: Option<String>,
+    pub pages_crawled: i32,
+    pub items_found: i32,
+    pub current_url: Option<String>,
+    /// Why the last attempt failed, as a person reads it.
+    pub error: Option<String>,
+    /// Why the last attempt failed, as a program matches on it (null before
+    /// a failure, and on failures recorded before kinds were).
+    pub error_kind: Option<ErrorKindView>,
+    pub queued_at: DateTime<Utc>,
+    pub not_before: Option<DateTime<Utc>>,
+    pub dispatched_at: Option<DateTime<Utc>>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub heartbeat_at: Option<DateTime<Utc>>,
+    pub state_changed_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl From<CrawlRun> for CrawlRunView {
+    fn from(run: CrawlRun) -> Self {
+        CrawlRunView {
+            id: run.id,
+            keyword_id: run.keyword_id,
+            site_id: run.site_id,
+            state: RunStateView(run.state),
+            trigger: run.trigger.as_str(),
+            priority: run.priority,
+            attempt: run.attempt,
+            max_attempts: run.max_attempts,
+            worker_id: run.worker_id,
+            pages_crawled: run.pages_crawled,
+            items_found: run.items_found,
+            current_url: run.current_url,
+            error: run.error,
+            error_kind: run.error_kind.map(ErrorKindView),
+            queued_at: run.queued_at,
+            not_before: run.not_before,
+            dispatched_at: run.dispatched_at,
+            started_at: run.started_at,
+            heartbeat_at: run.heartbeat_at,
+            state_changed_at: run.state_changed_at,
+            finished_at: run.finished_at,
+        }
+    }
+}
+
+/// One attempt of a run.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Attempt)]
+pub struct AttemptView {
+    pub attempt: i32,
+    pub worker_id: String,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+    /// completed, failed, released (handed back by a draining worker) or cancelled.
+    pub outcome: Option<&'static str>,
+    pub reason: Option<String>,
+    /// Why the attempt failed, as a program matches on it.
+    pub error_kind: Option<ErrorKindView>,
+    pub last_url: Option<String>,
+}
+
+impl From<Attempt> for AttemptView {
+    fn from(attempt: Attempt) -> Self {
+        AttemptView {
+            attempt: attempt.attempt,
+            worker_id: attempt.worker_id,
+            started_at: attempt.started_at,
+            ended_at: attempt.ended_at,
+            outcome: attempt.outcome.map(AttemptOutcome::as_str),
+            reason: attempt.reason,
+            error_kind: attempt.error_kind.map(ErrorKindView),
+            last_url: attempt.last_url,
+        }
+    }
+}
+
+/// What asking for a crawl did, site by site.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = QueueOutcome)]
+pub struct QueueOutcomeView {
+    /// Runs queued now.
+    pub queued: Vec<CrawlRunView>,
+    /// Sites skipped because the period's result already exists.
+    pub skipped: Vec<CrawlRunView>,
+    /// Sites not queued again because a run of theirs is still active.
+    pub already_active: Vec<CrawlRunView>,
+}
+
+impl From<QueueOutcome> for QueueOutcomeView {
+    fn from(outcome: QueueOutcome) -> Self {
+        let view = |runs: Vec<CrawlRun>| runs.into_iter().map(CrawlRunView::from).collect();
+        QueueOutcomeView {
+            queued: view(outcome.queued),
+            skipped: view(outcome.skipped),
+            already_active: view(outcome.already_active),
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! A `crawl_runs` row as sqlx reads it, decoded into the domain's run: the
+//! text columns the state machine branches on become their types here, once.
+
+use std::{error::Error, str::FromStr};
+
+use chrono::{DateTime, Utc};
+
+use crate::domain::run::CrawlRun;
+
+/// Every column of `crawl_runs`, as stored (`RETURNING *` reads into it).
+pub(super) struct RunRow {
+    pub id: i64,
+    pub keyword_id: i64,
+    pub site_id: i64,
+    pub state: String,
+    pub trigger: String,
+    pub priority: i32,
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub worker_id: Option<String>,
+    pub pages_crawled: i32,
+    pub items_found: i32,
+    pub current_url: Option<String>,
+    pub error: Option<String>,
+    pub error_kind: Option<String>,
+    pub queued_at: DateTime<Utc>,
+    pub not_before: Option<DateTime<Utc>>,
+    pub dispatched_at: Option<DateTime<Utc>>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub heartbeat_at: Option<DateTime<Utc>>,
+    pub state_changed_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// A text column read as the type it stands for.
+pub(super) fn decode<T>(column: &str, value: &str) -> sqlx::Result<T>
+where
+    T: FromStr,
+    T::Err: Error + Send + Sync + 'static,
+{
+    value.parse().map_err(|e| sqlx::Error::ColumnDecode {
+        index: column.to_owned(),
+        source: Box::new(e),
+    })
+}
+
+impl TryFrom<RunRow> for CrawlRun {
+    type Error = sqlx::Error;
+
+    fn try_from(row: RunRow) -> sqlx::Result<CrawlRun> {
+        Ok(CrawlRun {
+            id: row.id,
+            keyword_id: row.keyword_id,
+            site_id: row.site_id,
+            state: decode("state", &row.state)?,
+            trigger: decode("trigger", &row.trigger)?,
+            priority: row.priority,
+            attempt: row.attempt,
+            max_attempts: row.max_attempts,
+            worker_id: row.worker_id,
+            pages_crawled: row.pages_crawled,
+            items_found: row.items_found,
+            current_url: row.current_url,
+            error: row.error,
+            error_kind: row
+                .error_kind
+                .as_deref()
+                .map(|kind| decode("error_kind", kind))
+                .transpose()?,
+            queued_at: row.queued_at,
+            not_before: row.not_before,
+            dispatched_at: row.dispatched_at,
+            started_at: row.started_at,
+            heartbeat_at: row.heartbeat_at,
+            state_changed_at: row.state_changed_at,
+            finished_at: row.finished_at,
+        })
+    }
+}
+
+/// Decodes rows read together.
+pub(super) fn runs(rows: Vec<RunRow>) -> sqlx::Result<Vec<CrawlRun>> {
+    rows.into_iter().map(CrawlRun::try_from).collect()
+}
+
+/// Decodes a row that may not be there.
+pub(super) fn maybe_run(row: Option<RunRow>) -> sqlx::Result<Option<CrawlRun>> {
+    row.map(CrawlRun::try_from).transpose()
+}
