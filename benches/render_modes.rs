@@ -18,7 +18,7 @@ mod helpers;
 
 use std::time::{Duration, Instant};
 
-use crawlfleet::metrics::metrics;
+use crawlfleet::ops::metrics::metrics;
 use serde_json::json;
 
 use helpers::{Roles, TestApp};

@@ -13,7 +13,7 @@ use std::{
 };
 
 use anyhow::{Context, bail};
-use crawlfleet::{demo_site::DemoSite, queue, worker::processes::descendants};
+use crawlfleet::{demo::site::DemoSite, queue, worker::browser::processes::descendants};
 use rand::seq::IndexedRandom;
 use serde_json::{Value, json};
 use sqlx::PgPool;

@@ -76,7 +76,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             shutdown.clone(),
         );
         roles.spawn(async move {
-            crate::ops_server::serve(&host, port, limits, token)
+            crate::net::side_port::serve(&host, port, limits, token)
                 .await
                 .context("ops server")
         });

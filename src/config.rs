@@ -4,6 +4,15 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+use crate::{
+    net::{
+        http_server::Limits,
+        target_guard::{AllowedTarget, TargetGuard},
+    },
+    ops::telemetry::LogFormat,
+    store::sealing::SessionKey,
+};
+
 /// Which role(s) this process plays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Process {
@@ -27,15 +36,6 @@ impl Process {
     pub fn runs_worker(self) -> bool {
         matches!(self, Process::Worker | Process::All)
     }
-}
-
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// One JSON object per line (containers).
-    Json,
-    /// Human-readable (terminals).
-    Pretty,
 }
 
 /// crawlfleet: keyword crawls of many sites, on a schedule, in headless Chrome.
@@ -254,74 +254,15 @@ pub struct Config {
     pub demo_port: u16,
 }
 
-/// A private address let through the SSRF guard: any port, or one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AllowedTarget {
-    Ip(std::net::IpAddr),
-    Socket(std::net::SocketAddr),
-}
-
-impl AllowedTarget {
-    pub fn admits(&self, addr: std::net::SocketAddr) -> bool {
-        match self {
-            AllowedTarget::Ip(ip) => *ip == addr.ip(),
-            AllowedTarget::Socket(socket) => *socket == addr,
-        }
-    }
-
-    /// Whether the entry names `ip`, on whatever port.
-    pub fn admits_ip(&self, ip: std::net::IpAddr) -> bool {
-        match self {
-            AllowedTarget::Ip(allowed) => *allowed == ip,
-            AllowedTarget::Socket(socket) => socket.ip() == ip,
-        }
-    }
-}
-
-impl std::str::FromStr for AllowedTarget {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, String> {
-        let text = text.trim();
-        text.parse()
-            .map(AllowedTarget::Socket)
-            .or_else(|_| text.trim_matches(['[', ']']).parse().map(AllowedTarget::Ip))
-            .map_err(|_| format!("{text:?} is not an IP address or ip:port"))
-    }
-}
-
-/// The key that seals kept sessions (AES-256-GCM); never printed.
-#[derive(Clone, PartialEq, Eq)]
-pub struct SessionKey(pub [u8; 32]);
-
-impl std::str::FromStr for SessionKey {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, String> {
-        use base64::Engine as _;
-        let text = text.trim();
-        let bytes = if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
-            hex::decode(text).map_err(|e| e.to_string())?
-        } else {
-            base64::engine::general_purpose::STANDARD
-                .decode(text)
-                .map_err(|_| "SESSION_KEY must be 64 hex characters or base64".to_owned())?
-        };
-        let key: [u8; 32] = bytes
-            .try_into()
-            .map_err(|b: Vec<u8>| format!("SESSION_KEY must be 32 bytes, not {}", b.len()))?;
-        Ok(SessionKey(key))
-    }
-}
-
-impl std::fmt::Debug for SessionKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SessionKey(***)")
-    }
-}
-
 impl Config {
+    /// The guard of every outbound address, as this process is set up.
+    pub fn target_guard(&self) -> TargetGuard {
+        TargetGuard::new(self.allow_private_targets, &self.allowed_private_targets)
+    }
+
     /// Bounds of this process's HTTP server.
-    pub fn http_limits(&self) -> crate::http_server::Limits {
-        crate::http_server::Limits {
+    pub fn http_limits(&self) -> Limits {
+        Limits {
             header_timeout: Duration::from_secs(self.http_header_timeout_secs.max(1)),
             max_connections: self.max_connections.max(1),
         }

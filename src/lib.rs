@@ -2,26 +2,21 @@
 //! on a fleet of workers. One binary; the roles are chosen at start.
 //!
 //! Rooms (`api`, `scheduler`, `worker`) never import one another; what they
-//! share lives in `domain` (rules, no I/O), `store` (Postgres) and `queue`
-//! (the job contract over Redis).
+//! share lives in `domain` (rules, no I/O), `store` (Postgres), `queue` (the
+//! job contract over Redis), `events` (live events over Redis pub/sub), `net`
+//! (the outbound-address guard and the hardened HTTP server) and `ops`
+//! (metrics, logs, signals, probes). `demo` is the demo shop and its seeding;
+//! `app` wires the roles together. docs/architecture.md walks the house.
 
 pub mod api;
 pub mod app;
-pub mod cloudwatch;
 pub mod config;
 pub mod demo;
-pub mod demo_site;
 pub mod domain;
 pub mod events;
-pub mod healthcheck;
-pub mod http_server;
-pub mod metrics;
-pub mod ops_server;
+pub mod net;
+pub mod ops;
 pub mod queue;
 pub mod scheduler;
-pub mod sealing;
-pub mod shutdown;
 pub mod store;
-pub mod target_guard;
-pub mod telemetry;
 pub mod worker;

@@ -1,5 +1,5 @@
 use clap::Parser;
-use crawlfleet::{app, config::Config, healthcheck, shutdown, telemetry};
+use crawlfleet::{app, config::Config, ops::healthcheck, ops::shutdown, ops::telemetry};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]

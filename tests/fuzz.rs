@@ -24,7 +24,7 @@ use crawlfleet::{
         site::{CssSelector, JsonPointer, ProxyUrl, SearchUrlTemplate, SiteInput},
         target,
     },
-    target_guard::{Refused, TargetGuard},
+    net::target_guard::{Refused, TargetGuard},
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};

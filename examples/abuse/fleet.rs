@@ -12,7 +12,7 @@ use std::{
 };
 
 use anyhow::Context;
-use crawlfleet::worker::processes::descendants;
+use crawlfleet::worker::browser::processes::descendants;
 use tokio::{
     process::{Child, Command},
     task::JoinHandle,

@@ -36,7 +36,7 @@ use std::{
 };
 
 use anyhow::bail;
-use crawlfleet::demo_site::DemoSite;
+use crawlfleet::demo::site::DemoSite;
 
 use crate::{
     client::{Api, Tokens},

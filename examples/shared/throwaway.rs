@@ -84,7 +84,7 @@ pub fn remove_profiles_of(pid: u32) {
     {
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.starts_with("crawlfleet-") && name.contains(&marker) {
-            crawlfleet::worker::processes::kill_chrome_under(&entry.path());
+            crawlfleet::worker::browser::processes::kill_chrome_under(&entry.path());
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }

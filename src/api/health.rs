@@ -24,7 +24,7 @@ async fn health() -> Json<Value> {
 #[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, content_type = "text/plain", body = String)))]
 async fn metrics(State(state): State<AppState>) -> impl axum::response::IntoResponse {
     super::queue::refresh_gauges(&state.pool).await;
-    super::render_metrics().await
+    crate::ops::metrics::render_metrics().await
 }
 
 /// Ready when Postgres and Redis both answer within 2 s; 503 otherwise, with

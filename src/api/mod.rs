@@ -1,6 +1,11 @@
-//! The api room: REST under `/api`, `/health` and `/ready`.
+//! The api room: REST under `/api`, WebSocket `/ws` (live events), `/health`,
+//! `/ready`, `/metrics`, and the CloudWatch backlog metric. Owns the wire types
+//! (and their OpenAPI schemas) and maps the store's domain types to them.
+//! May import `domain`, `store`, `queue`, `events`, `net`, `ops`; never
+//! `scheduler` or `worker`.
 
 mod auth;
+pub mod cloudwatch;
 mod error;
 mod extract;
 mod health;
@@ -29,16 +34,15 @@ use utoipa::OpenApi as _;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{
-    cloudwatch::{self, PublisherSettings},
+    api::cloudwatch::PublisherSettings,
     config::Config,
-    events::{Event, EventPublisher, Names},
-    target_guard::TargetGuard,
+    events::{Event, EventPublisher},
+    net::target_guard::TargetGuard,
 };
 
 pub use auth::Tokens;
 pub use error::ApiError;
 pub use live::{LiveSettings, LiveSlots, MAX_CLIENT_MESSAGE_BYTES};
-pub use observe::render_metrics;
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -63,7 +67,7 @@ pub struct AppState {
     pub guard: TargetGuard,
     /// Seals kept sessions (on the workers) and sites' secrets (here);
     /// `None`: SESSION_KEY is not set, and sites may have neither.
-    pub session_key: Option<crate::config::SessionKey>,
+    pub session_key: Option<crate::store::sealing::SessionKey>,
     /// Shortest interval a keyword's schedule may fire at.
     pub min_schedule_interval: chrono::TimeDelta,
 }
@@ -110,7 +114,7 @@ impl AppState {
             live_clients: TaskTracker::new(),
             live_slots: LiveSlots::new(config.max_ws_clients, config.max_ws_clients_per_token),
             shutdown,
-            guard: TargetGuard::from_config(config),
+            guard: config.target_guard(),
             session_key: config.session_key.clone(),
             min_schedule_interval: chrono::TimeDelta::seconds(
                 config.min_schedule_interval_secs.into(),
@@ -262,7 +266,7 @@ pub struct Application {
     database_url: String,
     /// `None`: CloudWatch publishing is off (`CLOUDWATCH_ENABLED` not set).
     publisher: Option<PublisherSettings>,
-    limits: crate::http_server::Limits,
+    limits: crate::net::http_server::Limits,
 }
 
 impl Application {
@@ -272,7 +276,7 @@ impl Application {
             .await
             .with_context(|| format!("binding the api to {host}:{port}"))?;
         let limits = config.http_limits();
-        let open_files = crate::http_server::raise_open_files_limit();
+        let open_files = crate::net::http_server::raise_open_files_limit();
         let wanted = (limits.max_connections + config.max_ws_clients) as u64 * 9 / 8 + 256;
         if open_files < wanted {
             tracing::warn!(
@@ -308,10 +312,10 @@ impl Application {
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         tracing::info!(addr = %self.local_addr(), "api listening");
         let shutdown = self.state.shutdown.clone();
-        let relay = tokio::spawn(crate::events::relay(
+        let relay = tokio::spawn(live::relay::relay(
             self.redis_url,
             self.queue_name,
-            Names::new(self.state.pool.clone()),
+            live::relay::Names::new(self.state.pool.clone()),
             self.state.live.clone(),
             shutdown.clone(),
         ));
@@ -332,10 +336,14 @@ impl Application {
                 tokio::spawn(async { Ok(()) })
             }
         };
-        let served =
-            crate::http_server::serve(self.listener, self.router, self.limits, shutdown.clone())
-                .await
-                .context("serving the api");
+        let served = crate::net::http_server::serve(
+            self.listener,
+            self.router,
+            self.limits,
+            shutdown.clone(),
+        )
+        .await
+        .context("serving the api");
         // The server does not wait for upgraded connections: without this the
         // process could exit before its WebSocket clients get their close frame.
         let clients = &self.state.live_clients;

@@ -5,22 +5,12 @@ use std::time::Instant;
 
 use axum::{
     extract::{MatchedPath, Request},
-    http::header,
     middleware::Next,
-    response::{IntoResponse, Response},
+    response::Response,
 };
 use tracing::Span;
 
-use crate::metrics::metrics;
-
-/// Prometheus text exposition of this process's metrics. Open, like
-/// `/health`: expose the port only to the scraper (private port or security group).
-pub async fn render_metrics() -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        metrics().render(),
-    )
-}
+use crate::ops::metrics::metrics;
 
 /// Counts requests by method, route (the pattern, not the path: bounded
 /// labels) and status, and observes their latency.

@@ -7,7 +7,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{ApiError, AppState, error::ErrorBody};
 use crate::{
-    metrics::metrics,
+    ops::metrics::metrics,
     store::{
         self,
         stats::{QueueCounts, WorkerSeen},

@@ -1,8 +1,11 @@
-//! Types and rules of the crawl domain: no I/O here.
+//! Types and rules of the crawl domain: sites, keywords, runs and their
+//! state machine, failures, pages, outbound targets. No I/O here: imports no
+//! other module of the crate, and no database, network or runtime crate.
 
 pub mod failure;
 mod field_error;
 pub mod keyword;
+pub mod page;
 pub mod run;
 pub mod site;
 pub mod target;

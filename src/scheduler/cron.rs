@@ -13,7 +13,7 @@ use uuid::Uuid;
 use crate::{
     domain::{keyword::CronSchedule, run::Trigger},
     events::EventPublisher,
-    metrics::metrics,
+    ops::metrics::metrics,
     store::{self, keywords::ScheduleEntry, runs::QueueOutcome},
 };
 

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::Config,
-    metrics::metrics,
+    ops::metrics::metrics,
     queue::{self, Job, JobQueue, Lane},
     store::{self, workers::Slots},
 };

@@ -1,5 +1,7 @@
 //! The scheduler room: one leader at a time queues keywords on their cron and
-//! dispatches the backlog from Postgres into Redis a bounded window at a time.
+//! dispatches the backlog from Postgres into Redis a bounded window at a time;
+//! its watchdog takes back stuck and orphaned runs, and retention prunes.
+//! May import `domain`, `store`, `queue`, `events`, `ops`; never `api` or `worker`.
 
 mod cron;
 mod dispatcher;

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     domain::{failure::Failure, run::CrawlRun},
     events::EventPublisher,
-    metrics::metrics,
+    ops::metrics::metrics,
     store::{self, runs::FenceError},
 };
 

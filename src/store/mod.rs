@@ -1,10 +1,13 @@
-//! Postgres: the truth and the backlog. All SQL of crawlfleet lives here.
+//! Postgres: the truth and the backlog. All SQL of crawlfleet lives here; it
+//! takes and returns domain types (rows are decoded here, once), and seals
+//! secrets at rest (`sealing`). May import `domain` only; no room.
 
 pub mod keywords;
 pub mod leader;
 pub mod names;
 pub mod results;
 pub mod runs;
+pub mod sealing;
 pub mod sessions;
 pub mod sites;
 pub mod stats;

@@ -3,7 +3,7 @@
 use sqlx::PgPool;
 
 use super::runs::Fence;
-use crate::sealing::Sealed;
+use crate::store::sealing::Sealed;
 
 /// The site's sealed session: the worker alone opens it (SESSION_KEY).
 pub async fn load(pool: &PgPool, site_id: i64) -> sqlx::Result<Option<Sealed>> {

@@ -1,20 +1,15 @@
 //! The worker room: takes crawl jobs from Redis and crawls them in headless
 //! Chrome (with its own supervised chromedriver) or over plain HTTP, each kind
-//! from its own lane with its own slots.
+//! from its own lane with its own slots. `browser/` owns Chrome, `crawl/` one
+//! attempt, `fetch/` one page, `extract/` the items of a page.
+//! May import `domain`, `store`, `queue`, `events`, `net`, `ops`; never
+//! `api` or `scheduler`.
 
-mod browser;
-mod cdp;
-mod chromedriver;
-mod crawl;
-mod crawl_error;
+pub mod browser;
+pub mod crawl;
 mod extract;
 mod fetch;
-pub mod limiter;
-mod pages;
-pub mod processes;
 mod scale_in;
-mod session;
-mod socks_relay;
 
 pub use extract::content_hash;
 
@@ -35,11 +30,9 @@ use crate::{
     events::EventPublisher,
     queue::{self, Job, Lane},
     store::{self, workers::Slots},
-    target_guard::TargetGuard,
 };
 
-use browser::BrowserPool;
-use chromedriver::ChromeDriver;
+use browser::{BrowserPool, chromedriver::ChromeDriver, processes};
 use crawl::CrawlContext;
 
 /// How often the worker announces itself (the fleet's concurrency).
@@ -110,7 +103,7 @@ pub async fn run(
                 .map(ChromeDriver::generation)
                 // A remote WebDriver is not ours to restart: one generation.
                 .unwrap_or_else(|| tokio::sync::watch::channel(0).1),
-            TargetGuard::from_config(&config),
+            config.target_guard(),
         ),
         default_stuck_timeout: Duration::from_secs(config.stuck_timeout_secs as u64),
         heartbeat_every: Duration::from_secs(config.heartbeat_interval_secs.max(1)),
@@ -121,8 +114,8 @@ pub async fn run(
             .ecs_agent_uri
             .as_deref()
             .map(scale_in::ScaleInProtection::new),
-        limiter: limiter::SiteLimiter::new(redis.clone(), &config.queue_name),
-        guard: TargetGuard::from_config(&config),
+        limiter: crawl::limiter::SiteLimiter::new(redis.clone(), &config.queue_name),
+        guard: config.target_guard(),
         session_key: config.session_key.clone(),
     });
     tracing::info!(%worker_id, browser_slots = slots.browser, http_slots = slots.http, "worker started");

@@ -2,7 +2,7 @@
 //! the target-tracking mode, the same in Terraform and ecs/autoscaling.json, and
 //! the same as the architecture.
 
-use crawlfleet::cloudwatch;
+use crawlfleet::api::cloudwatch;
 use serde_json::{Value as Json, json};
 
 use crate::sources::{Terraform, attr, code, first, json_file, nested, number, read, source, text};

@@ -20,8 +20,10 @@ use axum::{
 };
 use ciborium::Value as Cbor;
 use crawlfleet::{
-    cloudwatch::{self, CRAWLS_COMPLETED, CRAWLS_FAILED, PublisherSettings, QUEUE_WAITING_JOBS},
-    metrics::metrics,
+    api::cloudwatch::{
+        self, CRAWLS_COMPLETED, CRAWLS_FAILED, PublisherSettings, QUEUE_WAITING_JOBS,
+    },
+    ops::metrics::metrics,
 };
 use serde_json::json;
 use tokio::task::JoinHandle;

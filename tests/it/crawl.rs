@@ -3,17 +3,14 @@
 
 use std::time::Duration;
 
-use crawlfleet::store::runs::CrawledPage;
 use crawlfleet::{
-    demo_site::expected_products,
+    demo::site::expected_products,
     domain::{
         failure::{Failure, FailureKind},
+        page::{CrawledPage, PageItem},
         run::{RunState, Trigger},
     },
-    store::{
-        self,
-        runs::{FenceError, PageItem},
-    },
+    store::{self, runs::FenceError},
 };
 use serde_json::json;
 
@@ -234,7 +231,7 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
         .fetch_one(pool)
         .await
         .unwrap();
-    let session = |tag: &str| crawlfleet::sealing::Sealed {
+    let session = |tag: &str| crawlfleet::store::sealing::Sealed {
         nonce: vec![0; 12],
         sealed: tag.as_bytes().to_vec(),
     };

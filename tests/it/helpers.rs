@@ -9,8 +9,9 @@ use std::{
 
 use crawlfleet::{
     api::{AppState, Application},
-    config::{Config, LogFormat, Process},
-    demo_site::DemoSite,
+    config::{Config, Process},
+    demo::site::DemoSite,
+    ops::telemetry::LogFormat,
     queue, scheduler, store, worker,
 };
 use reqwest::StatusCode;
@@ -741,7 +742,7 @@ impl OwnRedis {
     }
 }
 
-pub use crawlfleet::worker::processes::descendants;
+pub use crawlfleet::worker::browser::processes::descendants;
 
 /// Kills what a SIGKILLed worker left: its chromedriver, its browsers and
 /// their profile folders.
@@ -754,7 +755,7 @@ pub fn clean_up_after_killed_worker(left: &[i32], worker_pid: i32) {
     for entry in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.starts_with("crawlfleet-") && name.contains(&marker) {
-            crawlfleet::worker::processes::kill_chrome_under(&entry.path());
+            crawlfleet::worker::browser::processes::kill_chrome_under(&entry.path());
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }

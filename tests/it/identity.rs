@@ -41,7 +41,7 @@ fn site(app: &TestApp, name: &str, render: &str, extra: Value) -> Value {
 }
 
 /// The requests the fixture got for `keyword` on `path`.
-fn requests_for(app: &TestApp, path: &str, keyword: &str) -> Vec<crawlfleet::demo_site::Hit> {
+fn requests_for(app: &TestApp, path: &str, keyword: &str) -> Vec<crawlfleet::demo::site::Hit> {
     app.site
         .requests(path)
         .into_iter()

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crawlfleet::demo_site::{INITIAL_POSTS, expected_posts};
+use crawlfleet::demo::site::{INITIAL_POSTS, expected_posts};
 use serde_json::{Value, json};
 
 use crate::helpers::{Roles, TestApp};

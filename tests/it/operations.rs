@@ -8,7 +8,7 @@ use std::{
 
 use apalis::prelude::TaskSink;
 use axum::{Json, Router, routing::put};
-use crawlfleet::store::runs::CrawledPage;
+use crawlfleet::domain::page::CrawledPage;
 use crawlfleet::{
     queue::{self, Job},
     store,
@@ -122,7 +122,7 @@ async fn retention_deletes_old_runs_with_their_results_and_keeps_recent_ones() {
         store::runs::enter_url_call(pool, &fence, "http://x/")
             .await
             .unwrap();
-        let item = store::runs::PageItem {
+        let item = crawlfleet::domain::page::PageItem {
             fields: json!({"title": "t"}),
             item_url: None,
             content_hash: "h".into(),

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crawlfleet::demo_site::expected_products;
+use crawlfleet::demo::site::expected_products;
 use serde_json::{Value, json};
 
 use crate::helpers::{Roles, TestApp};

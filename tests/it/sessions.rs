@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crawlfleet::demo_site::member_cookie;
+use crawlfleet::demo::site::member_cookie;
 use serde_json::{Value, json};
 
 use crate::helpers::{RoleProcess, Roles, TestApp, browser_slots};

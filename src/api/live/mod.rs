@@ -3,6 +3,7 @@
 //! receiver, so a slow client lags (and is told how much it missed) but never
 //! blocks others or grows memory; a client that stops answering is dropped.
 
+pub mod relay;
 mod slots;
 mod subscription;
 
@@ -27,7 +28,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{ApiError, AppState, auth::TokenKey};
-use crate::{events::Event, metrics::metrics, store};
+use crate::{events::Event, ops::metrics::metrics, store};
 pub use slots::LiveSlots;
 use subscription::{Filter, read_subscription};
 

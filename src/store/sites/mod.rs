@@ -9,11 +9,11 @@ use serde::Serialize;
 use sqlx::{PgPool, types::Json};
 
 use crate::{
-    config::SessionKey,
     domain::site::{
         Extraction, FieldInput, FieldSpec, Identity, JsonInput, MASK, ProxyUrl, SiteInput, SiteSpec,
     },
-    sealing::Sealed,
+    store::sealing::Sealed,
+    store::sealing::SessionKey,
 };
 use secrets::{Secrets, StoredSecrets, write_secrets};
 pub use secrets::{SecretsError, count_unsealed, seal_unsealed};

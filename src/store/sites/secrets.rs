@@ -1,5 +1,5 @@
 //! A site's secrets at rest: its header values and its proxy's credentials,
-//! sealed with SESSION_KEY and bound to the site (`crate::sealing`); and the
+//! sealed with SESSION_KEY and bound to the site (`crate::store::sealing`); and the
 //! sealing of values an earlier version stored in the clear.
 
 use std::collections::BTreeMap;
@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 use sqlx::{PgPool, types::Json};
 
 use crate::{
-    config::SessionKey,
     domain::site::Identity,
-    sealing::{self, Sealed},
+    store::sealing::SessionKey,
+    store::sealing::{self, Sealed},
 };
 
 /// A site's secrets as stored.

@@ -9,7 +9,7 @@ use fantoccini::Client;
 use serde_json::{Value, json};
 
 use super::page_item;
-use crate::{domain::site::FieldSpec, store::runs::PageItem};
+use crate::domain::{page::PageItem, site::FieldSpec};
 
 /// Returns one object per item: field name -> text (whitespace collapsed) or
 /// attribute value, with `href`/`src` made absolute; `null` when missing.

@@ -10,8 +10,8 @@ use url::Url;
 
 use super::{absolute, collapse_whitespace, js_trim, page_item};
 use crate::{
+    domain::page::PageItem,
     domain::site::{CssSelector, FieldSpec},
-    store::runs::PageItem,
 };
 
 /// A parsed HTML page.

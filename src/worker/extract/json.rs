@@ -8,8 +8,8 @@ use url::Url;
 
 use super::{absolute, page_item};
 use crate::{
+    domain::page::PageItem,
     domain::site::{FieldSpec, JsonPointer, TokenPaging},
-    store::runs::PageItem,
 };
 
 /// What one answer of a JSON API holds.

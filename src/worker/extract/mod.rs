@@ -16,7 +16,7 @@ pub use browser::{extract_items as extract_in_browser, response_status};
 pub use html::{HtmlPage, extract_html};
 pub use json::extract_json;
 
-use crate::{domain::site::FieldSpec, store::runs::PageItem};
+use crate::domain::{page::PageItem, site::FieldSpec};
 
 /// Builds a stored item from its fields; the item's URL is its first `href`
 /// (json: `link`) field, fields in name order.

@@ -12,13 +12,14 @@ use super::{Fetched, blocked_page, judge_status, parse_retry_after};
 use crate::domain::failure::FailureKind;
 use crate::{
     domain::site::{Extraction, SiteSpec},
-    target_guard::TargetGuard,
+    net::target_guard::TargetGuard,
     worker::{
-        browser::BrowserSession,
-        cdp::{cdp, take_responses},
-        crawl_error::CrawlError,
+        browser::{
+            BrowserSession,
+            cdp::{cdp, take_responses},
+        },
+        crawl::{error::CrawlError, session::KeptSession},
         extract::{extract_in_browser, response_status},
-        session::KeptSession,
     },
 };
 

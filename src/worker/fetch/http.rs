@@ -11,8 +11,8 @@ use super::parse_retry_after;
 use crate::domain::failure::FailureKind;
 use crate::{
     domain::site::Identity,
-    target_guard::{Refused, TargetGuard},
-    worker::{crawl_error::CrawlError, limiter::SitePace, session::SessionCookies},
+    net::target_guard::{Refused, TargetGuard},
+    worker::crawl::{error::CrawlError, limiter::SitePace, session::SessionCookies},
 };
 
 /// What crawlfleet calls itself over HTTP when a site sets no user agent.

@@ -13,16 +13,16 @@ pub use browser::{BrowserPage, prepare_for_crawl};
 pub use http::HttpClient;
 
 use super::{
-    crawl_error::CrawlError,
+    crawl::error::CrawlError,
     extract::{HtmlPage, extract_html, extract_json},
 };
 use crate::{
+    domain::page::PageItem,
     domain::{
         failure::FailureKind,
         site::{Extraction, SiteSpec},
     },
-    store::runs::PageItem,
-    target_guard::TargetGuard,
+    net::target_guard::TargetGuard,
 };
 
 /// What fetching one page gave.

@@ -15,10 +15,7 @@ use std::{
 
 use url::{Host, Url};
 
-use crate::{
-    config::AllowedTarget,
-    domain::target::{self, Rule},
-};
+use crate::domain::target::{self, Rule};
 
 /// A target crawlfleet will not reach. What it says names the host as given
 /// and the rule that refused it, never what an internal name resolved to.
@@ -43,6 +40,41 @@ impl Refused {
     }
 }
 
+/// A private address let through the SSRF guard: any port, or one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllowedTarget {
+    Ip(std::net::IpAddr),
+    Socket(std::net::SocketAddr),
+}
+
+impl AllowedTarget {
+    pub fn admits(&self, addr: std::net::SocketAddr) -> bool {
+        match self {
+            AllowedTarget::Ip(ip) => *ip == addr.ip(),
+            AllowedTarget::Socket(socket) => *socket == addr,
+        }
+    }
+
+    /// Whether the entry names `ip`, on whatever port.
+    pub fn admits_ip(&self, ip: std::net::IpAddr) -> bool {
+        match self {
+            AllowedTarget::Ip(allowed) => *allowed == ip,
+            AllowedTarget::Socket(socket) => socket.ip() == ip,
+        }
+    }
+}
+
+impl std::str::FromStr for AllowedTarget {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        text.parse()
+            .map(AllowedTarget::Socket)
+            .or_else(|_| text.trim_matches(['[', ']']).parse().map(AllowedTarget::Ip))
+            .map_err(|_| format!("{text:?} is not an IP address or ip:port"))
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct TargetGuard {
     allow_private: bool,
@@ -56,13 +88,6 @@ impl TargetGuard {
             allow_private,
             allowed: allowed.into(),
         }
-    }
-
-    pub fn from_config(config: &crate::config::Config) -> Self {
-        Self::new(
-            config.allow_private_targets,
-            &config.allowed_private_targets,
-        )
     }
 
     /// Whether every target is allowed (`ALLOW_PRIVATE_TARGETS=true`).

@@ -279,6 +279,19 @@ impl Metrics {
     }
 }
 
+/// `/metrics`: the Prometheus text exposition of this process's metrics
+/// (api port, and the side port of a scheduler or worker). Open, like
+/// `/health`: expose the port only to the scraper (private port or security group).
+pub async fn render_metrics() -> impl axum::response::IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        metrics().render(),
+    )
+}
+
 /// This process's metrics.
 pub fn metrics() -> &'static Metrics {
     static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);

@@ -8,8 +8,6 @@ use tracing_subscriber::{
     prelude::*,
 };
 
-use crate::config::LogFormat;
-
 /// Crates whose debug and trace output can carry what a crawl must keep
 /// secret: cookies and local storage going to and from Chrome (WebDriver and
 /// CDP commands), request and response headers (a site's `Authorization`, a
@@ -38,6 +36,15 @@ fn secrets_capped() -> Targets {
     Targets::new()
         .with_default(LevelFilter::TRACE)
         .with_targets(SECRET_BEARING.iter().map(|t| (*t, LevelFilter::INFO)))
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line (containers).
+    Json,
+    /// Human-readable (terminals).
+    Pretty,
 }
 
 /// Installs the global subscriber; `RUST_LOG` overrides the default levels,

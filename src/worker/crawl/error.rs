@@ -2,8 +2,8 @@
 
 use crate::{
     domain::failure::{Failure, FailureKind},
+    net::target_guard::Refused,
     store::runs::FenceError,
-    target_guard::Refused,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -71,7 +71,7 @@ impl CrawlError {
 impl From<Refused> for CrawlError {
     fn from(refused: Refused) -> Self {
         if !refused.may_pass_later() {
-            crate::metrics::metrics().refused_targets.inc();
+            crate::ops::metrics::metrics().refused_targets.inc();
         }
         CrawlError::refused(refused)
     }

@@ -21,7 +21,7 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    metrics::metrics,
+    ops::metrics::metrics,
     store::{
         self,
         leader::{Leadership, PUBLISHER_LOCK},

@@ -10,30 +10,35 @@ use std::{
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
+pub(super) mod error;
+pub mod limiter;
+mod pages;
+pub(super) mod session;
+
 use super::{
     browser::BrowserPool,
-    crawl_error::CrawlError,
     fetch::{BrowserPage, HttpClient, PageSource, prepare_for_crawl},
-    limiter::SiteLimiter,
-    pages::Crawl,
-    session::{self, KeptSession, SessionCookies},
 };
 use crate::{
-    config::SessionKey,
     domain::{
         failure::FailureKind,
         run::{CrawlRun, RunState},
         site::{RenderMode, SiteSpec},
     },
     events::EventPublisher,
-    metrics::metrics,
+    net::target_guard::TargetGuard,
+    ops::metrics::metrics,
     queue::Job,
+    store::sealing::SessionKey,
     store::{
         self,
         runs::{Fence, FenceError},
     },
-    target_guard::TargetGuard,
 };
+use error::CrawlError;
+use limiter::SiteLimiter;
+use pages::Crawl;
+use session::{KeptSession, SessionCookies};
 
 /// How often a crawl checks it still holds its run (a user may cancel it).
 const HELD_CHECK_EVERY: Duration = Duration::from_secs(2);
@@ -55,7 +60,7 @@ pub struct CrawlContext {
     /// Where run changes are announced to the api's live clients.
     pub events: EventPublisher,
     /// On ECS: protects the task from scale-in while it holds runs.
-    pub scale_in: Option<super::scale_in::ScaleInProtection>,
+    pub scale_in: Option<crate::worker::scale_in::ScaleInProtection>,
     /// Each site's fleet-wide rate limit and refusal pauses.
     pub limiter: SiteLimiter,
     /// Refuses private and metadata targets unless allowed.

@@ -9,7 +9,35 @@ use aes_gcm::{
     aead::{Aead, Payload},
 };
 
-use crate::config::SessionKey;
+/// SESSION_KEY: the key that seals kept sessions and site secrets
+/// (AES-256-GCM); never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SessionKey(pub [u8; 32]);
+
+impl std::str::FromStr for SessionKey {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        use base64::Engine as _;
+        let text = text.trim();
+        let bytes = if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            hex::decode(text).map_err(|e| e.to_string())?
+        } else {
+            base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .map_err(|_| "SESSION_KEY must be 64 hex characters or base64".to_owned())?
+        };
+        let key: [u8; 32] = bytes
+            .try_into()
+            .map_err(|b: Vec<u8>| format!("SESSION_KEY must be 32 bytes, not {}", b.len()))?;
+        Ok(SessionKey(key))
+    }
+}
+
+impl std::fmt::Debug for SessionKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SessionKey(***)")
+    }
+}
 
 /// A sealed value as stored: a random nonce and the ciphertext with its tag.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,7 +20,7 @@ use tokio::{net::TcpListener, sync::Semaphore};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tower::ServiceExt as _;
 
-use crate::metrics::metrics;
+use crate::ops::metrics::metrics;
 
 /// Largest request head (request line and headers); a bigger one gets 431.
 const MAX_HEAD_BYTES: usize = 64 * 1024;

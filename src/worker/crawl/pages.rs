@@ -8,20 +8,20 @@ use std::time::{Duration, Instant};
 
 use url::Url;
 
-use super::{
-    crawl::{CrawlContext, OUTAGE_PATIENCE, persist},
-    crawl_error::CrawlError,
-    fetch::{Fetched, PageSource},
-    limiter::SitePace,
+use super::{CrawlContext, OUTAGE_PATIENCE, error::CrawlError, limiter::SitePace, persist};
+use crate::domain::{
+    failure::FailureKind,
+    page::{CrawledPage, PageItem},
+    run::CrawlRun,
 };
-use crate::domain::{failure::FailureKind, run::CrawlRun};
+use crate::worker::fetch::{Fetched, PageSource};
 use crate::{
     domain::site::{SiteSpec, with_query_param},
     events::Event,
-    metrics::metrics,
+    ops::metrics::metrics,
     store::{
         self,
-        runs::{CrawledPage, Fence, FenceError, PageItem},
+        runs::{Fence, FenceError},
     },
 };
 

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use apalis_redis::ConnectionManager;
 
-use super::crawl_error::CrawlError;
-use crate::{domain::failure::FailureKind, metrics::metrics};
+use super::error::CrawlError;
+use crate::{domain::failure::FailureKind, ops::metrics::metrics};
 
 /// A refused site without a Retry-After pauses this long, times its penalty.
 pub const DEFAULT_PAUSE: Duration = Duration::from_secs(5);

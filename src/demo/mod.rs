@@ -1,14 +1,19 @@
 //! `--demo`: serves the bundled demo shop on loopback and, when no site exists
 //! yet, registers it with a keyword and queues a first crawl, so a newcomer
-//! sees results within a minute or two of `scripts/up`.
+//! sees results within a minute or two of `scripts/up`. The shop (`site`) is
+//! also the fixture website of the tests and benchmarks. Imports `domain`
+//! and `store`; no room imports it (only `app`, tests and benches).
+
+pub mod site;
 
 use std::collections::BTreeMap;
 
 use sqlx::PgPool;
 
+use site::DemoSite;
+
 use crate::{
     config::Config,
-    demo_site::DemoSite,
     domain::{
         keyword::KeywordInput,
         run::Trigger,

@@ -36,7 +36,7 @@ impl ChromeDriver {
                 tokio::select! {
                     status = child.wait() => {
                         tracing::warn!(?status, "chromedriver exited; restarting it");
-                        crate::metrics::metrics().browser_restarts.with_label_values(&["chromedriver"]).inc();
+                        crate::ops::metrics::metrics().browser_restarts.with_label_values(&["chromedriver"]).inc();
                         let killed = kill_chrome_under(&profile_root);
                         if killed > 0 {
                             tracing::warn!(killed, "killed browsers orphaned by chromedriver");

@@ -16,10 +16,10 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use url::Url;
 
-use super::cdp::cdp;
+use crate::worker::browser::cdp::cdp;
 use crate::{
-    config::SessionKey,
-    sealing::{self, Sealed},
+    store::sealing::SessionKey,
+    store::sealing::{self, Sealed},
     store::{self, runs::Fence},
 };
 

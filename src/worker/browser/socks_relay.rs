@@ -24,10 +24,10 @@ use tokio::{
     task::JoinHandle,
 };
 
-use super::browser::OWN_SERVICES_HOST;
+use super::OWN_SERVICES_HOST;
 use crate::{
     domain::site::ProxyUrl,
-    target_guard::{Refused, TargetGuard},
+    net::target_guard::{Refused, TargetGuard},
 };
 
 /// How relayed connections leave: straight to the target, or through a proxy.
@@ -124,7 +124,7 @@ async fn relay(
     if target.host == OWN_SERVICES_HOST {
         // Chrome's own services, pointed here: nothing is looked up or opened.
         tracing::debug!(target = %target.authority(), outcome = "sunk", "browser connection");
-        crate::metrics::metrics()
+        crate::ops::metrics::metrics()
             .browser_connections
             .with_label_values(&["sunk"])
             .inc();
@@ -142,7 +142,7 @@ async fn relay(
     };
     // Hosts and ports only: what a page loads is no secret of the site's.
     tracing::debug!(target = %target.authority(), outcome, "browser connection");
-    crate::metrics::metrics()
+    crate::ops::metrics::metrics()
         .browser_connections
         .with_label_values(&[outcome])
         .inc();
@@ -150,7 +150,7 @@ async fn relay(
         Ok(server) => Ok(server),
         Err(Opening::Refused(why)) => {
             tracing::warn!(target = %target.authority(), reason = %why, "browser connection refused by the SSRF guard");
-            crate::metrics::metrics().refused_targets.inc();
+            crate::ops::metrics::metrics().refused_targets.inc();
             *refused.lock().expect("relay lock") = Some(why.clone());
             Err((NOT_ALLOWED, anyhow::Error::new(why)))
         }

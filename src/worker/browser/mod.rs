@@ -4,6 +4,11 @@
 //! session is opened for one way out (direct, or a site's proxy) and reused
 //! only by crawls that leave the same way.
 
+pub(super) mod cdp;
+pub(super) mod chromedriver;
+pub mod processes;
+mod socks_relay;
+
 use std::{
     path::{Path, PathBuf},
     sync::{
@@ -22,15 +27,13 @@ use tokio_util::task::TaskTracker;
 
 use crate::{
     domain::site::ProxyUrl,
-    metrics::metrics,
-    target_guard::{Refused, TargetGuard},
+    net::target_guard::{Refused, TargetGuard},
+    ops::metrics::metrics,
 };
 
-use super::{
-    cdp::cdp,
-    processes::{kill_chrome_under, kill_chrome_under_and_wait},
-    socks_relay::{Egress, SocksRelay},
-};
+use cdp::cdp;
+use processes::{kill_chrome_under, kill_chrome_under_and_wait};
+use socks_relay::{Egress, SocksRelay};
 
 /// Flags measured necessary or useful on these machines (BROWSER-NOTES.md),
 /// and those that keep Chrome from connecting anywhere of its own accord

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 pub async fn serve(
     host: &str,
     port: u16,
-    limits: crate::http_server::Limits,
+    limits: crate::net::http_server::Limits,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind((host, port))
@@ -18,8 +18,8 @@ pub async fn serve(
     tracing::info!(addr = %listener.local_addr()?, "health and metrics listening");
     let router = Router::new()
         .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
-        .route("/metrics", get(crate::api::render_metrics));
-    crate::http_server::serve(listener, router, limits, shutdown)
+        .route("/metrics", get(crate::ops::metrics::render_metrics));
+    crate::net::http_server::serve(listener, router, limits, shutdown)
         .await
         .context("serving /health and /metrics")
 }

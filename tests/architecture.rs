@@ -1,0 +1,334 @@
+//! The house rules of the source tree, checked on every test run: the rooms
+//! (api, scheduler, worker) never import one another, the shared modules
+//! import only what sits below them, the domain does no I/O, and the modules
+//! at the top of `src/` import one another without a cycle.
+//!
+//! Imports are read from the source: every `crate::x` path, the top-level
+//! names of every `crate::{...}` tree, and every `super::` path that climbs
+//! to the crate root. Comments are skipped.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fs,
+    path::{Path, PathBuf},
+};
+
+/// What each module at the top of `src/` may import, besides itself.
+const MAY_IMPORT: &[(&str, &[&str])] = &[
+    ("domain", &[]),
+    ("ops", &["domain"]),
+    ("store", &["domain"]),
+    ("queue", &["domain"]),
+    ("events", &["domain", "store"]),
+    ("net", &["domain", "ops"]),
+    ("config", &["net", "ops", "store"]),
+    (
+        "api",
+        &["config", "domain", "events", "net", "ops", "queue", "store"],
+    ),
+    (
+        "scheduler",
+        &["config", "domain", "events", "net", "ops", "queue", "store"],
+    ),
+    (
+        "worker",
+        &["config", "domain", "events", "net", "ops", "queue", "store"],
+    ),
+    ("demo", &["config", "domain", "store"]),
+    (
+        "app",
+        &[
+            "api",
+            "config",
+            "demo",
+            "domain",
+            "events",
+            "net",
+            "ops",
+            "queue",
+            "scheduler",
+            "store",
+            "worker",
+        ],
+    ),
+    ("main", &[]),
+    ("lib", &[]),
+];
+
+/// Crates (and parts of std) that reach a disk, a network, a process or a
+/// runtime: the domain uses none of them.
+const IO_CRATES: &[&str] = &[
+    "tokio",
+    "tokio_util",
+    "sqlx",
+    "redis",
+    "apalis",
+    "apalis_redis",
+    "axum",
+    "hyper",
+    "hyper_util",
+    "tower",
+    "tower_http",
+    "reqwest",
+    "fantoccini",
+    "tungstenite",
+    "aws_config",
+    "aws_sdk_cloudwatch",
+    "tokio_cron_scheduler",
+    "prometheus",
+    "libc",
+    "std::fs",
+    "std::process",
+    "std::net::TcpStream",
+    "std::net::TcpListener",
+    "std::net::UdpSocket",
+    "std::net::ToSocketAddrs",
+];
+
+/// Every `.rs` file under `src/`, with its module path (`api::runs::view`).
+fn sources() -> Vec<(Vec<String>, PathBuf)> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in fs::read_dir(dir).expect("src/ readable") {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    walk(&root, &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            let relative = path.strip_prefix(&root).unwrap().with_extension("");
+            let mut module: Vec<String> = relative
+                .iter()
+                .map(|part| part.to_string_lossy().into_owned())
+                .collect();
+            if module.len() > 1 && module.last().is_some_and(|last| last == "mod") {
+                module.pop();
+            }
+            (module, path)
+        })
+        .collect()
+}
+
+/// The source without its comments and without the text of its one-line
+/// string literals (a URL's `//` is not a comment, and a string naming
+/// `crate::x` is not an import). Good enough for import paths: they never
+/// sit inside strings or span a multi-line string.
+fn code_of(source: &str) -> String {
+    let mut code = String::with_capacity(source.len());
+    for line in source.lines() {
+        let mut in_string = false;
+        let mut previous = ' ';
+        for c in line.chars() {
+            // `'"'` is a character, not the start of a string.
+            let quote = c == '"' && previous != '\\' && previous != '\'';
+            if quote {
+                in_string = !in_string;
+            } else if !in_string && c == '/' && previous == '/' {
+                code.pop();
+                break;
+            }
+            code.push(if in_string && !quote { ' ' } else { c });
+            previous = c;
+        }
+        code.push('\n');
+    }
+    code
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// The top-level modules `code` names through `crate::`.
+fn crate_imports(code: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for (at, _) in code.match_indices("crate::") {
+        if at > 0 && is_ident(code[..at].chars().next_back().unwrap()) {
+            continue; // `crawlfleet::crate::` cannot happen; `mycrate::` can.
+        }
+        let rest = &code[at + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            names.extend(top_of_group(group));
+        } else {
+            let name: String = rest.chars().take_while(|&c| is_ident(c)).collect();
+            names.insert(name);
+        }
+    }
+    names
+}
+
+/// The first names of the paths in a use tree `a::b, c::{d, e}, f }`.
+fn top_of_group(group: &str) -> Vec<String> {
+    let (mut depth, mut expecting, mut names, mut name) = (1, true, Vec::new(), String::new());
+    for c in group.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            _ => {}
+        }
+        if depth == 0 {
+            break;
+        }
+        if depth == 1 && expecting && is_ident(c) {
+            name.push(c);
+        } else if !name.is_empty() {
+            names.push(std::mem::take(&mut name));
+            expecting = false;
+        }
+        if depth == 1 && c == ',' {
+            expecting = true;
+        }
+    }
+    if !name.is_empty() {
+        names.push(name);
+    }
+    names
+}
+
+/// The top-level modules reached by `super::` paths that climb to the root
+/// from module `module`.
+fn super_imports(code: &str, module: &[String]) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let depth = module.len();
+    for (at, _) in code.match_indices("super::") {
+        if at > 0 && code[..at].ends_with("::") {
+            continue; // counted with the first `super::` of the chain
+        }
+        let mut rest = &code[at..];
+        let mut climbs = 0;
+        while let Some(after) = rest.strip_prefix("super::") {
+            climbs += 1;
+            rest = after;
+        }
+        if climbs >= depth {
+            if let Some(group) = rest.strip_prefix('{') {
+                names.extend(top_of_group(group));
+            } else {
+                names.insert(rest.chars().take_while(|&c| is_ident(c)).collect());
+            }
+        }
+    }
+    names
+}
+
+/// Each top-level module and the top-level modules it imports.
+fn import_graph() -> BTreeMap<String, BTreeMap<String, Vec<PathBuf>>> {
+    let mut graph: BTreeMap<String, BTreeMap<String, Vec<PathBuf>>> = BTreeMap::new();
+    for (module, path) in sources() {
+        let code = code_of(&fs::read_to_string(&path).unwrap());
+        let top = module[0].clone();
+        let imported = crate_imports(&code)
+            .into_iter()
+            .chain(super_imports(&code, &module));
+        let edges = graph.entry(top.clone()).or_default();
+        // `super::*` from a top-level file is its own tests' glob: no name.
+        for name in imported.filter(|name| !name.is_empty() && *name != top) {
+            edges.entry(name).or_default().push(path.clone());
+        }
+    }
+    graph
+}
+
+#[test]
+fn every_module_imports_only_what_it_may() {
+    let allowed: BTreeMap<&str, &[&str]> = MAY_IMPORT.iter().copied().collect();
+    let mut broken = Vec::new();
+    for (module, imports) in import_graph() {
+        let Some(may) = allowed.get(module.as_str()) else {
+            broken.push(format!(
+                "src/{module}: a new top-level module; give it a room and a line in MAY_IMPORT"
+            ));
+            continue;
+        };
+        for (imported, files) in imports {
+            if !may.contains(&imported.as_str()) {
+                broken.push(format!("{module} imports {imported} in {files:?}"));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
+#[test]
+fn the_rooms_never_import_one_another() {
+    let rooms = ["api", "scheduler", "worker"];
+    let graph = import_graph();
+    for room in rooms {
+        for other in rooms.iter().filter(|other| **other != room) {
+            assert!(
+                !graph[room].contains_key(*other),
+                "{room} imports {other}: {:?}",
+                graph[room][*other]
+            );
+        }
+    }
+}
+
+#[test]
+fn the_domain_does_no_io() {
+    for (module, path) in sources().into_iter().filter(|(m, _)| m[0] == "domain") {
+        let code = code_of(&fs::read_to_string(&path).unwrap());
+        for io in IO_CRATES {
+            let used = code.match_indices(&format!("{io}::")).any(|(at, _)| {
+                at == 0
+                    || !is_ident(code[..at].chars().next_back().unwrap())
+                        && !code[..at].ends_with("::")
+            });
+            assert!(!used, "{} uses {io}", module.join("::"));
+        }
+    }
+}
+
+#[test]
+fn the_top_level_modules_import_one_another_without_a_cycle() {
+    let graph = import_graph();
+    // Depth-first search; a module met again while on the path closes a cycle.
+    fn visit<'a>(
+        module: &'a str,
+        graph: &'a BTreeMap<String, BTreeMap<String, Vec<PathBuf>>>,
+        path: &mut Vec<&'a str>,
+        done: &mut BTreeSet<&'a str>,
+    ) {
+        if let Some(at) = path.iter().position(|m| *m == module) {
+            panic!("import cycle: {} -> {module}", path[at..].join(" -> "));
+        }
+        if !done.insert(module) {
+            return;
+        }
+        path.push(module);
+        for next in graph.get(module).into_iter().flat_map(|edges| edges.keys()) {
+            visit(next, graph, path, done);
+        }
+        path.pop();
+    }
+    let mut done = BTreeSet::new();
+    for module in graph.keys() {
+        visit(module, &graph, &mut Vec::new(), &mut done);
+    }
+}
+
+#[test]
+fn the_import_reader_sees_every_form_of_import() {
+    let code = code_of(
+        "use crate::{\n    api::x, // crate::worker in a comment\n    store::{self, y},\n};\n\
+         let u = \"http://crate::nothing\";\nfn f() { crate::ops::metrics(); }\n",
+    );
+    assert_eq!(
+        crate_imports(&code),
+        ["api", "ops", "store"].map(String::from).into()
+    );
+    let module = ["worker".to_owned(), "crawl".to_owned()];
+    assert_eq!(
+        super_imports("use super::super::api::x; use super::pages;", &module),
+        ["api".to_owned()].into()
+    );
+    assert!(super_imports("use super::pages;", &module).is_empty());
+}
