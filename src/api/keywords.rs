@@ -1,4 +1,7 @@
 use axum::{Json, extract::State, http::StatusCode};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
@@ -36,50 +39,50 @@ impl From<WriteError> for ApiError {
 
 /// Create a keyword on some sites.
 #[utoipa::path(post, path = "/keywords", tag = "keywords", security(("bearer" = [])), request_body = KeywordInput,
-    responses((status = 201, body = Keyword), (status = 422, description = "Bad cron, unknown site ids...", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+    responses((status = 201, body = KeywordView), (status = 422, description = "Bad cron, unknown site ids...", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn create(
     State(state): State<AppState>,
     ApiJson(input): ApiJson<KeywordInput>,
-) -> Result<(StatusCode, Json<Keyword>), ApiError> {
+) -> Result<(StatusCode, Json<KeywordView>), ApiError> {
     let spec = input.parse(state.min_schedule_interval)?;
     let keyword = store::keywords::create(&state.pool, &spec).await?;
-    Ok((StatusCode::CREATED, Json(keyword)))
+    Ok((StatusCode::CREATED, Json(keyword.into())))
 }
 
 /// Every keyword.
 #[utoipa::path(get, path = "/keywords", tag = "keywords", security(("bearer" = [])),
-    responses((status = 200, body = Page<Keyword>), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
-async fn list(State(state): State<AppState>) -> Result<Json<Page<Keyword>>, ApiError> {
-    let items = store::keywords::list(&state.pool).await?;
+    responses((status = 200, body = Page<KeywordView>), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+async fn list(State(state): State<AppState>) -> Result<Json<Page<KeywordView>>, ApiError> {
+    let keywords = store::keywords::list(&state.pool).await?;
     Ok(Json(Page {
-        items,
+        items: keywords.into_iter().map(KeywordView::from).collect(),
         next_cursor: None,
     }))
 }
 
 /// One keyword.
 #[utoipa::path(get, path = "/keywords/{id}", tag = "keywords", security(("bearer" = [])), params(("id" = i64, Path)),
-    responses((status = 200, body = Keyword), (status = 404, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
-async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<Keyword>, ApiError> {
+    responses((status = 200, body = KeywordView), (status = 404, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<KeywordView>, ApiError> {
     store::keywords::get(&state.pool, id)
         .await?
-        .map(Json)
+        .map(|keyword| Json(keyword.into()))
         .ok_or_else(|| ApiError::not_found("keyword", id))
 }
 
 /// Replace a keyword (schedule changes apply without a restart).
 #[utoipa::path(put, path = "/keywords/{id}", tag = "keywords", security(("bearer" = [])), params(("id" = i64, Path)),
     request_body = KeywordInput,
-    responses((status = 200, body = Keyword), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+    responses((status = 200, body = KeywordView), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn update(
     State(state): State<AppState>,
     Id(id): Id,
     ApiJson(input): ApiJson<KeywordInput>,
-) -> Result<Json<Keyword>, ApiError> {
+) -> Result<Json<KeywordView>, ApiError> {
     let spec = input.parse(state.min_schedule_interval)?;
     store::keywords::update(&state.pool, id, &spec)
         .await?
-        .map(Json)
+        .map(|keyword| Json(keyword.into()))
         .ok_or_else(|| ApiError::not_found("keyword", id))
 }
 
@@ -116,4 +119,33 @@ async fn crawl(
         state.events.run_updated(run).await;
     }
     Ok((StatusCode::ACCEPTED, Json(outcome.into())))
+}
+
+/// A stored keyword, as the API shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Keyword)]
+pub struct KeywordView {
+    pub id: i64,
+    pub keyword: String,
+    pub site_ids: Vec<i64>,
+    pub schedule: String,
+    pub enabled: bool,
+    pub priority: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<Keyword> for KeywordView {
+    fn from(from: Keyword) -> Self {
+        KeywordView {
+            id: from.id,
+            keyword: from.keyword,
+            site_ids: from.site_ids,
+            schedule: from.schedule,
+            enabled: from.enabled,
+            priority: from.priority,
+            created_at: from.created_at,
+            updated_at: from.updated_at,
+        }
+    }
 }

@@ -1,5 +1,7 @@
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+
 use axum::{Json, extract::State};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -22,11 +24,11 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct QueueReport {
     #[serde(flatten)]
-    pub counts: QueueCounts,
+    pub counts: QueueCountsView,
     /// Queued plus active runs: the backlog the fleet scales on.
     pub backlog: i64,
     /// Workers seen in the last minute.
-    pub workers: Vec<WorkerSeen>,
+    pub workers: Vec<WorkerSeenView>,
 }
 
 /// Counts by state, the oldest queued run's age, and the live workers.
@@ -42,8 +44,8 @@ impl QueueReport {
         let workers = store::stats::workers_seen(pool).await?;
         Ok(QueueReport {
             backlog: counts.backlog(),
-            counts,
-            workers,
+            counts: counts.into(),
+            workers: workers.into_iter().map(WorkerSeenView::from).collect(),
         })
     }
 }
@@ -80,4 +82,67 @@ pub(super) async fn refresh_gauges(pool: &sqlx::PgPool) {
     }
     m.queue_oldest_queued_age.set(counts.oldest_queued_age_secs);
     m.queue_workers.set(workers.len() as i64);
+}
+
+/// Runs by state, as the queue endpoint shows them.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = QueueCounts)]
+pub struct QueueCountsView {
+    pub queued: i64,
+    /// Of `queued`: job message in Redis, not yet claimed.
+    pub dispatched: i64,
+    /// Of `queued`: waiting out a retry backoff.
+    pub delayed: i64,
+    pub running: i64,
+    pub url_call: i64,
+    pub call_done: i64,
+    pub completed_last_hour: i64,
+    pub failed_last_hour: i64,
+    /// Age of the oldest queued run, in seconds (0 when none).
+    pub oldest_queued_age_secs: i64,
+}
+
+impl From<QueueCounts> for QueueCountsView {
+    fn from(from: QueueCounts) -> Self {
+        QueueCountsView {
+            queued: from.queued,
+            dispatched: from.dispatched,
+            delayed: from.delayed,
+            running: from.running,
+            url_call: from.url_call,
+            call_done: from.call_done,
+            completed_last_hour: from.completed_last_hour,
+            failed_last_hour: from.failed_last_hour,
+            oldest_queued_age_secs: from.oldest_queued_age_secs,
+        }
+    }
+}
+
+/// A worker seen in the last minute, with what it holds.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = WorkerSeen)]
+pub struct WorkerSeenView {
+    pub id: String,
+    pub host: String,
+    /// Browser crawls at once.
+    pub concurrency: i32,
+    /// Plain HTTP and JSON crawls at once.
+    pub http_concurrency: i32,
+    pub in_flight: i64,
+    pub started_at: DateTime<Utc>,
+    pub last_seen_at: DateTime<Utc>,
+}
+
+impl From<WorkerSeen> for WorkerSeenView {
+    fn from(from: WorkerSeen) -> Self {
+        WorkerSeenView {
+            id: from.id,
+            host: from.host,
+            concurrency: from.concurrency,
+            http_concurrency: from.http_concurrency,
+            in_flight: from.in_flight,
+            started_at: from.started_at,
+            last_seen_at: from.last_seen_at,
+        }
+    }
 }

@@ -1,6 +1,7 @@
 use axum::{Json, extract::State};
-use serde::Deserialize;
-use utoipa::IntoParams;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
@@ -29,11 +30,11 @@ struct ResultQuery {
 /// Results in the order they were stored; pass `next_cursor` back as `cursor`
 /// for the next page.
 #[utoipa::path(get, path = "/results", tag = "results", security(("bearer" = [])), params(ResultQuery),
-    responses((status = 200, body = Page<CrawlResult>), (status = 400, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+    responses((status = 200, body = Page<CrawlResultView>), (status = 400, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<ResultQuery>,
-) -> Result<Json<Page<CrawlResult>>, ApiError> {
+) -> Result<Json<Page<CrawlResultView>>, ApiError> {
     let filter = ResultFilter {
         keyword_id: query.keyword_id,
         site_id: query.site_id,
@@ -41,9 +42,52 @@ async fn list(
         after: parse_cursor(query.cursor.as_deref())?,
         limit: page_limit(query.limit)?,
     };
-    let items = store::results::list(&state.pool, &filter).await?;
-    let next_cursor = (items.len() as i64 == filter.limit)
-        .then(|| items.last().map(|r| r.id.to_string()))
+    let results = store::results::list(&state.pool, &filter).await?;
+    let next_cursor = (results.len() as i64 == filter.limit)
+        .then(|| results.last().map(|r| r.id.to_string()))
         .flatten();
+    let items = results.into_iter().map(CrawlResultView::from).collect();
     Ok(Json(Page { items, next_cursor }))
+}
+
+/// One extracted item, as the API shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = CrawlResult)]
+pub struct CrawlResultView {
+    pub id: i64,
+    pub run_id: i64,
+    pub keyword_id: i64,
+    pub site_id: i64,
+    pub page: i32,
+    pub position: i32,
+    pub page_url: String,
+    pub item_url: Option<String>,
+    #[schema(value_type = Object)]
+    pub fields: serde_json::Value,
+    pub content_hash: String,
+    pub fetched_at: DateTime<Utc>,
+    /// When any run of this keyword/site first saw the item (by URL, else content).
+    pub first_seen_at: DateTime<Utc>,
+    /// When a run last saw it.
+    pub last_seen_at: DateTime<Utc>,
+}
+
+impl From<CrawlResult> for CrawlResultView {
+    fn from(from: CrawlResult) -> Self {
+        CrawlResultView {
+            id: from.id,
+            run_id: from.run_id,
+            keyword_id: from.keyword_id,
+            site_id: from.site_id,
+            page: from.page,
+            position: from.position,
+            page_url: from.page_url,
+            item_url: from.item_url,
+            fields: from.fields,
+            content_hash: from.content_hash,
+            fetched_at: from.fetched_at,
+            first_seen_at: from.first_seen_at,
+            last_seen_at: from.last_seen_at,
+        }
+    }
 }

@@ -30,7 +30,10 @@ pub async fn start(config: &Config, pool: &PgPool) -> anyhow::Result<DemoSite> {
     let site = DemoSite::start(config.demo_port).await?;
     tracing::info!(url = %site.base_url(), "demo shop serving");
     store::migrate(pool).await?;
-    if !store::sites::list(pool).await?.is_empty() {
+    if !store::sites::list(pool, config.session_key.as_ref())
+        .await?
+        .is_empty()
+    {
         return Ok(site);
     }
     let field = |selector: &str, attr: Option<&str>| FieldInput {

@@ -1,11 +1,10 @@
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 use sqlx::PgPool;
 
 use crate::domain::keyword::KeywordSpec;
 
-/// A stored keyword, as the API shows it.
-#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
+/// A stored keyword.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Keyword {
     pub id: i64,
     pub keyword: String,

@@ -1,9 +1,8 @@
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 use sqlx::PgPool;
 
-/// One extracted item, as the API shows it.
-#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
+/// One extracted item, with when its keyword/site first and last saw it.
+#[derive(Debug, Clone, PartialEq)]
 pub struct CrawlResult {
     pub id: i64,
     pub run_id: i64,
@@ -13,7 +12,6 @@ pub struct CrawlResult {
     pub position: i32,
     pub page_url: String,
     pub item_url: Option<String>,
-    #[schema(value_type = Object)]
     pub fields: serde_json::Value,
     pub content_hash: String,
     pub fetched_at: DateTime<Utc>,

@@ -5,8 +5,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
-/// Runs by state, as the queue endpoint shows them.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+/// Runs by state: the backlog and the last hour.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct QueueCounts {
     pub queued: i64,
     /// Of `queued`: job message in Redis, not yet claimed.
@@ -91,7 +91,7 @@ pub async fn finished_between(
 }
 
 /// A worker seen in the last minute, with what it holds.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone)]
 pub struct WorkerSeen {
     pub id: String,
     pub host: String,

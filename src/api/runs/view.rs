@@ -94,7 +94,7 @@ fn names_schema<const N: usize>(names: [&'static str; N], description: &str) -> 
         .into()
 }
 
-/// A crawl run.
+/// A stored crawl run, as the API shows it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(as = CrawlRun)]
 pub struct CrawlRunView {
@@ -153,7 +153,7 @@ impl From<CrawlRun> for CrawlRunView {
     }
 }
 
-/// One attempt of a run.
+/// One attempt of a run, as the API shows it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(as = Attempt)]
 pub struct AttemptView {

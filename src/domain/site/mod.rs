@@ -6,6 +6,7 @@ mod template;
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 pub use extraction::{
@@ -120,6 +121,17 @@ pub struct SiteInput {
     pub headers: Option<BTreeMap<String, String>>,
     /// `http://` or `socks5://` proxy, credentials allowed; responses mask the password.
     pub proxy: Option<String>,
+}
+
+/// A stored site: the spec it passed the rules with, and its bookkeeping.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Site {
+    pub id: i64,
+    pub spec: SiteSpec,
+    /// When a run last kept the site's session (`spec.session.keep`).
+    pub session_saved_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
 }
 
 /// A site that passed every rule, ready to store.

@@ -1,118 +1,38 @@
-//! Sites in Postgres; their secrets sealed (see `secrets`).
+//! Sites in Postgres; their secrets sealed (see `secrets`). A site is read
+//! back as the domain's [`Site`]: the spec it passed the rules with, decoded
+//! from its columns once (no rule is checked again), its secrets opened.
 
 mod secrets;
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::de::{DeserializeOwned, IntoDeserializer};
 use sqlx::{PgPool, types::Json};
 
 use crate::{
     domain::site::{
-        Extraction, FieldInput, FieldSpec, Identity, JsonInput, MASK, ProxyUrl, SiteInput, SiteSpec,
+        Extraction, FieldSpec, Identity, JsonInput, Politeness, ProxyUrl, SessionPolicy, Site,
+        SiteSpec, TokenPaging,
     },
-    store::sealing::Sealed,
-    store::sealing::SessionKey,
+    store::sealing::{Sealed, SessionKey},
 };
 use secrets::{Secrets, StoredSecrets, write_secrets};
 pub use secrets::{SecretsError, count_unsealed, seal_unsealed};
 
-/// A stored site, as the API shows it: the values of its headers and its
-/// proxy's credentials are masked (`***`) for every token; they are kept
-/// sealed with SESSION_KEY, and sending the masked form back keeps them.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct Site {
-    pub id: i64,
-    pub name: String,
-    pub search_url: String,
-    pub render: String,
-    pub item_selector: Option<String>,
-    pub fields: BTreeMap<String, FieldSpec>,
-    pub wait_for: Option<String>,
-    pub blocked_selector: Option<String>,
-    pub json: Option<JsonInput>,
-    pub max_pages: i32,
-    pub stuck_timeout_secs: Option<i32>,
-    pub max_attempts: Option<i32>,
-    pub max_requests_per_sec: Option<f64>,
-    pub max_concurrent_runs: i32,
-    pub stop_on_seen: bool,
-    pub keep_session: bool,
-    pub exclusive_session: bool,
-    pub user_agent: Option<String>,
-    /// Header names, each value shown as `***`.
-    pub headers: BTreeMap<String, String>,
-    /// The proxy, its user name and password shown as `***`.
-    pub proxy: Option<String>,
-    /// When a run last saved the site's session (keep_session).
-    pub session_saved_at: Option<DateTime<Utc>>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-    #[serde(skip)]
-    secrets: StoredSecrets,
-}
-
-/// Why a stored site is not a site the rules accept.
+/// Why a stored site could not be read.
 #[derive(Debug, thiserror::Error)]
-pub enum SpecError {
+pub enum LoadError {
     #[error(transparent)]
-    Secrets(#[from] SecretsError),
-    #[error("the stored site breaks a rule: {0}")]
-    Invalid(#[from] crate::domain::FieldError),
-}
-
-impl Site {
-    fn secrets(&self, key: Option<&SessionKey>) -> Result<Secrets, SecretsError> {
-        self.secrets.open(self.id, key)
-    }
-
-    /// The site as a client would send it, its secrets opened with `key`.
-    pub fn input(&self, key: Option<&SessionKey>) -> Result<SiteInput, SecretsError> {
-        let secrets = self.secrets(key)?;
-        Ok(SiteInput {
-            name: self.name.clone(),
-            search_url: self.search_url.clone(),
-            render: Some(self.render.clone()),
-            item_selector: self.item_selector.clone(),
-            fields: self
-                .fields
-                .iter()
-                .map(|(name, spec)| (name.clone(), FieldInput::from(spec)))
-                .collect(),
-            wait_for: self.wait_for.clone(),
-            blocked_selector: self.blocked_selector.clone(),
-            json: self.json.clone(),
-            max_pages: Some(self.max_pages),
-            stuck_timeout_secs: self.stuck_timeout_secs,
-            max_attempts: self.max_attempts,
-            max_requests_per_sec: self.max_requests_per_sec,
-            max_concurrent_runs: Some(self.max_concurrent_runs),
-            stop_on_seen: Some(self.stop_on_seen),
-            keep_session: Some(self.keep_session),
-            exclusive_session: Some(self.exclusive_session),
-            user_agent: self.user_agent.clone(),
-            headers: Some(secrets.headers),
-            proxy: secrets.proxy.or_else(|| self.proxy.clone()),
-        })
-    }
-
-    /// The site's identity (user agent, headers, proxy), its secrets opened
-    /// with `key`.
-    pub fn identity(&self, key: Option<&SessionKey>) -> Result<Identity, SpecError> {
-        let secrets = self.secrets(key)?;
-        Ok(Identity::parse(
-            self.user_agent.clone(),
-            Some(secrets.headers),
-            secrets.proxy.or_else(|| self.proxy.clone()),
-        )?)
-    }
-
-    /// The site as the domain rules see it (it was checked when stored), its
-    /// secrets opened with `key`.
-    pub fn spec(&self, key: Option<&SessionKey>) -> Result<SiteSpec, SpecError> {
-        Ok(self.input(key)?.parse()?)
-    }
+    Database(#[from] sqlx::Error),
+    /// Its header values and proxy are sealed with a key this process does
+    /// not have (none, or another one).
+    #[error("site {site_id}: {source}")]
+    Secrets {
+        site_id: i64,
+        #[source]
+        source: SecretsError,
+    },
 }
 
 /// The columns a spec is stored in, besides its sealed secrets.
@@ -171,13 +91,13 @@ pub async fn create(
 ) -> sqlx::Result<Site> {
     let c = columns(spec);
     let mut tx = pool.begin().await?;
-    let id = sqlx::query_scalar!(
+    let row = sqlx::query!(
         r#"INSERT INTO sites (name, search_url, render, item_selector, fields, wait_for, blocked_selector,
                               json, max_pages, stuck_timeout_secs, max_attempts, max_requests_per_sec,
                               max_concurrent_runs, stop_on_seen, keep_session, exclusive_session,
                               user_agent, header_names, proxy)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
-           RETURNING id"#,
+           RETURNING id, created_at, updated_at"#,
         spec.name,
         spec.search_url.as_str(),
         spec.render.as_str(),
@@ -200,12 +120,19 @@ pub async fn create(
     )
     .fetch_one(&mut *tx)
     .await?;
-    write_secrets(&mut tx, id, &spec.identity, key).await?;
+    write_secrets(&mut tx, row.id, &spec.identity, key).await?;
     tx.commit().await?;
-    Ok(get(pool, id).await?.expect("just inserted"))
+    Ok(Site {
+        id: row.id,
+        spec: spec.clone(),
+        session_saved_at: None,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    })
 }
 
-/// Replaces a site, its secrets sealed anew with `key`.
+/// Replaces a site, its secrets sealed anew with `key`; `None` when there is
+/// no such site.
 pub async fn update(
     pool: &PgPool,
     id: i64,
@@ -214,14 +141,15 @@ pub async fn update(
 ) -> sqlx::Result<Option<Site>> {
     let c = columns(spec);
     let mut tx = pool.begin().await?;
-    let updated = sqlx::query_scalar!(
+    let updated = sqlx::query!(
         r#"UPDATE sites SET name = $2, search_url = $3, render = $4, item_selector = $5, fields = $6,
                   wait_for = $7, blocked_selector = $8, json = $9, max_pages = $10, stuck_timeout_secs = $11,
                   max_attempts = $12, max_requests_per_sec = $13, max_concurrent_runs = $14,
                   stop_on_seen = $15, keep_session = $16, exclusive_session = $17, user_agent = $18,
                   header_names = $19, proxy = $20, updated_at = now()
            WHERE id = $1
-           RETURNING id"#,
+           RETURNING id, created_at, updated_at,
+                     (SELECT saved_at FROM site_sessions WHERE site_id = $1) AS session_saved_at"#,
         id,
         spec.name,
         spec.search_url.as_str(),
@@ -245,24 +173,50 @@ pub async fn update(
     )
     .fetch_optional(&mut *tx)
     .await?;
-    let Some(id) = updated else {
+    let Some(row) = updated else {
         return Ok(None);
     };
     write_secrets(&mut tx, id, &spec.identity, key).await?;
     tx.commit().await?;
-    get(pool, id).await
+    Ok(Some(Site {
+        id: row.id,
+        spec: spec.clone(),
+        session_saved_at: row.session_saved_at,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    }))
 }
 
-pub async fn get(pool: &PgPool, id: i64) -> sqlx::Result<Option<Site>> {
-    Ok(select(pool, Some(id)).await?.pop())
+/// One site, its secrets opened with `key`.
+pub async fn get(
+    pool: &PgPool,
+    id: i64,
+    key: Option<&SessionKey>,
+) -> Result<Option<Site>, LoadError> {
+    Ok(select(pool, Some(id), key).await?.pop())
 }
 
-pub async fn list(pool: &PgPool) -> sqlx::Result<Vec<Site>> {
-    select(pool, None).await
+/// Every site, in id order, their secrets opened with `key`.
+pub async fn list(pool: &PgPool, key: Option<&SessionKey>) -> Result<Vec<Site>, LoadError> {
+    select(pool, None, key).await
+}
+
+/// Whether site `id` exists.
+pub async fn exists(pool: &PgPool, id: i64) -> sqlx::Result<bool> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM sites WHERE id = $1) AS "exists!""#,
+        id
+    )
+    .fetch_one(pool)
+    .await
 }
 
 /// One site (`id`) or all of them, in id order.
-async fn select(pool: &PgPool, id: Option<i64>) -> sqlx::Result<Vec<Site>> {
+async fn select(
+    pool: &PgPool,
+    id: Option<i64>,
+    key: Option<&SessionKey>,
+) -> Result<Vec<Site>, LoadError> {
     let rows = sqlx::query_as!(
         SiteRow,
         r#"SELECT s.id, s.name, s.search_url, s.render, s.item_selector,
@@ -270,7 +224,7 @@ async fn select(pool: &PgPool, id: Option<i64>) -> sqlx::Result<Vec<Site>> {
                   s.wait_for, s.blocked_selector, s.json AS "json: Json<JsonInput>",
                   s.max_pages, s.stuck_timeout_secs, s.max_attempts, s.max_requests_per_sec,
                   s.max_concurrent_runs, s.stop_on_seen, s.keep_session, s.exclusive_session,
-                  s.user_agent, s.header_names, s.proxy, s.secrets_nonce, s.secrets_sealed,
+                  s.user_agent, s.proxy, s.secrets_nonce, s.secrets_sealed,
                   s.unsealed_headers AS "unsealed_headers: Json<BTreeMap<String, String>>",
                   s.unsealed_proxy, ss.saved_at AS "session_saved_at?", s.created_at, s.updated_at
            FROM sites s LEFT JOIN site_sessions ss ON ss.site_id = s.id
@@ -280,7 +234,7 @@ async fn select(pool: &PgPool, id: Option<i64>) -> sqlx::Result<Vec<Site>> {
     )
     .fetch_all(pool)
     .await?;
-    Ok(rows.into_iter().map(Site::from).collect())
+    rows.into_iter().map(|row| row.decode(key)).collect()
 }
 
 /// Deletes a site with its runs and results. Refused (`Ok(None)` is "not found")
@@ -350,7 +304,6 @@ struct SiteRow {
     keep_session: bool,
     exclusive_session: bool,
     user_agent: Option<String>,
-    header_names: Vec<String>,
     proxy: Option<String>,
     secrets_nonce: Option<Vec<u8>>,
     secrets_sealed: Option<Vec<u8>>,
@@ -361,44 +314,96 @@ struct SiteRow {
     updated_at: DateTime<Utc>,
 }
 
-impl From<SiteRow> for Site {
-    fn from(row: SiteRow) -> Self {
-        let secrets = match (row.secrets_nonce, row.secrets_sealed) {
+impl SiteRow {
+    /// The site as the rules accepted it when it was stored, its secrets
+    /// opened with `key`.
+    fn decode(self, key: Option<&SessionKey>) -> Result<Site, LoadError> {
+        let stored_secrets = match (self.secrets_nonce, self.secrets_sealed) {
             (Some(nonce), Some(sealed)) => StoredSecrets::Sealed(Sealed { nonce, sealed }),
             _ => StoredSecrets::Unsealed(Secrets {
-                headers: row.unsealed_headers.0,
-                proxy: row.unsealed_proxy,
+                headers: self.unsealed_headers.0,
+                proxy: self.unsealed_proxy,
             }),
         };
-        Site {
-            id: row.id,
-            name: row.name,
-            search_url: row.search_url,
-            render: row.render,
-            item_selector: row.item_selector,
-            fields: row.fields.0,
-            wait_for: row.wait_for,
-            blocked_selector: row.blocked_selector,
-            json: row.json.map(|j| j.0),
-            max_pages: row.max_pages,
-            stuck_timeout_secs: row.stuck_timeout_secs,
-            max_attempts: row.max_attempts,
-            max_requests_per_sec: row.max_requests_per_sec,
-            max_concurrent_runs: row.max_concurrent_runs,
-            stop_on_seen: row.stop_on_seen,
-            keep_session: row.keep_session,
-            exclusive_session: row.exclusive_session,
-            user_agent: row.user_agent,
-            headers: row
-                .header_names
-                .into_iter()
-                .map(|name| (name, MASK.to_owned()))
-                .collect(),
-            proxy: row.proxy,
-            secrets,
-            session_saved_at: row.session_saved_at,
-            created_at: row.created_at,
-            updated_at: row.updated_at,
-        }
+        let secrets = stored_secrets
+            .open(self.id, key)
+            .map_err(|source| LoadError::Secrets {
+                site_id: self.id,
+                source,
+            })?;
+        let fields = self.fields.0;
+        let extraction = match self.json {
+            Some(Json(json)) => Extraction::Json {
+                items: stored("json", json.items)?,
+                fields,
+                paging: match (json.next_token, json.token_param) {
+                    (Some(next_token), Some(token_param)) => Some(TokenPaging {
+                        next_token: stored("json", next_token)?,
+                        token_param,
+                    }),
+                    _ => None,
+                },
+            },
+            None => Extraction::Html {
+                item_selector: stored("item_selector", self.item_selector.unwrap_or_default())?,
+                fields,
+                wait_for: self.wait_for.map(|s| stored("wait_for", s)).transpose()?,
+                blocked_selector: self
+                    .blocked_selector
+                    .map(|s| stored("blocked_selector", s))
+                    .transpose()?,
+            },
+        };
+        // A proxy with credentials is sealed; one without is in the clear.
+        let proxy = secrets
+            .proxy
+            .or(self.proxy)
+            .map(|proxy| ProxyUrl::parse(&proxy))
+            .transpose()
+            .map_err(|e| column_error("proxy", e))?;
+        let spec = SiteSpec {
+            name: self.name,
+            search_url: stored("search_url", self.search_url)?,
+            render: stored("render", self.render)?,
+            extraction,
+            max_pages: self.max_pages,
+            stuck_timeout_secs: self.stuck_timeout_secs,
+            max_attempts: self.max_attempts,
+            politeness: Politeness {
+                max_requests_per_sec: self.max_requests_per_sec,
+                max_concurrent_runs: self.max_concurrent_runs,
+            },
+            stop_on_seen: self.stop_on_seen,
+            session: SessionPolicy {
+                keep: self.keep_session,
+                exclusive: self.exclusive_session,
+            },
+            identity: Identity {
+                user_agent: self.user_agent,
+                headers: secrets.headers,
+                proxy,
+            },
+        };
+        Ok(Site {
+            id: self.id,
+            spec,
+            session_saved_at: self.session_saved_at,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
     }
+}
+
+/// A value the rules accepted when it was stored, read back as its type the
+/// way serde reads the JSONB columns: without checking the rules again.
+fn stored<T: DeserializeOwned>(column: &str, value: String) -> Result<T, LoadError> {
+    T::deserialize(IntoDeserializer::<serde::de::value::Error>::into_deserializer(value))
+        .map_err(|e| column_error(column, e))
+}
+
+fn column_error(column: &str, error: impl std::error::Error + Send + Sync + 'static) -> LoadError {
+    LoadError::Database(sqlx::Error::ColumnDecode {
+        index: column.to_owned(),
+        source: Box::new(error),
+    })
 }

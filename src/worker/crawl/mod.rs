@@ -33,6 +33,7 @@ use crate::{
     store::{
         self,
         runs::{Fence, FenceError},
+        sites::LoadError,
     },
 };
 use error::CrawlError;
@@ -231,9 +232,16 @@ async fn watch_hold(
 /// the last page number crawled. A site that keeps its session starts from
 /// the kept one and, when the crawl completes, keeps what it ends with.
 async fn crawl(ctx: &CrawlContext, fence: &Fence, run: &CrawlRun) -> Result<i32, CrawlError> {
-    let site = store::sites::get(&ctx.pool, run.site_id)
-        .await
-        .map_err(FenceError::from)?;
+    let site = match store::sites::get(&ctx.pool, run.site_id, ctx.session_key.as_ref()).await {
+        Ok(site) => site,
+        Err(LoadError::Database(e)) => return Err(FenceError::from(e).into()),
+        Err(e @ LoadError::Secrets { .. }) => {
+            return Err(CrawlError::failed(
+                FailureKind::Misconfigured,
+                format!("site is misconfigured: {e}"),
+            ));
+        }
+    };
     let keyword = store::keywords::text_of(&ctx.pool, run.keyword_id)
         .await
         .map_err(FenceError::from)?;
@@ -245,12 +253,7 @@ async fn crawl(ctx: &CrawlContext, fence: &Fence, run: &CrawlRun) -> Result<i32,
         }
         .into());
     };
-    let spec = site.spec(ctx.session_key.as_ref()).map_err(|e| {
-        CrawlError::failed(
-            FailureKind::Misconfigured,
-            format!("site is misconfigured: {e}"),
-        )
-    })?;
+    let spec = site.spec;
     let crawl = Crawl {
         ctx,
         fence,

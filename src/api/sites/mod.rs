@@ -1,3 +1,7 @@
+//! Sites: create, read, replace, delete, and forget a kept session.
+
+mod view;
+
 use axum::{Json, extract::State, http::StatusCode};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -13,9 +17,16 @@ use crate::{
     },
     store::{
         self,
-        sites::{DeleteOutcome, Site},
+        sites::{DeleteOutcome, LoadError},
     },
 };
+use view::SiteView;
+
+impl From<LoadError> for ApiError {
+    fn from(e: LoadError) -> Self {
+        ApiError::Internal(anyhow::Error::new(e).context("reading a site"))
+    }
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -93,16 +104,16 @@ fn name_taken() -> ApiError {
 
 /// Create a site.
 #[utoipa::path(post, path = "/sites", tag = "sites", security(("bearer" = [])), request_body = SiteInput,
-    responses((status = 201, body = Site), (status = 409, description = "Name taken", body = ErrorBody),
+    responses((status = 201, body = SiteView), (status = 409, description = "Name taken", body = ErrorBody),
               (status = 422, description = "A rule broken; `field` names it", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn create(
     State(state): State<AppState>,
     ApiJson(input): ApiJson<SiteInput>,
-) -> Result<(StatusCode, Json<Site>), ApiError> {
+) -> Result<(StatusCode, Json<SiteView>), ApiError> {
     let spec = input.parse()?;
     check_reachable(&state, &spec).await?;
     match store::sites::create(&state.pool, &spec, state.session_key.as_ref()).await {
-        Ok(site) => Ok((StatusCode::CREATED, Json(site))),
+        Ok(site) => Ok((StatusCode::CREATED, Json(site.into()))),
         Err(e) if store::violates(&e, NAME_TAKEN) => Err(name_taken()),
         Err(e) => Err(e.into()),
     }
@@ -110,52 +121,57 @@ async fn create(
 
 /// Every site.
 #[utoipa::path(get, path = "/sites", tag = "sites", security(("bearer" = [])),
-    responses((status = 200, body = Page<Site>), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
-async fn list(State(state): State<AppState>) -> Result<Json<Page<Site>>, ApiError> {
-    let items = store::sites::list(&state.pool).await?;
+    responses((status = 200, body = Page<SiteView>), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+async fn list(State(state): State<AppState>) -> Result<Json<Page<SiteView>>, ApiError> {
+    let sites = store::sites::list(&state.pool, state.session_key.as_ref()).await?;
     Ok(Json(Page {
-        items,
+        items: sites.into_iter().map(SiteView::from).collect(),
         next_cursor: None,
     }))
 }
 
 /// One site.
 #[utoipa::path(get, path = "/sites/{id}", tag = "sites", security(("bearer" = [])), params(("id" = i64, Path)),
-    responses((status = 200, body = Site), (status = 404, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
-async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<Site>, ApiError> {
-    store::sites::get(&state.pool, id)
+    responses((status = 200, body = SiteView), (status = 404, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<SiteView>, ApiError> {
+    store::sites::get(&state.pool, id, state.session_key.as_ref())
         .await?
-        .map(Json)
+        .map(|site| Json(site.into()))
         .ok_or_else(|| ApiError::not_found("site", id))
 }
 
 /// Replace a site.
 #[utoipa::path(put, path = "/sites/{id}", tag = "sites", security(("bearer" = [])), params(("id" = i64, Path)),
     request_body = SiteInput,
-    responses((status = 200, body = Site), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+    responses((status = 200, body = SiteView), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
               (status = 422, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn update(
     State(state): State<AppState>,
     Id(id): Id,
     ApiJson(mut input): ApiJson<SiteInput>,
-) -> Result<Json<Site>, ApiError> {
+) -> Result<Json<SiteView>, ApiError> {
+    if !store::sites::exists(&state.pool, id).await? {
+        return Err(ApiError::not_found("site", id));
+    }
     // Secrets sent back as a response showed them (masked) keep their stored value.
-    let stored = store::sites::get(&state.pool, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("site", id))?;
     if masks(&input) {
-        let kept = stored
-            .identity(state.session_key.as_ref())
-            .map_err(|e| ApiError::Conflict {
-                message: format!("{e}; send the real header values and proxy"),
-                field: Some("headers".into()),
-            })?;
-        restore_masked(&mut input.headers, &mut input.proxy, &kept);
+        let stored = match store::sites::get(&state.pool, id, state.session_key.as_ref()).await {
+            Ok(Some(site)) => site,
+            Ok(None) => return Err(ApiError::not_found("site", id)),
+            Err(LoadError::Secrets { source, .. }) => {
+                return Err(ApiError::Conflict {
+                    message: format!("{source}; send the real header values and proxy"),
+                    field: Some("headers".into()),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        restore_masked(&mut input.headers, &mut input.proxy, &stored.spec.identity);
     }
     let spec = input.parse()?;
     check_reachable(&state, &spec).await?;
     match store::sites::update(&state.pool, id, &spec, state.session_key.as_ref()).await {
-        Ok(Some(site)) => Ok(Json(site)),
+        Ok(Some(site)) => Ok(Json(site.into())),
         Ok(None) => Err(ApiError::not_found("site", id)),
         Err(e) if store::violates(&e, NAME_TAKEN) => Err(name_taken()),
         Err(e) => Err(e.into()),
@@ -184,7 +200,7 @@ async fn delete(State(state): State<AppState>, Id(id): Id) -> Result<StatusCode,
 async fn forget_session(State(state): State<AppState>, Id(id): Id) -> Result<StatusCode, ApiError> {
     if store::sessions::delete(&state.pool, id).await? {
         Ok(StatusCode::NO_CONTENT)
-    } else if store::sites::get(&state.pool, id).await?.is_none() {
+    } else if !store::sites::exists(&state.pool, id).await? {
         Err(ApiError::not_found("site", id))
     } else {
         Err(ApiError::NotFound(format!("site {id} has no kept session")))

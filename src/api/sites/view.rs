@@ -1,0 +1,103 @@
+//! Sites as the API shows them: the store's domain site mapped to the wire,
+//! its secrets masked (`***`) for every token.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::domain::site::{Extraction, FieldSpec, JsonInput, MASK, ProxyUrl, Site};
+
+/// A stored site, as the API shows it: the values of its headers and its
+/// proxy's credentials are masked (`***`) for every token; they are kept
+/// sealed with SESSION_KEY, and sending the masked form back keeps them.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Site)]
+pub struct SiteView {
+    pub id: i64,
+    pub name: String,
+    pub search_url: String,
+    pub render: String,
+    pub item_selector: Option<String>,
+    pub fields: BTreeMap<String, FieldSpec>,
+    pub wait_for: Option<String>,
+    pub blocked_selector: Option<String>,
+    pub json: Option<JsonInput>,
+    pub max_pages: i32,
+    pub stuck_timeout_secs: Option<i32>,
+    pub max_attempts: Option<i32>,
+    pub max_requests_per_sec: Option<f64>,
+    pub max_concurrent_runs: i32,
+    pub stop_on_seen: bool,
+    pub keep_session: bool,
+    pub exclusive_session: bool,
+    pub user_agent: Option<String>,
+    /// Header names, each value shown as `***`.
+    pub headers: BTreeMap<String, String>,
+    /// The proxy, its user name and password shown as `***`.
+    pub proxy: Option<String>,
+    /// When a run last saved the site's session (keep_session).
+    pub session_saved_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<Site> for SiteView {
+    fn from(site: Site) -> Self {
+        let spec = site.spec;
+        let (item_selector, wait_for, blocked_selector, json) = match &spec.extraction {
+            Extraction::Html {
+                item_selector,
+                wait_for,
+                blocked_selector,
+                ..
+            } => (
+                Some(item_selector.as_str().to_owned()),
+                wait_for.as_ref().map(|s| s.as_str().to_owned()),
+                blocked_selector.as_ref().map(|s| s.as_str().to_owned()),
+                None,
+            ),
+            Extraction::Json { items, paging, .. } => (
+                None,
+                None,
+                None,
+                Some(JsonInput {
+                    items: items.as_str().to_owned(),
+                    next_token: paging.as_ref().map(|p| p.next_token.as_str().to_owned()),
+                    token_param: paging.as_ref().map(|p| p.token_param.clone()),
+                }),
+            ),
+        };
+        SiteView {
+            id: site.id,
+            search_url: spec.search_url.as_str().to_owned(),
+            render: spec.render.as_str().to_owned(),
+            item_selector,
+            fields: spec.extraction.fields().clone(),
+            wait_for,
+            blocked_selector,
+            json,
+            max_pages: spec.max_pages,
+            stuck_timeout_secs: spec.stuck_timeout_secs,
+            max_attempts: spec.max_attempts,
+            max_requests_per_sec: spec.politeness.max_requests_per_sec,
+            max_concurrent_runs: spec.politeness.max_concurrent_runs,
+            stop_on_seen: spec.stop_on_seen,
+            keep_session: spec.session.keep,
+            exclusive_session: spec.session.exclusive,
+            headers: spec
+                .identity
+                .headers
+                .keys()
+                .map(|name| (name.clone(), MASK.to_owned()))
+                .collect(),
+            proxy: spec.identity.proxy.as_ref().map(ProxyUrl::masked),
+            user_agent: spec.identity.user_agent,
+            name: spec.name,
+            session_saved_at: site.session_saved_at,
+            created_at: site.created_at,
+            updated_at: site.updated_at,
+        }
+    }
+}
