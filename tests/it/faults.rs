@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::helpers::{Roles, TestApp, eventually};
+use crate::support::{Roles, TestApp, eventually};
 
 // The longest runs here, on the hung page or the endless script, take 2 s
 // stuck timeouts, a probe of up to 3 s, a 2-3 s backoff or a new browser:
@@ -33,8 +33,7 @@ async fn a_hung_page_is_stopped_as_stuck_retried_and_failed_with_every_reason_ke
             json!({"stuck_timeout_secs": 2, "max_attempts": 2}),
         )
         .await;
-    let run = app.crawl_once("lamp", hang).await;
-    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
+    let run = app.crawl_to_end("lamp", hang, LIMIT).await;
     assert_eq!(run["state"], "failed", "{run}");
     assert_eq!(run["attempt"], 2);
     let history = attempts(&run);
@@ -60,9 +59,7 @@ async fn a_hung_page_is_stopped_as_stuck_retried_and_failed_with_every_reason_ke
     let fine = app
         .one_page_site("fine", "/static?q={keyword}", json!({}))
         .await;
-    let run = app.crawl_once("desk", fine).await;
-    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
-    assert_eq!(run["state"], "completed", "{run}");
+    app.crawl_to_completion("desk", fine, LIMIT).await;
     app.stop().await;
 }
 
@@ -76,17 +73,14 @@ async fn an_endless_script_gets_its_browser_killed_and_a_new_session_takes_the_n
             json!({"stuck_timeout_secs": 2, "max_attempts": 1}),
         )
         .await;
-    let run = app.crawl_once("loop", spin).await;
-    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
+    let run = app.crawl_to_end("loop", spin, LIMIT).await;
     assert_eq!(run["state"], "failed", "{run}");
     assert!(run["error"].as_str().unwrap().starts_with("stuck"), "{run}");
 
     let fine = app
         .one_page_site("fine", "/static?q={keyword}", json!({}))
         .await;
-    let run = app.crawl_once("desk", fine).await;
-    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
-    assert_eq!(run["state"], "completed", "{run}");
+    app.crawl_to_completion("desk", fine, LIMIT).await;
     app.stop().await;
 }
 
@@ -114,14 +108,12 @@ async fn http_errors_fail_permanently_or_retry_and_an_empty_page_completes() {
         )
         .await;
 
-    let run = app.crawl_once("a", gone).await;
-    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
+    let run = app.crawl_to_end("a", gone, LIMIT).await;
     assert_eq!(run["state"], "failed", "{run}");
     assert_eq!(run["attempt"], 1, "a 4xx is not retried");
     assert!(run["error"].as_str().unwrap().contains("HTTP 404"), "{run}");
 
-    let run = app.crawl_once("b", broken).await;
-    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
+    let run = app.crawl_to_end("b", broken, LIMIT).await;
     assert_eq!(run["state"], "failed", "{run}");
     assert_eq!(
         attempts(&run).len(),
@@ -129,17 +121,13 @@ async fn http_errors_fail_permanently_or_retry_and_an_empty_page_completes() {
         "a 5xx is retried up to max_attempts"
     );
 
-    let run = app.crawl_once("c", flaky).await;
-    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
-    assert_eq!(run["state"], "completed", "{run}");
+    let run = app.crawl_to_completion("c", flaky, LIMIT).await;
     assert_eq!(run["attempt"], 2);
     assert_eq!(run["items_found"], 5);
     assert_eq!(attempts(&run)[0]["outcome"], "failed");
     assert_eq!(attempts(&run)[1]["outcome"], "completed");
 
-    let run = app.crawl_once("d", empty).await;
-    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
-    assert_eq!(run["state"], "completed", "{run}");
+    let run = app.crawl_to_completion("d", empty, LIMIT).await;
     assert_eq!(run["items_found"], 0);
     app.stop().await;
 }
@@ -154,8 +142,7 @@ async fn a_running_crawl_is_cancelled_within_seconds_and_a_failed_run_can_be_ret
             json!({"stuck_timeout_secs": 60}),
         )
         .await;
-    let run = app.crawl_once("slow", slow).await;
-    app.wait_for_run(run, &["url_call"], LIMIT).await;
+    let run = app.crawl_in_flight("slow", slow, LIMIT).await;
     let (status, cancelled) = app
         .post(&format!("/api/runs/{run}/cancel"), json!({}))
         .await;
@@ -167,11 +154,7 @@ async fn a_running_crawl_is_cancelled_within_seconds_and_a_failed_run_can_be_ret
     let fine = app
         .one_page_site("fine", "/static?q={keyword}", json!({}))
         .await;
-    let next = app.crawl_once("desk", fine).await;
-    let next = app
-        .wait_for_run(next, &["failed", "completed"], LIMIT)
-        .await;
-    assert_eq!(next["state"], "completed", "{next}");
+    let next = app.crawl_to_completion("desk", fine, LIMIT).await;
     let freed_after = started.elapsed();
     eprintln!("cancelled crawl let go of its browser after {freed_after:?}");
     // The cancel is noticed within 2 s, then a new browser starts (seconds on a
