@@ -4,7 +4,7 @@
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::helpers::TestApp;
+use crate::support::TestApp;
 
 fn assert_error(
     status: StatusCode,
@@ -339,7 +339,7 @@ async fn health_is_always_ok_and_ready_follows_its_dependencies() {
 
 #[tokio::test]
 async fn ready_is_503_when_redis_goes_away() {
-    let redis = crate::helpers::OwnRedis::start().await;
+    let redis = crate::support::OwnRedis::start().await;
     let app = TestApp::spawn_with(Default::default(), |c| c.redis_url = redis.url()).await;
     let (status, _) = app.get("/ready").await;
     assert_eq!(status, StatusCode::OK);

@@ -29,7 +29,7 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::helpers::{RoleProcess, Roles, TestApp, eventually};
+use crate::support::{RoleProcess, Roles, TestApp, eventually};
 
 /// The publisher's counters are process-wide and tests run in parallel: the
 /// tests of this file take turns so each sees only its own counts.
@@ -339,13 +339,7 @@ impl Publisher {
 /// `n` queued runs (one keyword each on one site); no worker takes them.
 async fn queued_runs(app: &TestApp, n: usize) -> Vec<i64> {
     let site = app.create_site(app.site_body("shop", "/search")).await;
-    let mut runs = Vec::new();
-    for i in 0..n {
-        let keyword = app
-            .create_keyword(&format!("kw{i}"), &[site], "0 0 0 1 1 *")
-            .await;
-        runs.extend(app.crawl(keyword).await);
-    }
+    let runs = app.queue_crawls(site, "kw", n).await;
     assert_eq!(runs.len(), n);
     runs
 }
@@ -382,7 +376,7 @@ fn total(puts: &[Put], name: &str) -> f64 {
 }
 
 #[tokio::test]
-async fn publishes_the_backlog_and_the_crawls_finished_each_interval() {
+async fn the_publisher_sends_the_backlog_and_the_crawls_finished_each_interval() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let app = TestApp::spawn().await;
     let runs = queued_runs(&app, 4).await;

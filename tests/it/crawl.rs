@@ -14,7 +14,7 @@ use crawlfleet::{
 };
 use serde_json::json;
 
-use crate::helpers::{Roles, TestApp, dispatch_and_claim};
+use crate::support::{ON_DEMAND, Roles, TestApp, dispatch_and_claim};
 
 // A crawl here takes seconds: Chrome starts, then at most 4 pages (under
 // 0.1 s each in Chrome, README; 0.7 s each on /slow). 90 s is over ten times
@@ -28,16 +28,11 @@ async fn a_keyword_is_crawled_in_chrome_with_items_in_order_across_pages() {
     site["wait_for"] = json!("#ready");
     site["fields"]["image"] = json!({"selector": "img.thumb", "attr": "src"});
     let site_id = app.create_site(site).await;
-    let keyword = app
-        .create_keyword("red shoes", &[site_id], "0 0 0 1 1 *")
-        .await;
+    let keyword = app.create_keyword("red shoes", &[site_id], ON_DEMAND).await;
     let runs = app.crawl(keyword).await;
     assert_eq!(runs.len(), 1);
 
-    let run = app
-        .wait_for_run(runs[0], &["completed", "failed"], CRAWL_LIMIT)
-        .await;
-    assert_eq!(run["state"], "completed", "{run}");
+    let run = app.wait_until_completed(runs[0], CRAWL_LIMIT).await;
     // Pages 1-3 hold 5 items each; page 4 is empty and ends the crawl.
     assert_eq!(run["pages_crawled"], 4);
     assert_eq!(run["items_found"], 15);
@@ -75,27 +70,21 @@ async fn a_keyword_is_crawled_in_chrome_with_items_in_order_across_pages() {
 #[tokio::test]
 async fn a_single_static_page_and_a_slow_paged_search_are_crawled() {
     let app = TestApp::spawn_with(Roles::fleet(), |_| {}).await;
-    let mut single = app.site_body("static", "/static");
-    single["search_url"] = json!(format!("{}/static?q={{keyword}}", app.site.base_url()));
-    let single = app.create_site(single).await;
-    let slow = app.site_body("slow", "/slow");
-    let mut slow = slow;
+    let single = app
+        .one_page_site("static", "/static?q={keyword}", json!({}))
+        .await;
+    let mut slow = app.site_body("slow", "/slow");
     slow["search_url"] = json!(format!(
         "{}/slow?ms=700&q={{keyword}}&page={{page}}",
         app.site.base_url()
     ));
     slow["max_pages"] = json!(2);
     let slow = app.create_site(slow).await;
-    let keyword = app
-        .create_keyword("desk", &[single, slow], "0 0 0 1 1 *")
-        .await;
+    let keyword = app.create_keyword("desk", &[single, slow], ON_DEMAND).await;
     let runs = app.crawl(keyword).await;
     assert_eq!(runs.len(), 2);
     for run_id in &runs {
-        let run = app
-            .wait_for_run(*run_id, &["completed", "failed"], CRAWL_LIMIT)
-            .await;
-        assert_eq!(run["state"], "completed", "{run}");
+        let run = app.wait_until_completed(*run_id, CRAWL_LIMIT).await;
         if run["site_id"] == single {
             assert_eq!(
                 run["pages_crawled"], 1,
@@ -115,7 +104,7 @@ async fn a_single_static_page_and_a_slow_paged_search_are_crawled() {
 /// A worker that claimed a run, for driving the fenced writes by hand.
 async fn claimed(app: &TestApp, worker: &str) -> (i64, store::runs::Fence) {
     let site = app.create_site(app.site_body("shop", "/search")).await;
-    let keyword = app.create_keyword("fence", &[site], "0 0 0 1 1 *").await;
+    let keyword = app.create_keyword("fence", &[site], ON_DEMAND).await;
     let queued = store::runs::queue_for_keyword(app.pool(), keyword, Trigger::Manual, None, 3)
         .await
         .unwrap()
@@ -267,7 +256,7 @@ async fn a_late_message_of_a_run_taken_back_from_redis_claims_nothing() {
     let app = TestApp::spawn().await;
     let pool = app.pool();
     let site = app.create_site(app.site_body("shop", "/search")).await;
-    let keyword = app.create_keyword("late", &[site], "0 0 0 1 1 *").await;
+    let keyword = app.create_keyword("late", &[site], ON_DEMAND).await;
     let run_id = app.crawl(keyword).await[0];
     let modes = crawlfleet::domain::site::RenderMode::ALL;
     let taken = store::runs::take_for_dispatch(pool, &modes, 10)

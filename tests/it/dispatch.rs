@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use crawlfleet::{domain::site::RenderMode, queue, store};
 
-use crate::helpers::{Roles, TestApp, count_states};
+use crate::support::{Roles, TestApp, count_states};
 
 const BACKLOG_SITES: i64 = 20;
 const BACKLOG_KEYWORDS: i64 = 1000;

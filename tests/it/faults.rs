@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::helpers::{Roles, TestApp, eventually};
+use crate::support::{Roles, TestApp, eventually};
 
 // The longest runs here, on the hung page or the endless script, take 2 s
 // stuck timeouts, a probe of up to 3 s, a 2-3 s backoff or a new browser:
@@ -33,8 +33,7 @@ async fn a_hung_page_is_stopped_as_stuck_retried_and_failed_with_every_reason_ke
             json!({"stuck_timeout_secs": 2, "max_attempts": 2}),
         )
         .await;
-    let run = app.crawl_once("lamp", hang).await;
-    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
+    let run = app.crawl_to_end("lamp", hang, LIMIT).await;
     assert_eq!(run["state"], "failed", "{run}");
     assert_eq!(run["attempt"], 2);
     assert_eq!(run["error_kind"], "stuck", "{run}");
@@ -62,9 +61,7 @@ async fn a_hung_page_is_stopped_as_stuck_retried_and_failed_with_every_reason_ke
     let fine = app
         .one_page_site("fine", "/static?q={keyword}", json!({}))
         .await;
-    let run = app.crawl_once("desk", fine).await;
-    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
-    assert_eq!(run["state"], "completed", "{run}");
+    app.crawl_to_completion("desk", fine, LIMIT).await;
     app.stop().await;
 }
 
@@ -78,8 +75,7 @@ async fn an_endless_script_gets_its_browser_killed_and_a_new_session_takes_the_n
             json!({"stuck_timeout_secs": 2, "max_attempts": 1}),
         )
         .await;
-    let run = app.crawl_once("loop", spin).await;
-    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
+    let run = app.crawl_to_end("loop", spin, LIMIT).await;
     assert_eq!(run["state"], "failed", "{run}");
     assert!(run["error"].as_str().unwrap().starts_with("stuck"), "{run}");
     assert_eq!(run["error_kind"], "stuck", "{run}");
@@ -87,9 +83,7 @@ async fn an_endless_script_gets_its_browser_killed_and_a_new_session_takes_the_n
     let fine = app
         .one_page_site("fine", "/static?q={keyword}", json!({}))
         .await;
-    let run = app.crawl_once("desk", fine).await;
-    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
-    assert_eq!(run["state"], "completed", "{run}");
+    app.crawl_to_completion("desk", fine, LIMIT).await;
     app.stop().await;
 }
 
@@ -117,15 +111,13 @@ async fn http_errors_fail_permanently_or_retry_and_an_empty_page_completes() {
         )
         .await;
 
-    let run = app.crawl_once("a", gone).await;
-    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
+    let run = app.crawl_to_end("a", gone, LIMIT).await;
     assert_eq!(run["state"], "failed", "{run}");
     assert_eq!(run["attempt"], 1, "a 4xx is not retried");
     assert!(run["error"].as_str().unwrap().contains("HTTP 404"), "{run}");
     assert_eq!(run["error_kind"], "http_status", "{run}");
 
-    let run = app.crawl_once("b", broken).await;
-    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
+    let run = app.crawl_to_end("b", broken, LIMIT).await;
     assert_eq!(run["state"], "failed", "{run}");
     assert_eq!(
         attempts(&run).len(),
@@ -134,9 +126,7 @@ async fn http_errors_fail_permanently_or_retry_and_an_empty_page_completes() {
     );
     assert_eq!(run["error_kind"], "site_error", "{run}");
 
-    let run = app.crawl_once("c", flaky).await;
-    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
-    assert_eq!(run["state"], "completed", "{run}");
+    let run = app.crawl_to_completion("c", flaky, LIMIT).await;
     assert_eq!(run["attempt"], 2);
     assert_eq!(run["items_found"], 5);
     assert_eq!(attempts(&run)[0]["outcome"], "failed");
@@ -146,9 +136,7 @@ async fn http_errors_fail_permanently_or_retry_and_an_empty_page_completes() {
         "a completed run carries no failure: {run}"
     );
 
-    let run = app.crawl_once("d", empty).await;
-    let run = app.wait_for_run(run, &["failed", "completed"], LIMIT).await;
-    assert_eq!(run["state"], "completed", "{run}");
+    let run = app.crawl_to_completion("d", empty, LIMIT).await;
     assert_eq!(run["items_found"], 0);
     app.stop().await;
 }
@@ -163,8 +151,7 @@ async fn a_running_crawl_is_cancelled_within_seconds_and_a_failed_run_can_be_ret
             json!({"stuck_timeout_secs": 60}),
         )
         .await;
-    let run = app.crawl_once("slow", slow).await;
-    app.wait_for_run(run, &["url_call"], LIMIT).await;
+    let run = app.crawl_in_flight("slow", slow, LIMIT).await;
     let (status, cancelled) = app
         .post(&format!("/api/runs/{run}/cancel"), json!({}))
         .await;
@@ -176,11 +163,7 @@ async fn a_running_crawl_is_cancelled_within_seconds_and_a_failed_run_can_be_ret
     let fine = app
         .one_page_site("fine", "/static?q={keyword}", json!({}))
         .await;
-    let next = app.crawl_once("desk", fine).await;
-    let next = app
-        .wait_for_run(next, &["failed", "completed"], LIMIT)
-        .await;
-    assert_eq!(next["state"], "completed", "{next}");
+    let next = app.crawl_to_completion("desk", fine, LIMIT).await;
     let freed_after = started.elapsed();
     eprintln!("cancelled crawl let go of its browser after {freed_after:?}");
     // The cancel is noticed within 2 s, then a new browser starts (seconds on a

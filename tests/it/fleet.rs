@@ -5,22 +5,10 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::helpers::{
+use crate::support::{
     RoleProcess, Roles, TestApp, browser_slots, clean_up_after_killed_worker, count_states,
     descendants, eventually,
 };
-
-/// Creates `n` keywords on one site and asks for a crawl of each; returns the run ids.
-async fn queue_crawls(app: &TestApp, site: i64, n: usize) -> Vec<i64> {
-    let mut runs = Vec::new();
-    for i in 0..n {
-        let keyword = app
-            .create_keyword(&format!("item {i}"), &[site], "0 0 0 1 1 *")
-            .await;
-        runs.extend(app.crawl(keyword).await);
-    }
-    runs
-}
 
 async fn duplicate_results(app: &TestApp) -> i64 {
     sqlx::query_scalar(
@@ -36,22 +24,21 @@ async fn duplicate_results(app: &TestApp) -> i64 {
 async fn two_worker_processes_share_a_queue_and_complete_each_run_once() {
     let _slots = browser_slots(2).await;
     let app = TestApp::spawn_with(Roles::scheduler_only(), |_| {}).await;
-    let mut site = app.site_body("static", "/static");
-    site["search_url"] = json!(format!("{}/static?q={{keyword}}", app.site.base_url()));
-    let site = app.create_site(site).await;
+    let site = app
+        .one_page_site("static", "/static?q={keyword}", json!({}))
+        .await;
     let workers = [
-        RoleProcess::spawn("worker", &app.config, &[]),
-        RoleProcess::spawn("worker", &app.config, &[]),
+        RoleProcess::worker(&app.config),
+        RoleProcess::worker(&app.config),
     ];
-    let runs = queue_crawls(&app, site, 24).await;
+    let runs = app.queue_crawls(site, "item ", 24).await;
     // 24 one-page crawls on 4 browser slots take seconds once the workers'
     // browsers are up; 120 s is ten times that and more. Attempt 1 holds unless
     // a page hangs 60 s or a worker misses 90 s of heartbeats (15 s apart).
     for run in &runs {
         let run = app
-            .wait_for_run(*run, &["completed", "failed"], Duration::from_secs(120))
+            .wait_until_completed(*run, Duration::from_secs(120))
             .await;
-        assert_eq!(run["state"], "completed", "{run}");
         assert_eq!(run["attempt"], 1);
         assert_eq!(run["items_found"], 5);
     }
@@ -89,12 +76,12 @@ async fn a_worker_killed_mid_queue_loses_nothing() {
         c.dispatch_claim_timeout_secs = 8;
     })
     .await;
-    let mut site = app.site_body("slow", "/slow");
-    site["search_url"] = json!(format!("{}/slow?ms=600&q={{keyword}}", app.site.base_url()));
-    let site = app.create_site(site).await;
-    let doomed = RoleProcess::spawn("worker", &app.config, &[]);
-    let survivor = RoleProcess::spawn("worker", &app.config, &[]);
-    let runs = queue_crawls(&app, site, 20).await;
+    let site = app
+        .one_page_site("slow", "/slow?ms=600&q={keyword}", json!({}))
+        .await;
+    let doomed = RoleProcess::worker(&app.config);
+    let survivor = RoleProcess::worker(&app.config);
+    let runs = app.queue_crawls(site, "item ", 20).await;
 
     // Two worker processes, their browsers and two 0.6 s crawls: seconds.
     eventually(Duration::from_secs(90), "the doomed worker is mid-crawl", || async {
@@ -119,9 +106,8 @@ async fn a_worker_killed_mid_queue_loses_nothing() {
     // 8 s claim timeout (checked every 5 s). 150 s is ten times that.
     for run in &runs {
         let run = app
-            .wait_for_run(*run, &["completed", "failed"], Duration::from_secs(150))
+            .wait_until_completed(*run, Duration::from_secs(150))
             .await;
-        assert_eq!(run["state"], "completed", "{run}");
         assert_eq!(run["items_found"], 5);
     }
     let taken_back: i64 = sqlx::query_scalar("SELECT count(*) FROM crawl_runs WHERE attempt > 1")

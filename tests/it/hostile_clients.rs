@@ -12,7 +12,7 @@ use tokio::{
 };
 use tokio_tungstenite::connect_async;
 
-use crate::helpers::{Roles, TestApp};
+use crate::support::{Roles, TestApp};
 
 /// Reads what the server sends on `stream` until it closes the connection or
 /// `limit` passes; `None` when it was still open at the end.
@@ -205,7 +205,7 @@ async fn websocket_clients_are_capped_in_all_and_per_token() {
     let mut leaving = readers.pop().unwrap();
     leaving.close(None).await.unwrap();
     drop(leaving);
-    crate::helpers::eventually(Duration::from_secs(10), "a freed slot is taken", || async {
+    crate::support::eventually(Duration::from_secs(10), "a freed slot is taken", || async {
         ws_status(&app, READER).await.ok()
     })
     .await;

@@ -4,7 +4,7 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::TestApp;
+use crate::support::TestApp;
 
 /// Sets the value at `path` (dot-separated object keys) in `body`.
 fn set(body: &mut Value, path: &str, value: Value) {

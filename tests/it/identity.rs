@@ -6,10 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::{
-    helpers::{Roles, TestApp},
-    test_proxy::TestProxy,
-};
+use crate::support::{Roles, TestApp, TestProxy};
 
 // One page per run, through a proxy at most, Chrome's start included for the
 // first browser run: seconds; 90 s is over ten times that, for a loaded machine.
@@ -50,8 +47,7 @@ fn requests_for(app: &TestApp, path: &str, keyword: &str) -> Vec<crawlfleet::dem
 }
 
 async fn crawl_completes(app: &TestApp, keyword: &str, site: i64) {
-    let run = app.crawl_to_end(keyword, site, LIMIT).await;
-    assert_eq!(run["state"], "completed", "{keyword}: {run}");
+    let run = app.crawl_to_completion(keyword, site, LIMIT).await;
     assert_eq!(run["items_found"], 5, "{keyword}: {run}");
 }
 
@@ -308,8 +304,8 @@ async fn secrets_an_earlier_version_stored_in_the_clear_are_sealed_at_start() {
         .await
         .unwrap();
     assert!(!row.contains("legacy-secret-99"), "{row}");
-    let run = app.crawl_to_end("legacy again", site_id, LIMIT).await;
-    assert_eq!(run["state"], "completed", "{run}");
+    app.crawl_to_completion("legacy again", site_id, LIMIT)
+        .await;
     let hit = &requests_for(&app, "/search", "legacy again")[0];
     assert_eq!(hit.header("x-api-key"), Some("legacy-secret-99"));
     app.stop().await;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crawlfleet::demo::site::{INITIAL_POSTS, expected_posts};
 use serde_json::{Value, json};
 
-use crate::helpers::{Roles, TestApp};
+use crate::support::{ON_DEMAND, Roles, TestApp};
 
 // A run is up to five plain-HTTP pages (under 1 ms each, README) after a
 // 100 ms dispatch tick and a 300 ms worker poll: under a second; 60 s leaves
@@ -17,11 +17,7 @@ const LIMIT: Duration = Duration::from_secs(60);
 async fn crawl_keyword(app: &TestApp, keyword: i64) -> Value {
     let runs = app.crawl(keyword).await;
     assert_eq!(runs.len(), 1);
-    let run = app
-        .wait_for_run(runs[0], &["completed", "failed"], LIMIT)
-        .await;
-    assert_eq!(run["state"], "completed", "{run}");
-    run
+    app.wait_until_completed(runs[0], LIMIT).await
 }
 
 fn at(value: &Value) -> chrono::DateTime<chrono::Utc> {
@@ -62,7 +58,7 @@ async fn incremental_feed(app: &TestApp, name: &str, extra: &str) -> i64 {
             "fields": {"title": {"selector": "a.title"}, "link": {"selector": "a.title", "attr": "href"}},
         }))
         .await;
-    app.create_keyword("news", &[site], "0 0 0 1 1 *").await
+    app.create_keyword("news", &[site], ON_DEMAND).await
 }
 
 #[tokio::test]
@@ -165,7 +161,7 @@ async fn without_stop_on_seen_every_run_reads_the_whole_feed() {
             json!({"render": "http"}),
         )
         .await;
-    let keyword = app.create_keyword("daily", &[site], "0 0 0 1 1 *").await;
+    let keyword = app.create_keyword("daily", &[site], ON_DEMAND).await;
     crawl_keyword(&app, keyword).await;
     app.site.publish("daily", 5);
     let second = crawl_keyword(&app, keyword).await;

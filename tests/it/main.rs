@@ -1,8 +1,7 @@
 //! Integration tests: real Postgres, Redis, headless Chromium and a fixture
 //! site on loopback. One binary (faster to link); modules by subject.
 
-mod helpers;
-mod test_proxy;
+mod support;
 
 mod api_contract;
 mod cloudwatch;

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use reqwest::Method;
 
-use crate::helpers::TestApp;
+use crate::support::TestApp;
 
 /// Every route of the router, as (method, path template).
 const ROUTES: &[(&str, &str)] = &[

@@ -15,9 +15,9 @@ use crawlfleet::{
 };
 use serde_json::{Value, json};
 
-use crate::helpers::{
-    CuttableProxy, OwnRedis, Roles, TestApp, count_states, database_server, dispatch_and_claim,
-    eventually,
+use crate::support::{
+    CuttableProxy, ON_DEMAND, OwnRedis, Roles, TestApp, count_states, database_server,
+    dispatch_and_claim, eventually,
 };
 
 // The slowest run here rides out the 6 s outage: about 10 s with Chrome's
@@ -39,8 +39,7 @@ async fn a_worker_holds_its_results_through_a_postgres_outage_and_everything_res
     let slow = app
         .one_page_site("slow", "/slow?ms=3000&q={keyword}", json!({}))
         .await;
-    let run = app.crawl_once("outage", slow).await;
-    app.wait_for_run(run, &["url_call"], LIMIT).await;
+    let run = app.crawl_in_flight("outage", slow, LIMIT).await;
 
     // Postgres vanishes while the page loads, for longer than the page takes.
     // Should a loaded machine finish the page only after the restore, the test
@@ -49,16 +48,11 @@ async fn a_worker_holds_its_results_through_a_postgres_outage_and_everything_res
     tokio::time::sleep(Duration::from_secs(6)).await;
     proxy.restore();
 
-    let done = app.wait_for_run(run, &["completed", "failed"], LIMIT).await;
-    assert_eq!(done["state"], "completed", "{done}");
+    let done = app.wait_until_completed(run, LIMIT).await;
     assert_eq!(done["attempt"], 1, "the finished page was kept, not redone");
     assert_eq!(done["items_found"], 5);
     // Every role reconnected: a new crawl goes through end to end.
-    let after = app.crawl_once("after", slow).await;
-    let after = app
-        .wait_for_run(after, &["completed", "failed"], LIMIT)
-        .await;
-    assert_eq!(after["state"], "completed", "{after}");
+    app.crawl_to_completion("after", slow, LIMIT).await;
     app.stop().await;
 }
 
@@ -86,8 +80,7 @@ async fn on_ecs_the_task_is_protected_from_scale_in_exactly_while_it_holds_runs(
     let slow = app
         .one_page_site("slow", "/slow?ms=1500&q={keyword}", json!({}))
         .await;
-    let run = app.crawl_once("protected", slow).await;
-    app.wait_for_run(run, &["url_call"], LIMIT).await;
+    let run = app.crawl_in_flight("protected", slow, LIMIT).await;
     {
         let calls = calls.lock().unwrap();
         assert_eq!(calls.len(), 1, "{calls:?}");
@@ -114,8 +107,8 @@ async fn retention_deletes_old_runs_with_their_results_and_keeps_recent_ones() {
     let app = TestApp::spawn().await;
     let pool = app.pool();
     let site = app.create_site(app.site_body("shop", "/search")).await;
-    let old = app.create_keyword("old", &[site], "0 0 0 1 1 *").await;
-    let new = app.create_keyword("new", &[site], "0 0 0 1 1 *").await;
+    let old = app.create_keyword("old", &[site], ON_DEMAND).await;
+    let new = app.create_keyword("new", &[site], ON_DEMAND).await;
     for keyword in [old, new] {
         let run = app.crawl(keyword).await[0];
         let fence = dispatch_and_claim(pool, run, 1, "w").await.unwrap().fence;

@@ -6,23 +6,13 @@ use std::time::{Duration, Instant};
 
 use crawlfleet::{queue, worker::crawl::limiter::SiteLimiter};
 use serde_json::json;
-use uuid::Uuid;
 
-use crate::helpers::{RoleProcess, Roles, TestApp};
+use crate::support::{RoleProcess, Roles, TestApp, clear_queue, redis_url, test_queue_name};
 
 // The slowest runs here wait out 8 s of Retry-After (one in Chrome, or two of
 // 4 s), or share 36 pages at 5 a second (7 s and more) after three worker
 // processes start: ~10 s; 120 s is over ten times that.
 const LIMIT: Duration = Duration::from_secs(120);
-
-/// `n` keywords on `site`, each crawled now; their run ids.
-async fn queue_crawls(app: &TestApp, site: i64, prefix: &str, n: usize) -> Vec<i64> {
-    let mut runs = Vec::new();
-    for i in 0..n {
-        runs.push(app.crawl_once(&format!("{prefix}{i}"), site).await);
-    }
-    runs
-}
 
 /// The most of `times` that fall in any half-open window of `width`.
 fn most_in_any_window(times: &[Instant], width: Duration) -> usize {
@@ -115,17 +105,12 @@ async fn three_workers_keep_a_sites_limits_while_another_site_goes_at_its_own_pa
             "max_pages": 3, "max_concurrent_runs": 8,
         }))
         .await;
-    let workers: Vec<RoleProcess> = (0..3)
-        .map(|_| RoleProcess::spawn("worker", &app.config, &[]))
-        .collect();
-    let mut runs = queue_crawls(&app, limited, "slowly ", 12).await;
-    let free_runs = queue_crawls(&app, free, "freely ", 12).await;
+    let workers: Vec<RoleProcess> = (0..3).map(|_| RoleProcess::worker(&app.config)).collect();
+    let mut runs = app.queue_crawls(limited, "slowly ", 12).await;
+    let free_runs = app.queue_crawls(free, "freely ", 12).await;
     runs.extend(&free_runs);
     for run in &runs {
-        let run = app
-            .wait_for_run(*run, &["completed", "failed"], LIMIT)
-            .await;
-        assert_eq!(run["state"], "completed", "{run}");
+        let run = app.wait_until_completed(*run, LIMIT).await;
         assert_eq!(run["items_found"], 15, "{run}");
     }
 
@@ -230,8 +215,7 @@ async fn a_429_pauses_the_site_for_its_retry_after_and_the_run_completes() {
             json!({"render": "http"}),
         )
         .await;
-    let run = app.crawl_to_end("patience", site, LIMIT).await;
-    assert_eq!(run["state"], "completed", "{run}");
+    let run = app.crawl_to_completion("patience", site, LIMIT).await;
     assert_eq!(
         run["attempt"], 1,
         "the page was tried again within the attempt"
@@ -265,8 +249,7 @@ async fn a_503_in_chrome_pauses_the_site_for_its_retry_after() {
             json!({"render": "browser"}),
         )
         .await;
-    let run = app.crawl_to_end("later", site, LIMIT).await;
-    assert_eq!(run["state"], "completed", "{run}");
+    let run = app.crawl_to_completion("later", site, LIMIT).await;
     assert_eq!(run["attempt"], 1);
     assert_eq!(run["items_found"], 5);
     let hits = app.site.requests("/limited");
@@ -290,8 +273,7 @@ async fn a_block_page_counts_as_a_refusal_and_the_page_is_tried_again() {
             json!({"render": "http", "blocked_selector": ".captcha"}),
         )
         .await;
-    let run = app.crawl_to_end("human", site, LIMIT).await;
-    assert_eq!(run["state"], "completed", "{run}");
+    let run = app.crawl_to_completion("human", site, LIMIT).await;
     assert_eq!(
         run["items_found"], 5,
         "the block page's content was not stored"
@@ -313,8 +295,8 @@ async fn the_limiter_spaces_requests_pauses_on_refusal_and_ramps_back_up() {
     // Redis round trips of ~1 ms, are under 100 ms apart. Elapsed times are the
     // limiter's own (Redis' clock), which load only lengthens, and the 1.1 s
     // sleeps only overshoot the 1 s ramp step further.
-    let redis = queue::connect(&crate::helpers::redis_url()).await.unwrap();
-    let queue_name = format!("test-{}", Uuid::new_v4().simple());
+    let redis = queue::connect(&redis_url()).await.unwrap();
+    let queue_name = test_queue_name();
     let limiter = SiteLimiter::with_ramp_step(redis, &queue_name, Duration::from_secs(1));
     let (site, rate) = (1, Some(10.0));
 
@@ -382,5 +364,5 @@ async fn the_limiter_spaces_requests_pauses_on_refusal_and_ramps_back_up() {
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(limiter.try_acquire(3, None).await.unwrap(), Duration::ZERO);
     assert_eq!(limiter.try_acquire(3, None).await.unwrap(), Duration::ZERO);
-    crate::helpers::clear_queue(&queue_name).await;
+    clear_queue(&queue_name).await;
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crawlfleet::demo::site::expected_products;
 use serde_json::{Value, json};
 
-use crate::helpers::{Roles, TestApp};
+use crate::support::{ON_DEMAND, Roles, TestApp};
 
 // The slowest run here is 4 pages in Chrome after it starts: seconds; 90 s is
 // over ten times that, for a loaded machine.
@@ -39,16 +39,11 @@ async fn the_same_search_in_browser_and_http_modes_yields_identical_results() {
         body["fields"]["whole"] = json!({});
         sites.push(app.create_site(body).await);
     }
-    let keyword = app
-        .create_keyword("Tea & <Cups>", &sites, "0 0 0 1 1 *")
-        .await;
+    let keyword = app.create_keyword("Tea & <Cups>", &sites, ON_DEMAND).await;
     let runs = app.crawl(keyword).await;
     let mut results = Vec::new();
     for run in &runs {
-        let run = app
-            .wait_for_run(*run, &["completed", "failed"], LIMIT)
-            .await;
-        assert_eq!(run["state"], "completed", "{run}");
+        let run = app.wait_until_completed(*run, LIMIT).await;
         assert_eq!(
             run["pages_crawled"], 4,
             "3 pages of items and the empty 4th"
@@ -90,8 +85,7 @@ async fn a_json_api_paged_by_token_is_crawled_to_the_end() {
             },
         }))
         .await;
-    let run = app.crawl_to_end("lamp", site, LIMIT).await;
-    assert_eq!(run["state"], "completed", "{run}");
+    let run = app.crawl_to_completion("lamp", site, LIMIT).await;
     // 15 items, 4 a page: 4 pages, the last without a token.
     assert_eq!(run["pages_crawled"], 4);
     assert_eq!(run["items_found"], 15);
@@ -137,8 +131,7 @@ async fn http_crawls_do_not_wait_for_a_busy_browser() {
             json!({"render": "browser", "stuck_timeout_secs": 60}),
         )
         .await;
-    let busy = app.crawl_once("busy", slow).await;
-    app.wait_for_run(busy, &["url_call"], LIMIT).await;
+    let busy = app.crawl_in_flight("busy", slow, LIMIT).await;
 
     let cheap = app
         .one_page_site("cheap", "/search?q={keyword}", json!({"render": "http"}))
@@ -146,9 +139,8 @@ async fn http_crawls_do_not_wait_for_a_busy_browser() {
     // One plain-HTTP page: under a second. The limit must stay below the busy
     // page's 20 s, so that a pass means the browser was still busy.
     let run = app
-        .crawl_to_end("quick", cheap, Duration::from_secs(10))
+        .crawl_to_completion("quick", cheap, Duration::from_secs(10))
         .await;
-    assert_eq!(run["state"], "completed", "{run}");
     assert_eq!(run["items_found"], 5);
     let (_, browser_run) = app.get(&format!("/api/runs/{busy}")).await;
     assert_eq!(

@@ -10,7 +10,7 @@ use crawlfleet::{
 };
 use serde_json::json;
 
-use crate::helpers::{RoleProcess, Roles, TestApp, dispatch_and_claim, eventually};
+use crate::support::{RoleProcess, Roles, TestApp, dispatch_and_claim, eventually};
 
 async fn scheduled_runs(app: &TestApp, keyword: i64) -> i64 {
     sqlx::query_scalar(
@@ -26,9 +26,9 @@ async fn scheduled_runs(app: &TestApp, keyword: i64) -> i64 {
 async fn a_keyword_is_queued_on_its_cron_until_disabled_and_changes_apply_live() {
     // Schedules a few seconds apart, so the test sees several fire times.
     let app = TestApp::spawn_with(Roles::fleet(), |c| c.min_schedule_interval_secs = 1).await;
-    let mut site = app.site_body("static", "/static");
-    site["search_url"] = json!(format!("{}/static?q={{keyword}}", app.site.base_url()));
-    let site = app.create_site(site).await;
+    let site = app
+        .one_page_site("static", "/static?q={keyword}", json!({}))
+        .await;
     let keyword = app.create_keyword("chair", &[site], "*/2 * * * * *").await;
 
     let completed = |app: &TestApp| {

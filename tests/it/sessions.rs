@@ -8,7 +8,7 @@ use std::time::Duration;
 use crawlfleet::demo::site::member_cookie;
 use serde_json::{Value, json};
 
-use crate::helpers::{RoleProcess, Roles, TestApp, browser_slots};
+use crate::support::{ON_DEMAND, RoleProcess, Roles, TestApp, TestProxy, browser_slots};
 
 // A run here includes starting its worker process and, for the browser site,
 // Chrome, or waits behind three 0.4 s runs: seconds; 90 s is over ten times that.
@@ -34,12 +34,9 @@ fn reported_visits(app: &TestApp) -> Vec<String> {
 
 /// Runs one crawl of `keyword` on a worker process of its own, then stops it.
 async fn crawl_on_a_new_worker(app: &TestApp, keyword: i64) -> Value {
-    let worker = RoleProcess::spawn("worker", &app.config, &[]);
+    let worker = RoleProcess::worker(&app.config);
     let runs = app.crawl(keyword).await;
-    let run = app
-        .wait_for_run(runs[0], &["completed", "failed"], LIMIT)
-        .await;
-    assert_eq!(run["state"], "completed", "{run}");
+    let run = app.wait_until_completed(runs[0], LIMIT).await;
     assert_eq!(worker.terminate(Duration::from_secs(30)).await, 0);
     run
 }
@@ -63,7 +60,7 @@ async fn a_browser_session_kept_by_one_worker_is_used_by_the_next() {
             json!({"render": "browser", "keep_session": true, "wait_for": "#ready"}),
         )
         .await;
-    let keyword = app.create_keyword("club", &[site], "0 0 0 1 1 *").await;
+    let keyword = app.create_keyword("club", &[site], ON_DEMAND).await;
 
     let first = crawl_on_a_new_worker(&app, keyword).await;
     let second = crawl_on_a_new_worker(&app, keyword).await;
@@ -108,8 +105,8 @@ async fn an_http_session_kept_by_one_worker_is_used_by_the_next() {
             json!({"render": "http"}),
         )
         .await;
-    let keyword = app.create_keyword("guild", &[site], "0 0 0 1 1 *").await;
-    let forgetful = app.create_keyword("crowd", &[plain], "0 0 0 1 1 *").await;
+    let keyword = app.create_keyword("guild", &[site], ON_DEMAND).await;
+    let forgetful = app.create_keyword("crowd", &[plain], ON_DEMAND).await;
 
     let first = crawl_on_a_new_worker(&app, keyword).await;
     let second = crawl_on_a_new_worker(&app, keyword).await;
@@ -133,13 +130,8 @@ async fn an_exclusive_session_is_used_by_one_run_at_a_time() {
             json!({"render": "http", "keep_session": true, "exclusive_session": true, "max_concurrent_runs": 5}),
         )
         .await;
-    let mut runs = Vec::new();
-    for i in 0..4 {
-        runs.push(app.crawl_once(&format!("one at a time {i}"), site).await);
-    }
-    for run in runs {
-        let run = app.wait_for_run(run, &["completed", "failed"], LIMIT).await;
-        assert_eq!(run["state"], "completed", "{run}");
+    for run in app.queue_crawls(site, "one at a time ", 4).await {
+        app.wait_until_completed(run, LIMIT).await;
     }
     let overlapping: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM crawl_attempts a JOIN crawl_attempts b
@@ -170,8 +162,7 @@ async fn keeping_a_session_needs_the_key_that_seals_it() {
 async fn secrets_never_reach_a_workers_log_even_at_trace_level() {
     let _slots = browser_slots(1).await;
     let app = TestApp::spawn_with(Roles::scheduler_only(), |_| {}).await;
-    let proxy =
-        crate::test_proxy::TestProxy::start(Some(("proxy-user-5150", "proxy-pass-5150"))).await;
+    let proxy = TestProxy::start(Some(("proxy-user-5150", "proxy-pass-5150"))).await;
     let browser = app
         .one_page_site(
             "members-traced",
@@ -190,15 +181,14 @@ async fn secrets_never_reach_a_workers_log_even_at_trace_level() {
         )
         .await;
     let keyword = app
-        .create_keyword("club", &[browser, http], "0 0 0 1 1 *")
+        .create_keyword("club", &[browser, http], ON_DEMAND)
         .await;
     let worker = RoleProcess::spawn("worker", &app.config, &[("RUST_LOG", "trace".into())]);
     // Twice: the second runs put the kept cookies into Chrome and the HTTP
     // client.
     for _ in 0..2 {
         for run in app.crawl(keyword).await {
-            let run = app.wait_for_run(run, &["completed", "failed"], LIMIT).await;
-            assert_eq!(run["state"], "completed", "{run}");
+            app.wait_until_completed(run, LIMIT).await;
         }
     }
     let mut cookies = member_cookies(&app);

@@ -13,10 +13,7 @@ use std::{
 
 use serde_json::{Value, json};
 
-use crate::{
-    helpers::{RoleProcess, Roles, TestApp, browser_slots},
-    test_proxy::TestProxy,
-};
+use crate::support::{RoleProcess, Roles, TestApp, TestProxy, browser_slots};
 
 // A refused target fails at once; an allowed one is one page, the worker
 // process's and Chrome's start included for the first runs: seconds. 60 s is

@@ -8,9 +8,9 @@ use apalis::prelude::TaskSink;
 use crawlfleet::queue::{self, Job};
 use serde_json::json;
 
-use crate::helpers::{
-    OwnRedis, RoleProcess, Roles, TestApp, browser_slots, chromedriver_of, eventually,
-    leftovers_of_worker,
+use crate::support::{
+    OwnRedis, RoleProcess, Roles, TestApp, TestDb, browser_slots, chromedriver_of, clear_queue,
+    eventually, leftovers_of_worker, test_config, test_queue_name,
 };
 
 // A run here is one page (up to 5 s on /slow) after a worker process and its
@@ -28,10 +28,9 @@ async fn sigterm_drains_hands_unfinished_runs_back_and_exits_0_within_the_deadli
             json!({"stuck_timeout_secs": 60}),
         )
         .await;
-    let worker = RoleProcess::spawn("worker", &app.config, &[]);
+    let worker = RoleProcess::worker(&app.config);
     let pid = worker.pid();
-    let run = app.crawl_once("slow", slow).await;
-    app.wait_for_run(run, &["url_call"], LIMIT).await;
+    let run = app.crawl_in_flight("slow", slow, LIMIT).await;
 
     let started = Instant::now();
     let code = worker.terminate(Duration::from_secs(20)).await;
@@ -76,19 +75,17 @@ async fn a_frozen_worker_is_superseded_and_none_of_its_late_writes_land() {
             json!({"stuck_timeout_secs": 60}),
         )
         .await;
-    let frozen = RoleProcess::spawn("worker", &app.config, &[]);
+    let frozen = RoleProcess::worker(&app.config);
     let frozen_pid = frozen.pid();
-    let run = app.crawl_once("zombie", slow).await;
-    app.wait_for_run(run, &["url_call"], LIMIT).await;
+    let run = app.crawl_in_flight("zombie", slow, LIMIT).await;
     frozen.signal(libc::SIGSTOP);
 
     // The watchdog takes the attempt back; another worker completes attempt 2.
     // ~9 s: 8 s without a heartbeat, then the next 1 s sweep; 30 s is over three times that.
     app.wait_for_run(run, &["queued"], Duration::from_secs(30))
         .await;
-    let rescuer = RoleProcess::spawn("worker", &app.config, &[]);
-    let done = app.wait_for_run(run, &["completed", "failed"], LIMIT).await;
-    assert_eq!(done["state"], "completed", "{done}");
+    let rescuer = RoleProcess::worker(&app.config);
+    let done = app.wait_until_completed(run, LIMIT).await;
     assert_eq!(done["attempt"], 2);
     assert!(
         !done["worker_id"]
@@ -157,18 +154,16 @@ async fn a_killed_chromedriver_is_restarted_its_browsers_killed_and_the_run_retr
             json!({"stuck_timeout_secs": 60}),
         )
         .await;
-    let worker = RoleProcess::spawn("worker", &app.config, &[]);
+    let worker = RoleProcess::worker(&app.config);
     let pid = worker.pid();
-    let run = app.crawl_once("driver", slow).await;
-    app.wait_for_run(run, &["url_call"], LIMIT).await;
+    let run = app.crawl_in_flight("driver", slow, LIMIT).await;
     let driver = chromedriver_of(pid).expect("the worker runs a chromedriver");
     let browsers_before = leftovers_of_worker(pid).0;
     assert!(!browsers_before.is_empty());
     // SAFETY: kill(2) on a process this test's worker started.
     unsafe { libc::kill(driver, libc::SIGKILL) };
 
-    let done = app.wait_for_run(run, &["completed", "failed"], LIMIT).await;
-    assert_eq!(done["state"], "completed", "{done}");
+    let done = app.wait_until_completed(run, LIMIT).await;
     // Attempt 2 starts after a backoff of at least 2 s; chromedriver is started
     // again at once and listens within a fraction of a second.
     assert_eq!(
@@ -208,7 +203,7 @@ async fn a_worker_whose_consumer_stops_exits_non_zero() {
             .collect();
         storage.push_bulk(jobs).await.unwrap();
     }
-    let mut worker = RoleProcess::spawn("worker", &app.config, &[]);
+    let mut worker = RoleProcess::worker(&app.config);
     // Six consumer stops 1 s apart: ~10 s with the process start. A stop cycle
     // six times slower would fall out of the code's 60 s restart window anyway.
     let status = tokio::time::timeout(Duration::from_secs(60), worker.child.wait())
@@ -241,10 +236,7 @@ async fn runs_survive_redis_being_flushed_and_restarted() {
             json!({"stuck_timeout_secs": 60}),
         )
         .await;
-    let mut runs = Vec::new();
-    for i in 0..16 {
-        runs.push(app.crawl_once(&format!("item {i}"), slow).await);
-    }
+    let runs = app.queue_crawls(slow, "item ", 16).await;
     eventually(LIMIT, "some runs completed", || async {
         let n: i64 =
             sqlx::query_scalar("SELECT count(*) FROM crawl_runs WHERE state = 'completed'")
@@ -273,10 +265,8 @@ async fn runs_survive_redis_being_flushed_and_restarted() {
     // Lost messages go out again after the 3 s claim timeout (checked every
     // 5 s), and the runs left are a few 0.3 s crawls: seconds; 120 s is ample.
     for run in runs {
-        let run = app
-            .wait_for_run(run, &["completed", "failed"], Duration::from_secs(120))
+        app.wait_until_completed(run, Duration::from_secs(120))
             .await;
-        assert_eq!(run["state"], "completed", "{run}");
     }
     let doubled: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM (SELECT run_id FROM crawl_results GROUP BY run_id HAVING count(*) <> 5) AS odd",
@@ -292,23 +282,10 @@ async fn runs_survive_redis_being_flushed_and_restarted() {
 async fn a_worker_started_before_the_migrations_waits_for_them() {
     let _slots = browser_slots(1).await;
     // A bare database: nobody has migrated it yet.
-    let server = crate::helpers::database_server();
-    let name = format!("cf_test_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(server.as_str())
-        .await
-        .unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    let mut url = server.clone();
-    url.set_path(&format!("/{name}"));
-    let mut config = crate::helpers::test_config(
-        url.as_str(),
-        &format!("test-{}", uuid::Uuid::new_v4().simple()),
-    );
+    let db = TestDb::unmigrated().await;
+    let mut config = test_config(&db.url, &test_queue_name());
     config.worker_concurrency = 1;
-    let mut worker = RoleProcess::spawn("worker", &config, &[]);
+    let mut worker = RoleProcess::worker(&config);
     // It waits up to 120 s for the schema, so it cannot exit within 3 s unless
     // broken; a slow start only makes this check weaker, never fail.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -317,15 +294,14 @@ async fn a_worker_started_before_the_migrations_waits_for_them() {
         "the worker waits instead of exiting"
     );
 
-    let pool = crawlfleet::store::connect(url.as_str(), 2).await.unwrap();
-    crawlfleet::store::migrate(&pool).await.unwrap();
+    crawlfleet::store::migrate(&db.pool).await.unwrap();
     // It tries again every second: announced about a second after the migrations.
     eventually(
         Duration::from_secs(20),
         "the worker announced itself",
         || async {
             let n: i64 = sqlx::query_scalar("SELECT count(*) FROM workers")
-                .fetch_one(&pool)
+                .fetch_one(&db.pool)
                 .await
                 .unwrap();
             (n == 1).then_some(())
@@ -333,10 +309,6 @@ async fn a_worker_started_before_the_migrations_waits_for_them() {
     )
     .await;
     assert_eq!(worker.terminate(Duration::from_secs(30)).await, 0);
-    pool.close().await;
-    crate::helpers::clear_queue(&config.queue_name).await;
-    sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
-        .execute(&mut admin)
-        .await
-        .unwrap();
+    clear_queue(&config.queue_name).await;
+    db.drop().await;
 }

@@ -12,7 +12,7 @@ use tokio_tungstenite::{
 };
 
 use super::{ApiProcess, READER, WRITER, socket, subscribe, with_tokens, ws_url};
-use crate::helpers::{Roles, TestApp, test_config};
+use crate::support::{Roles, TestApp, test_config};
 
 const METHODS: [&str; 8] = [
     "get", "put", "post", "delete", "patch", "head", "options", "trace",

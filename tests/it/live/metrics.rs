@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::Scrape;
-use crate::helpers::{RoleProcess, Roles, TestApp, eventually};
+use crate::support::{RoleProcess, Roles, TestApp, eventually};
 
 #[tokio::test]
 async fn the_scheduler_exports_its_dispatch_window_dispatches_and_watchdog_actions() {

@@ -14,7 +14,7 @@ use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::{connect_async, tungstenite::Message};
 
-use crate::helpers::RoleProcess;
+use crate::support::RoleProcess;
 
 const WRITER: &str = "writer-secret-token";
 const READER: &str = "reader-secret-token";

@@ -7,7 +7,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::{ApiProcess, Scrape, next_of_type, socket};
-use crate::helpers::{Roles, TestApp, eventually};
+use crate::support::{Roles, TestApp, eventually};
 
 /// Every count of the report: its JSON field and its `crawlfleet_queue_runs` state.
 const COUNTS: [&str; 8] = [
@@ -70,8 +70,7 @@ async fn queue_stats_count_every_state_alike_in_json_websocket_and_gauges() {
     let limit = Duration::from_secs(60);
 
     // Completed and failed in the last hour.
-    let done = app.crawl_to_end("done", quick, limit).await;
-    assert_eq!(done["state"], "completed", "{done}");
+    app.crawl_to_completion("done", quick, limit).await;
     let refused = app.crawl_to_end("refused", gone, limit).await;
     assert_eq!(refused["state"], "failed", "{refused}");
     // Delayed: a run waiting out a retry backoff. After its third failed
@@ -84,8 +83,7 @@ async fn queue_stats_count_every_state_alike_in_json_websocket_and_gauges() {
     })
     .await;
     // In flight: a page that takes a minute holds the worker's one slot...
-    let held = app.crawl_once("held", slow).await;
-    app.wait_for_run(held, &["url_call"], limit).await;
+    app.crawl_in_flight("held", slow, limit).await;
     // ...so this run, dispatched, waits in Redis...
     let waiting = app.crawl_once("waiting", quick).await;
     eventually(limit, "the run dispatched", || async {

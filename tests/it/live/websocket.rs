@@ -17,7 +17,7 @@ use super::{
     ApiProcess, READER, Read, Scrape, Socket, WRITER, next_json, next_of_type, next_read,
     run_event, send_text, socket, subscribe, with_tokens,
 };
-use crate::helpers::{RoleProcess, Roles, TestApp, browser_slots};
+use crate::support::{ON_DEMAND, RoleProcess, Roles, TestApp, browser_slots};
 
 async fn publisher(app: &TestApp) -> EventPublisher {
     let redis = queue::connect(&app.config.redis_url).await.unwrap();
@@ -40,7 +40,7 @@ async fn until_ended(ws: &mut Socket, limit: Duration) -> String {
 async fn a_crawl_on_a_worker_process_streams_its_states_in_order_to_subscribers() {
     let _slots = browser_slots(1).await;
     let app = TestApp::spawn_with(Roles::scheduler_only(), with_tokens).await;
-    let worker = RoleProcess::spawn("worker", &app.config, &[]);
+    let worker = RoleProcess::worker(&app.config);
     let worker_metrics = worker.listening_on("health and metrics listening").await;
     let api_metrics = format!("{}/metrics", app.base);
     let dispatched_before = Scrape::of(&api_metrics)
@@ -50,8 +50,8 @@ async fn a_crawl_on_a_worker_process_streams_its_states_in_order_to_subscribers(
     body["max_pages"] = json!(5);
     let site = app.create_site(body).await;
     let ids = [
-        app.create_keyword("watched", &[site], "0 0 0 1 1 *").await,
-        app.create_keyword("ignored", &[site], "0 0 0 1 1 *").await,
+        app.create_keyword("watched", &[site], ON_DEMAND).await,
+        app.create_keyword("ignored", &[site], ON_DEMAND).await,
     ];
     let mut watching = socket(&app.base, READER).await;
     subscribe(&mut watching, json!({"keyword_id": ids[0]})).await;

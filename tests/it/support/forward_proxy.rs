@@ -17,6 +17,7 @@ use tokio::{
     task::JoinHandle,
 };
 
+/// What the proxy was asked for and did.
 #[derive(Default)]
 pub struct ProxyLog {
     /// "CONNECT host:port", "GET http://host:port/path", "SOCKS host:port".
@@ -27,6 +28,7 @@ pub struct ProxyLog {
     pub outbound: HashSet<SocketAddr>,
 }
 
+/// The proxy, listening on 127.0.0.1 until dropped.
 pub struct TestProxy {
     pub port: u16,
     log: Arc<Mutex<ProxyLog>>,
@@ -34,6 +36,8 @@ pub struct TestProxy {
 }
 
 impl TestProxy {
+    /// Listens on a port of its own; with `credentials`, refuses whoever
+    /// does not give them.
     pub async fn start(credentials: Option<(&str, &str)>) -> TestProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -66,6 +70,7 @@ impl TestProxy {
         }
     }
 
+    /// Reads the log (`read` runs under its lock).
     pub fn log<T>(&self, read: impl FnOnce(&ProxyLog) -> T) -> T {
         read(&self.log.lock().unwrap())
     }

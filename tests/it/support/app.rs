@@ -1,0 +1,286 @@
+//! The test app: the api, and the roles a test asks for, running in this
+//! process on a database, a queue namespace and a fixture site of the test's
+//! own; requests to it by method. What a test does with sites and keywords is
+//! in `sites`, with crawls and their runs in `runs`.
+
+mod runs;
+mod sites;
+
+use crawlfleet::{
+    api::{AppState, Application},
+    config::{Config, Process},
+    demo::site::DemoSite,
+    ops::telemetry::LogFormat,
+    queue, scheduler, store, worker,
+};
+use reqwest::StatusCode;
+use serde_json::Value;
+use sqlx::PgPool;
+use tokio::{sync::SemaphorePermit, task::JoinSet};
+use tokio_util::sync::CancellationToken;
+
+use super::{TestDb, browser_slots, clear_queue, redis_url, test_queue_name};
+
+pub use sites::ON_DEMAND;
+
+/// The key sealing kept sessions in tests (64 hex characters).
+pub const TEST_SESSION_KEY: &str =
+    "5e55105e55105e55105e55105e55105e55105e55105e55105e55105e55105e55";
+
+/// Config for roles under test: short intervals, loopback only.
+pub fn test_config(database_url: &str, queue_name: &str) -> Config {
+    Config {
+        process: Process::All,
+        database_url: database_url.to_owned(),
+        database_max_connections: 10,
+        redis_url: redis_url(),
+        queue_name: queue_name.to_owned(),
+        api_host: "127.0.0.1".into(),
+        api_port: 0,
+        scheduler_port: 0,
+        metrics_port: 0,
+        api_tokens: vec![],
+        api_read_tokens: vec![],
+        auth_disabled: true,
+        cloudwatch_enabled: false,
+        cloudwatch_namespace: "CrawlerService".into(),
+        metric_interval_secs: 60,
+        ws_ping_interval_secs: 30,
+        ws_send_timeout_secs: 10,
+        http_header_timeout_secs: 10,
+        max_connections: 512,
+        max_ws_clients: 256,
+        max_ws_clients_per_token: 32,
+        log_format: LogFormat::Pretty,
+        worker_concurrency: 2,
+        http_concurrency: 8,
+        // The fixture site is on loopback.
+        allow_private_targets: true,
+        allowed_private_targets: vec![],
+        session_key: Some(TEST_SESSION_KEY.parse().expect("a valid key")),
+        chromedriver_path: std::env::var("CHROMEDRIVER_PATH")
+            .unwrap_or_else(|_| "chromedriver".into()),
+        webdriver_url: None,
+        chrome_path: None,
+        drain_timeout_secs: 10,
+        ecs_agent_uri: None,
+        dispatch_window: None,
+        dispatch_interval_ms: 100,
+        dispatch_claim_timeout_secs: 60,
+        stuck_timeout_secs: 30,
+        heartbeat_interval_secs: 15,
+        heartbeat_timeout_secs: 90,
+        watchdog_interval_secs: 30,
+        max_attempts: 3,
+        retention_days: 30,
+        schedule_sync_interval_ms: 300,
+        min_schedule_interval_secs: 60,
+        demo: false,
+        demo_port: 0,
+    }
+}
+
+/// Which roles a test runs in-process besides the api.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Roles {
+    pub scheduler: bool,
+    pub worker: bool,
+}
+
+impl Roles {
+    /// Scheduler and worker beside the api: crawls run end to end.
+    pub fn fleet() -> Roles {
+        Roles {
+            scheduler: true,
+            worker: true,
+        }
+    }
+
+    /// Scheduler beside the api; the test brings its own workers (processes).
+    pub fn scheduler_only() -> Roles {
+        Roles {
+            scheduler: true,
+            worker: false,
+        }
+    }
+}
+
+/// The api on port 0 and the roles a test asked for, in-process, with the
+/// test's database, config and fixture site.
+pub struct TestApp {
+    pub base: String,
+    pub http: reqwest::Client,
+    pub db: TestDb,
+    pub config: Config,
+    pub site: DemoSite,
+    shutdown: CancellationToken,
+    roles: Option<JoinSet<anyhow::Result<()>>>,
+    _browsers: Option<SemaphorePermit<'static>>,
+}
+
+impl TestApp {
+    /// The api alone.
+    pub async fn spawn() -> TestApp {
+        Self::spawn_with(Roles::default(), |_| {}).await
+    }
+
+    /// The api and the chosen roles, with `tune` applied to their config.
+    pub async fn spawn_with(roles: Roles, tune: impl FnOnce(&mut Config)) -> TestApp {
+        Self::spawn_inner(roles, roles.worker, tune).await
+    }
+
+    /// Like [`Self::spawn_with`], for tests whose sites need no browser: they
+    /// do not wait for one of the browser slots.
+    pub async fn spawn_without_browsers(roles: Roles, tune: impl FnOnce(&mut Config)) -> TestApp {
+        Self::spawn_inner(roles, false, tune).await
+    }
+
+    async fn spawn_inner(
+        roles: Roles,
+        uses_browsers: bool,
+        tune: impl FnOnce(&mut Config),
+    ) -> TestApp {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(std::env::var("TEST_LOG").unwrap_or_else(|_| "warn".into()))
+            .with_test_writer()
+            .try_init();
+        let browsers = if uses_browsers {
+            Some(browser_slots(1).await)
+        } else {
+            None
+        };
+        let db = TestDb::new().await;
+        let mut config = test_config(&db.url, &test_queue_name());
+        tune(&mut config);
+        let site = DemoSite::start(0).await.expect("fixture site starts");
+        let redis = queue::connect(&config.redis_url)
+            .await
+            .expect("Redis reachable");
+        let shutdown = CancellationToken::new();
+        let mut set = JoinSet::new();
+        // Roles reach Postgres through the config's URL (a test may route it
+        // through a proxy); the test itself keeps a direct pool.
+        let roles_pool = if config.database_url == db.url {
+            db.pool.clone()
+        } else {
+            store::connect(&config.database_url, 10)
+                .await
+                .expect("roles reach Postgres")
+        };
+        let state =
+            AppState::from_config(&config, roles_pool.clone(), redis.clone(), shutdown.clone())
+                .expect("api settings are valid");
+        let app = Application::build(&config, 0, state)
+            .await
+            .expect("api binds");
+        let base = format!("http://{}", app.local_addr());
+        set.spawn(app.run_until_stopped());
+        if roles.scheduler {
+            set.spawn(scheduler::run(
+                config.clone(),
+                roles_pool.clone(),
+                redis.clone(),
+                shutdown.clone(),
+            ));
+        }
+        if roles.worker {
+            set.spawn(worker::run(
+                config.clone(),
+                roles_pool.clone(),
+                redis.clone(),
+                shutdown.clone(),
+            ));
+        }
+        TestApp {
+            base,
+            http: reqwest::Client::new(),
+            db,
+            config,
+            site,
+            shutdown,
+            roles: Some(set),
+            _browsers: browsers,
+        }
+    }
+
+    /// The test's own pool on its database (not the one the roles use).
+    pub fn pool(&self) -> &PgPool {
+        &self.db.pool
+    }
+
+    /// The token the test's own requests carry: the first write token when
+    /// the config turns auth on.
+    pub fn token(&self) -> Option<&str> {
+        (!self.config.auth_disabled)
+            .then(|| self.config.api_tokens.first().map(String::as_str))
+            .flatten()
+    }
+
+    /// A request to the api, with the test's token if auth is on; the body
+    /// as JSON, or as a string when it is not JSON, `null` when empty.
+    pub async fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = self.token() {
+            req = req.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let resp = req.send().await.expect("api answers");
+        let status = resp.status();
+        let text = resp.text().await.expect("body");
+        let value = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        (status, value)
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.request(reqwest::Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.request(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    pub async fn put(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.request(reqwest::Method::PUT, path, Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        self.request(reqwest::Method::DELETE, path, None).await
+    }
+
+    /// Stops the roles and drops what the test made (see [`Self::finish`]).
+    pub async fn stop(mut self) {
+        self.stop_roles().await;
+        self.finish().await;
+    }
+
+    /// Stops the api and the in-process roles (the database stays for checks).
+    pub async fn stop_roles(&mut self) {
+        self.shutdown.cancel();
+        if let Some(mut roles) = self.roles.take() {
+            while let Some(ended) = roles.join_next().await {
+                ended
+                    .expect("role did not panic")
+                    .expect("role stopped cleanly");
+            }
+        }
+    }
+
+    /// Drops what the test made: fixture site, queue keys, database.
+    pub async fn finish(mut self) {
+        self.stop_roles().await;
+        self.site.stop().await;
+        clear_queue(&self.config.queue_name).await;
+        self.db.drop().await;
+    }
+}

@@ -1,0 +1,108 @@
+//! Crawls a test asks for, the runs they queue, waiting for those runs and
+//! reading their results.
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use super::{ON_DEMAND, TestApp};
+
+/// The states a run ends in, one way or the other.
+const ENDED: [&str; 2] = ["completed", "failed"];
+
+impl TestApp {
+    /// Asks for a crawl of a keyword; returns the ids of the runs queued.
+    pub async fn crawl(&self, keyword_id: i64) -> Vec<i64> {
+        let (status, body) = self
+            .post(&format!("/api/keywords/{keyword_id}/crawl"), json!({}))
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        body["queued"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect()
+    }
+
+    /// A new keyword on one site, crawled now; returns its run.
+    pub async fn crawl_once(&self, keyword: &str, site: i64) -> i64 {
+        let kw = self.create_keyword(keyword, &[site], ON_DEMAND).await;
+        self.crawl(kw).await[0]
+    }
+
+    /// `n` new keywords on one site (`{prefix}0`, `{prefix}1`...), each
+    /// crawled now; their runs, in that order.
+    pub async fn queue_crawls(&self, site: i64, prefix: &str, n: usize) -> Vec<i64> {
+        let mut runs = Vec::new();
+        for i in 0..n {
+            runs.push(self.crawl_once(&format!("{prefix}{i}"), site).await);
+        }
+        runs
+    }
+
+    /// A new keyword on one site, crawled until a page request of its run is
+    /// in flight (`url_call`); returns the run.
+    pub async fn crawl_in_flight(&self, keyword: &str, site: i64, limit: Duration) -> i64 {
+        let run = self.crawl_once(keyword, site).await;
+        self.wait_for_run(run, &["url_call"], limit).await;
+        run
+    }
+
+    /// A new keyword on one site, crawled until its run ends; returns the run.
+    pub async fn crawl_to_end(&self, keyword: &str, site: i64, limit: Duration) -> Value {
+        let run = self.crawl_once(keyword, site).await;
+        self.wait_for_run(run, &ENDED, limit).await
+    }
+
+    /// Like [`Self::crawl_to_end`], for a crawl that must complete: panics
+    /// with the run if it failed.
+    pub async fn crawl_to_completion(&self, keyword: &str, site: i64, limit: Duration) -> Value {
+        let run = self.crawl_to_end(keyword, site, limit).await;
+        assert_eq!(run["state"], "completed", "{keyword}: {run}");
+        run
+    }
+
+    /// Waits until the run reaches one of `states`; panics after `limit`.
+    pub async fn wait_for_run(&self, run_id: i64, states: &[&str], limit: Duration) -> Value {
+        let start = Instant::now();
+        loop {
+            let (status, run) = self.get(&format!("/api/runs/{run_id}")).await;
+            assert_eq!(status, StatusCode::OK, "{run}");
+            if states.contains(&run["state"].as_str().unwrap()) {
+                return run;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "run {run_id} did not reach {states:?} within {limit:?}: {run}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until the run ends and returns it; panics with the run if it
+    /// failed, or after `limit`.
+    pub async fn wait_until_completed(&self, run_id: i64, limit: Duration) -> Value {
+        let run = self.wait_for_run(run_id, &ENDED, limit).await;
+        assert_eq!(run["state"], "completed", "{run}");
+        run
+    }
+
+    /// Every result of a run, following the cursor.
+    pub async fn results_of_run(&self, run_id: i64) -> Vec<Value> {
+        let mut all = Vec::new();
+        let mut cursor = String::new();
+        loop {
+            let (status, page) = self
+                .get(&format!("/api/results?run_id={run_id}&limit=7{cursor}"))
+                .await;
+            assert_eq!(status, StatusCode::OK, "{page}");
+            all.extend(page["items"].as_array().unwrap().iter().cloned());
+            match page["next_cursor"].as_str() {
+                Some(next) => cursor = format!("&cursor={next}"),
+                None => return all,
+            }
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! What the integration tests stand on, by purpose:
+//!
+//! - `app`: [`TestApp`], the api and the roles a test asks for, in-process on
+//!   a database, a queue namespace and a fixture site of the test's own, with
+//!   a method per endpoint and the steps tests repeat (sites and keywords in
+//!   `app/sites.rs`, crawls and waiting for their runs in `app/runs.rs`);
+//!   [`test_config`] and [`Roles`].
+//! - `stores`: the Postgres and Redis a test owns ([`TestDb`], a queue name of
+//!   its own), and what tests read or do there by hand ([`count_states`],
+//!   [`dispatch_and_claim`], [`clear_queue`]).
+//! - `processes`: crawlfleet as real OS processes ([`RoleProcess`]), the
+//!   browser slots every test's Chrome shares, and what a worker killed with
+//!   SIGKILL leaves behind.
+//! - `faults`: outages caused for real: a Postgres link that can be cut
+//!   ([`CuttableProxy`]), a Redis server of a test's own ([`OwnRedis`]).
+//! - `forward_proxy`: [`TestProxy`], an HTTP and SOCKS5 proxy that sites are
+//!   crawled through.
+//! - `polling`: [`eventually`], for what another task or process does.
+
+mod app;
+mod faults;
+mod forward_proxy;
+mod polling;
+mod processes;
+mod stores;
+
+pub use app::{ON_DEMAND, Roles, TEST_SESSION_KEY, TestApp, test_config};
+pub use faults::{CuttableProxy, OwnRedis};
+pub use forward_proxy::TestProxy;
+pub use polling::eventually;
+pub use processes::{
+    RoleProcess, browser_slots, chromedriver_of, clean_up_after_killed_worker, descendants,
+    leftovers_of_worker,
+};
+pub use stores::{
+    TestDb, clear_queue, count_states, database_server, dispatch_and_claim, redis_url,
+    test_queue_name,
+};
