@@ -12,16 +12,16 @@
 //! Prints the figures and exits non-zero if http mode is not at least 10x
 //! faster per page than browser mode.
 
-#[allow(dead_code)]
-#[path = "../tests/it/helpers.rs"]
-mod helpers;
+#[allow(dead_code, unused_imports)]
+#[path = "../tests/it/support/mod.rs"]
+mod support;
 
 use std::time::{Duration, Instant};
 
 use crawlfleet::ops::metrics::metrics;
 use serde_json::json;
 
-use helpers::{Roles, TestApp};
+use support::{Roles, TestApp};
 
 const WARM_UP: usize = 3;
 const PAGES: usize = 40;
@@ -77,12 +77,12 @@ async fn fleet(guarded: bool) -> TestApp {
             worker: true,
         },
         |c| {
-            c.worker_concurrency = 1;
-            c.http_concurrency = 1;
-            c.dispatch_interval_ms = 20;
-            c.allow_private_targets = !guarded;
+            c.worker.worker_concurrency = 1;
+            c.worker.http_concurrency = 1;
+            c.scheduler.dispatch_interval_ms = 20;
+            c.common.allow_private_targets = !guarded;
             if guarded {
-                c.allowed_private_targets = vec!["127.0.0.1".parse().expect("an address")];
+                c.common.allowed_private_targets = vec!["127.0.0.1".parse().expect("an address")];
             }
         },
     )

@@ -13,7 +13,7 @@ use crate::{
 /// Seals the site secrets an earlier version stored in the clear, once an api
 /// with SESSION_KEY starts; without the key, says how many wait for it.
 async fn seal_stored_secrets(config: &Config, pool: &sqlx::PgPool) -> anyhow::Result<()> {
-    match &config.session_key {
+    match &config.common.session_key {
         Some(key) => {
             let sealed = store::sites::seal_unsealed(pool, key)
                 .await
@@ -41,14 +41,15 @@ async fn seal_stored_secrets(config: &Config, pool: &sqlx::PgPool) -> anyhow::Re
 /// Runs the configured roles until `shutdown`; if one fails, the others are
 /// stopped and the error is returned (so the process exits non-zero).
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let pool = store::connect(&config.database_url, config.database_max_connections).await?;
+    let common = &config.common;
+    let pool = store::connect(&common.database_url, common.database_max_connections).await?;
     if config.process.runs_api() || config.process.runs_scheduler() {
         store::migrate(&pool).await?;
     }
     if config.process.runs_api() {
         seal_stored_secrets(&config, &pool).await?;
     }
-    let redis = queue::connect(&config.redis_url).await?;
+    let redis = queue::connect(&common.redis_url).await?;
 
     let mut roles = JoinSet::new();
     let mut demo_site = None;
@@ -60,19 +61,25 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         );
     }
     if config.process.runs_api() {
-        let state = AppState::from_config(&config, pool.clone(), redis.clone(), shutdown.clone())?;
-        let app = Application::build(&config, config.api_port, state).await?;
+        let state = AppState::from_config(
+            common,
+            &config.api,
+            pool.clone(),
+            redis.clone(),
+            shutdown.clone(),
+        )?;
+        let app = Application::build(common, &config.api, config.api.api_port, state).await?;
         roles.spawn(async move { app.run_until_stopped().await.context("api") });
     } else {
         // Scheduler and worker processes serve /health and /metrics on a side port.
         let port = if config.process.runs_scheduler() {
-            config.scheduler_port
+            config.scheduler.scheduler_port
         } else {
-            config.metrics_port
+            config.worker.metrics_port
         };
         let (host, limits, token) = (
-            config.api_host.clone(),
-            config.http_limits(),
+            config.api.api_host.clone(),
+            common.http_limits(),
             shutdown.clone(),
         );
         roles.spawn(async move {
@@ -82,27 +89,29 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         });
     }
     if config.process.runs_scheduler() {
-        let (config, pool, redis, token) = (
-            config.clone(),
+        let (common, settings, pool, redis, token) = (
+            common.clone(),
+            config.scheduler.clone(),
             pool.clone(),
             redis.clone(),
             shutdown.clone(),
         );
         roles.spawn(async move {
-            scheduler::run(config, pool, redis, token)
+            scheduler::run(common, settings, pool, redis, token)
                 .await
                 .context("scheduler")
         });
     }
     if config.process.runs_worker() {
-        let (config, pool, redis, token) = (
-            config.clone(),
+        let (common, settings, pool, redis, token) = (
+            common.clone(),
+            config.worker.clone(),
             pool.clone(),
             redis.clone(),
             shutdown.clone(),
         );
         roles.spawn(async move {
-            worker::run(config, pool, redis, token)
+            worker::run(common, settings, pool, redis, token)
                 .await
                 .context("worker")
         });

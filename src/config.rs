@@ -1,4 +1,7 @@
-//! Settings of every role, from flags or the environment (see `.env.example`).
+//! Settings, from flags or the environment (see `.env.example`): what every
+//! role uses (`CommonConfig`) and each role's own (`ApiConfig`,
+//! `SchedulerConfig`, `WorkerConfig`), flattened into one command line. A
+//! role is handed the common settings and its own, nothing else.
 
 use std::time::Duration;
 
@@ -50,6 +53,33 @@ pub struct Config {
     #[arg(long, env = "PROCESS", value_enum, default_value = "all")]
     pub process: Process,
 
+    #[command(flatten)]
+    pub common: CommonConfig,
+
+    #[command(flatten)]
+    pub api: ApiConfig,
+
+    #[command(flatten)]
+    pub scheduler: SchedulerConfig,
+
+    #[command(flatten)]
+    pub worker: WorkerConfig,
+
+    /// Serve the bundled demo site on loopback and register a demo site and keyword
+    /// when no site exists yet (`scripts/up`).
+    #[arg(long, env = "DEMO", default_value_t = false)]
+    pub demo: bool,
+
+    /// Port of the demo site (with --demo).
+    #[arg(long, env = "DEMO_PORT", default_value_t = 3080)]
+    pub demo_port: u16,
+}
+
+/// Settings every role uses: where Postgres and Redis are, how to log, the
+/// key of sealed secrets, the outbound-address guard, the bounds of an HTTP
+/// server, and the defaults of a site's crawl.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CommonConfig {
     /// Postgres connection URL: the truth and the backlog.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
@@ -66,6 +96,49 @@ pub struct Config {
     #[arg(long, env = "QUEUE_NAME", default_value = "crawlfleet")]
     pub queue_name: String,
 
+    /// A request head must arrive within this many seconds, and a kept-alive
+    /// connection idle this long is closed (every process's HTTP server).
+    /// Behind a load balancer, set it above the balancer's idle timeout.
+    #[arg(long, env = "HTTP_HEADER_TIMEOUT_SECS", default_value_t = 10)]
+    pub http_header_timeout_secs: u64,
+
+    /// HTTP connections served at once; past it, only /health and /ready are
+    /// answered (briefly) and other requests get 503.
+    #[arg(long, env = "MAX_CONNECTIONS", default_value_t = 512)]
+    pub max_connections: usize,
+
+    /// Log format: json or pretty.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "pretty")]
+    pub log_format: LogFormat,
+
+    /// Let crawls reach loopback, private, link-local and metadata addresses
+    /// (tests and the demo on 127.0.0.1). Off: such targets are refused (SSRF guard).
+    #[arg(long, env = "ALLOW_PRIVATE_TARGETS", default_value_t = false)]
+    pub allow_private_targets: bool,
+
+    /// Private targets allowed even so, comma-separated: `ip` or `ip:port`
+    /// (an intranet site crawled on purpose). Everything else private stays refused.
+    #[arg(long, env = "ALLOWED_PRIVATE_TARGETS", value_delimiter = ',')]
+    pub allowed_private_targets: Vec<AllowedTarget>,
+
+    /// Key sealing kept site sessions (cookies, local storage) in Postgres:
+    /// 32 bytes as 64 hex characters or base64. Needed by sites with keep_session.
+    #[arg(long, env = "SESSION_KEY", hide_env_values = true)]
+    pub session_key: Option<SessionKey>,
+
+    /// Default stuck timeout of a page request, for sites that set none.
+    #[arg(long, env = "STUCK_TIMEOUT_SECS", default_value_t = 120)]
+    pub stuck_timeout_secs: u32,
+
+    /// Default attempts per run, for sites that set none.
+    #[arg(long, env = "MAX_ATTEMPTS", default_value_t = 3)]
+    pub max_attempts: u32,
+}
+
+/// The api's settings: where it listens, who may call it, its WebSocket
+/// clients, the CloudWatch scaling metric and the rules of a keyword's schedule.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ApiConfig {
     /// Address the api listens on.
     #[arg(long, env = "API_HOST", default_value = "0.0.0.0")]
     pub api_host: String,
@@ -73,15 +146,6 @@ pub struct Config {
     /// Port of the api (0 = any free port).
     #[arg(long, env = "API_PORT", default_value_t = 3000)]
     pub api_port: u16,
-
-    /// Port of the scheduler's /health and /metrics.
-    #[arg(long, env = "SCHEDULER_PORT", default_value_t = 3002)]
-    pub scheduler_port: u16,
-
-    /// Port of the worker's /health and /metrics (in `all` mode the api port
-    /// serves everything).
-    #[arg(long, env = "METRICS_PORT", default_value_t = 3001)]
-    pub metrics_port: u16,
 
     /// Tokens allowed to read and write through the API (comma-separated).
     #[arg(
@@ -113,17 +177,6 @@ pub struct Config {
     #[arg(long, env = "WS_SEND_TIMEOUT_SECS", default_value_t = 10)]
     pub ws_send_timeout_secs: u64,
 
-    /// A request head must arrive within this many seconds, and a kept-alive
-    /// connection idle this long is closed (every process's HTTP server).
-    /// Behind a load balancer, set it above the balancer's idle timeout.
-    #[arg(long, env = "HTTP_HEADER_TIMEOUT_SECS", default_value_t = 10)]
-    pub http_header_timeout_secs: u64,
-
-    /// HTTP connections served at once; past it, only /health and /ready are
-    /// answered (briefly) and other requests get 503.
-    #[arg(long, env = "MAX_CONNECTIONS", default_value_t = 512)]
-    pub max_connections: usize,
-
     /// WebSocket clients of this api process at once; past it, 503.
     #[arg(long, env = "MAX_WS_CLIENTS", default_value_t = 256)]
     pub max_ws_clients: usize,
@@ -144,9 +197,60 @@ pub struct Config {
     #[arg(long, env = "METRIC_INTERVAL_SECS", default_value_t = 60)]
     pub metric_interval_secs: u64,
 
-    /// Log format: json or pretty.
-    #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "pretty")]
-    pub log_format: LogFormat,
+    /// Shortest time allowed between two fire times of a keyword's schedule
+    /// (checked when a keyword is created or changed).
+    #[arg(long, env = "MIN_SCHEDULE_INTERVAL_SECS", default_value_t = 60)]
+    pub min_schedule_interval_secs: u32,
+}
+
+/// The scheduler's settings: its side port, the dispatcher's window, the
+/// watchdog, retention and how often schedules are re-read.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SchedulerConfig {
+    /// Port of the scheduler's /health and /metrics.
+    #[arg(long, env = "SCHEDULER_PORT", default_value_t = 3002)]
+    pub scheduler_port: u16,
+
+    /// Jobs in Redis at most (dispatched, not yet claimed). Default: 4 x the fleet's
+    /// total concurrency, at least 10; never more than 1000.
+    #[arg(long, env = "DISPATCH_WINDOW")]
+    pub dispatch_window: Option<u32>,
+
+    /// How often the dispatcher looks for backlog to move into Redis, in milliseconds.
+    #[arg(long, env = "DISPATCH_INTERVAL_MS", default_value_t = 250)]
+    pub dispatch_interval_ms: u64,
+
+    /// A dispatched run no worker claimed within this time is dispatched again.
+    #[arg(long, env = "DISPATCH_CLAIM_TIMEOUT_SECS", default_value_t = 300)]
+    pub dispatch_claim_timeout_secs: u64,
+
+    /// A held run whose heartbeat is older than this is taken back by the
+    /// watchdog (its worker died: kill -9, OOM, Fargate task stopped).
+    #[arg(long, env = "HEARTBEAT_TIMEOUT_SECS", default_value_t = 90)]
+    pub heartbeat_timeout_secs: u64,
+
+    /// How often the scheduler's watchdog looks for stuck and orphaned runs.
+    #[arg(long, env = "WATCHDOG_INTERVAL_SECS", default_value_t = 30)]
+    pub watchdog_interval_secs: u64,
+
+    /// Ended runs and their results older than this many days are deleted
+    /// (daily); 0 keeps everything.
+    #[arg(long, env = "RETENTION_DAYS", default_value_t = 30)]
+    pub retention_days: u64,
+
+    /// How often the scheduler re-reads keywords so API changes take effect.
+    #[arg(long, env = "SCHEDULE_SYNC_INTERVAL_MS", default_value_t = 1000)]
+    pub schedule_sync_interval_ms: u64,
+}
+
+/// The worker's settings: its side port, its concurrency, chromedriver and
+/// Chrome, draining, Fargate scale-in protection and heartbeats.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WorkerConfig {
+    /// Port of the worker's /health and /metrics (in `all` mode the api port
+    /// serves everything).
+    #[arg(long, env = "METRICS_PORT", default_value_t = 3001)]
+    pub metrics_port: u16,
 
     /// Crawls one worker process runs at once (one browser session each).
     #[arg(long, env = "WORKER_CONCURRENCY", default_value_t = 2)]
@@ -156,21 +260,6 @@ pub struct Config {
     /// browser crawls (they need no browser, so they never wait for one).
     #[arg(long, env = "HTTP_CONCURRENCY", default_value_t = 32)]
     pub http_concurrency: usize,
-
-    /// Let crawls reach loopback, private, link-local and metadata addresses
-    /// (tests and the demo on 127.0.0.1). Off: such targets are refused (SSRF guard).
-    #[arg(long, env = "ALLOW_PRIVATE_TARGETS", default_value_t = false)]
-    pub allow_private_targets: bool,
-
-    /// Private targets allowed even so, comma-separated: `ip` or `ip:port`
-    /// (an intranet site crawled on purpose). Everything else private stays refused.
-    #[arg(long, env = "ALLOWED_PRIVATE_TARGETS", value_delimiter = ',')]
-    pub allowed_private_targets: Vec<AllowedTarget>,
-
-    /// Key sealing kept site sessions (cookies, local storage) in Postgres:
-    /// 32 bytes as 64 hex characters or base64. Needed by sites with keep_session.
-    #[arg(long, env = "SESSION_KEY", hide_env_values = true)]
-    pub session_key: Option<SessionKey>,
 
     /// chromedriver binary the worker starts and supervises (found on PATH by default).
     #[arg(long, env = "CHROMEDRIVER_PATH", default_value = "chromedriver")]
@@ -196,65 +285,12 @@ pub struct Config {
     #[arg(long, env = "ECS_AGENT_URI")]
     pub ecs_agent_uri: Option<String>,
 
-    /// Jobs in Redis at most (dispatched, not yet claimed). Default: 4 x the fleet's
-    /// total concurrency, at least 10; never more than 1000.
-    #[arg(long, env = "DISPATCH_WINDOW")]
-    pub dispatch_window: Option<u32>,
-
-    /// How often the dispatcher looks for backlog to move into Redis, in milliseconds.
-    #[arg(long, env = "DISPATCH_INTERVAL_MS", default_value_t = 250)]
-    pub dispatch_interval_ms: u64,
-
-    /// A dispatched run no worker claimed within this time is dispatched again.
-    #[arg(long, env = "DISPATCH_CLAIM_TIMEOUT_SECS", default_value_t = 300)]
-    pub dispatch_claim_timeout_secs: u64,
-
-    /// Default stuck timeout of a page request, for sites that set none.
-    #[arg(long, env = "STUCK_TIMEOUT_SECS", default_value_t = 120)]
-    pub stuck_timeout_secs: u32,
-
     /// How often a worker writes the heartbeat of each run it holds.
     #[arg(long, env = "HEARTBEAT_INTERVAL_SECS", default_value_t = 15)]
     pub heartbeat_interval_secs: u64,
-
-    /// A held run whose heartbeat is older than this is taken back by the
-    /// watchdog (its worker died: kill -9, OOM, Fargate task stopped).
-    #[arg(long, env = "HEARTBEAT_TIMEOUT_SECS", default_value_t = 90)]
-    pub heartbeat_timeout_secs: u64,
-
-    /// How often the scheduler's watchdog looks for stuck and orphaned runs.
-    #[arg(long, env = "WATCHDOG_INTERVAL_SECS", default_value_t = 30)]
-    pub watchdog_interval_secs: u64,
-
-    /// Ended runs and their results older than this many days are deleted
-    /// (daily); 0 keeps everything.
-    #[arg(long, env = "RETENTION_DAYS", default_value_t = 30)]
-    pub retention_days: u64,
-
-    /// Default attempts per run, for sites that set none.
-    #[arg(long, env = "MAX_ATTEMPTS", default_value_t = 3)]
-    pub max_attempts: u32,
-
-    /// Shortest time allowed between two fire times of a keyword's schedule
-    /// (checked when a keyword is created or changed).
-    #[arg(long, env = "MIN_SCHEDULE_INTERVAL_SECS", default_value_t = 60)]
-    pub min_schedule_interval_secs: u32,
-
-    /// How often the scheduler re-reads keywords so API changes take effect.
-    #[arg(long, env = "SCHEDULE_SYNC_INTERVAL_MS", default_value_t = 1000)]
-    pub schedule_sync_interval_ms: u64,
-
-    /// Serve the bundled demo site on loopback and register a demo site and keyword
-    /// when no site exists yet (`scripts/up`).
-    #[arg(long, env = "DEMO", default_value_t = false)]
-    pub demo: bool,
-
-    /// Port of the demo site (with --demo).
-    #[arg(long, env = "DEMO_PORT", default_value_t = 3080)]
-    pub demo_port: u16,
 }
 
-impl Config {
+impl CommonConfig {
     /// The guard of every outbound address, as this process is set up.
     pub fn target_guard(&self) -> TargetGuard {
         TargetGuard::new(self.allow_private_targets, &self.allowed_private_targets)
@@ -267,7 +303,9 @@ impl Config {
             max_connections: self.max_connections.max(1),
         }
     }
+}
 
+impl SchedulerConfig {
     pub fn dispatch_interval(&self) -> Duration {
         Duration::from_millis(self.dispatch_interval_ms)
     }

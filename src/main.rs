@@ -10,7 +10,7 @@ async fn main() -> std::process::ExitCode {
         return healthcheck::run(&args).await;
     }
     let config = Config::parse();
-    telemetry::init(config.log_format);
+    telemetry::init(config.common.log_format);
     let token = CancellationToken::new();
     shutdown::cancel_on_signal(token.clone());
     match app::run(config, token).await {

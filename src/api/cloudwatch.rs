@@ -54,7 +54,7 @@ pub struct PublisherSettings {
 impl PublisherSettings {
     /// From `CLOUDWATCH_NAMESPACE` and `METRIC_INTERVAL_SECS`; a put may take
     /// half the interval, at most 10 s.
-    pub fn from_config(config: &crate::config::Config) -> Self {
+    pub fn from_config(config: &crate::config::ApiConfig) -> Self {
         let interval = Duration::from_secs(config.metric_interval_secs.max(1));
         Self {
             namespace: config.cloudwatch_namespace.clone(),

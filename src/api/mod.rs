@@ -1,8 +1,8 @@
 //! The api room: REST under `/api`, WebSocket `/ws` (live events), `/health`,
 //! `/ready`, `/metrics`, and the CloudWatch backlog metric. Owns the wire types
 //! (and their OpenAPI schemas) and maps the store's domain types to them.
-//! May import `domain`, `store`, `queue`, `events`, `net`, `ops`; never
-//! `scheduler` or `worker`.
+//! May import `config`, `domain`, `store`, `queue`, `events`, `net`, `ops`;
+//! never `scheduler` or `worker`.
 
 mod auth;
 pub mod cloudwatch;
@@ -35,7 +35,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{
     api::cloudwatch::PublisherSettings,
-    config::Config,
+    config::{ApiConfig, CommonConfig},
     events::{Event, EventPublisher},
     net::target_guard::TargetGuard,
 };
@@ -83,7 +83,8 @@ impl AppState {
     /// The api's state from its settings; refuses to run an API nobody locked
     /// unless `AUTH_DISABLED=true` says so explicitly.
     pub fn from_config(
-        config: &Config,
+        common: &CommonConfig,
+        config: &ApiConfig,
         pool: PgPool,
         redis: ConnectionManager,
         shutdown: CancellationToken,
@@ -101,10 +102,10 @@ impl AppState {
             (false, false) => Some(tokens),
         };
         Ok(Self {
-            events: EventPublisher::new(redis.clone(), &config.queue_name),
+            events: EventPublisher::new(redis.clone(), &common.queue_name),
             pool,
             redis,
-            default_max_attempts: config.max_attempts as i32,
+            default_max_attempts: common.max_attempts as i32,
             tokens,
             live: broadcast::channel(LIVE_BUFFER).0,
             live_settings: LiveSettings {
@@ -114,8 +115,8 @@ impl AppState {
             live_clients: TaskTracker::new(),
             live_slots: LiveSlots::new(config.max_ws_clients, config.max_ws_clients_per_token),
             shutdown,
-            guard: config.target_guard(),
-            session_key: config.session_key.clone(),
+            guard: common.target_guard(),
+            session_key: common.session_key.clone(),
             min_schedule_interval: chrono::TimeDelta::seconds(
                 config.min_schedule_interval_secs.into(),
             ),
@@ -270,12 +271,17 @@ pub struct Application {
 }
 
 impl Application {
-    pub async fn build(config: &Config, port: u16, state: AppState) -> anyhow::Result<Self> {
+    pub async fn build(
+        common: &CommonConfig,
+        config: &ApiConfig,
+        port: u16,
+        state: AppState,
+    ) -> anyhow::Result<Self> {
         let host = config.api_host.as_str();
         let listener = TcpListener::bind((host, port))
             .await
             .with_context(|| format!("binding the api to {host}:{port}"))?;
-        let limits = config.http_limits();
+        let limits = common.http_limits();
         let open_files = crate::net::http_server::raise_open_files_limit();
         let wanted = (limits.max_connections + config.max_ws_clients) as u64 * 9 / 8 + 256;
         if open_files < wanted {
@@ -291,9 +297,9 @@ impl Application {
             listener,
             router: router(state.clone()),
             state,
-            redis_url: config.redis_url.clone(),
-            queue_name: config.queue_name.clone(),
-            database_url: config.database_url.clone(),
+            redis_url: common.redis_url.clone(),
+            queue_name: common.queue_name.clone(),
+            database_url: common.database_url.clone(),
             publisher: config
                 .cloudwatch_enabled
                 .then(|| PublisherSettings::from_config(config)),

@@ -24,13 +24,13 @@ use crate::{
 
 pub async fn start(config: &Config, pool: &PgPool) -> anyhow::Result<DemoSite> {
     anyhow::ensure!(
-        config.allow_private_targets,
+        config.common.allow_private_targets,
         "--demo crawls a shop on 127.0.0.1, which the SSRF guard refuses: set ALLOW_PRIVATE_TARGETS=true"
     );
     let site = DemoSite::start(config.demo_port).await?;
     tracing::info!(url = %site.base_url(), "demo shop serving");
     store::migrate(pool).await?;
-    if !store::sites::list(pool, config.session_key.as_ref())
+    if !store::sites::list(pool, config.common.session_key.as_ref())
         .await?
         .is_empty()
     {
@@ -57,7 +57,7 @@ pub async fn start(config: &Config, pool: &PgPool) -> anyhow::Result<DemoSite> {
         ..SiteInput::default()
     }
     .parse()?;
-    let demo_site = store::sites::create(pool, &spec, config.session_key.as_ref()).await?;
+    let demo_site = store::sites::create(pool, &spec, config.common.session_key.as_ref()).await?;
     let keyword = KeywordInput {
         keyword: "laptop".into(),
         site_ids: vec![demo_site.id],
@@ -66,7 +66,7 @@ pub async fn start(config: &Config, pool: &PgPool) -> anyhow::Result<DemoSite> {
         priority: 0,
     }
     .parse(chrono::TimeDelta::seconds(
-        config.min_schedule_interval_secs.into(),
+        config.api.min_schedule_interval_secs.into(),
     ))?;
     let keyword = store::keywords::create(pool, &keyword).await?;
     store::runs::queue_for_keyword(
@@ -74,7 +74,7 @@ pub async fn start(config: &Config, pool: &PgPool) -> anyhow::Result<DemoSite> {
         keyword.id,
         Trigger::Manual,
         None,
-        config.max_attempts as i32,
+        config.common.max_attempts as i32,
     )
     .await?;
     tracing::info!(

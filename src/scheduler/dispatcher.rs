@@ -10,7 +10,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    config::Config,
+    config::{CommonConfig, SchedulerConfig},
     ops::metrics::metrics,
     queue::{self, Job, JobQueue, Lane},
     store::{self, workers::Slots},
@@ -35,9 +35,9 @@ pub struct DispatchSettings {
 }
 
 impl DispatchSettings {
-    pub fn from_config(config: &Config) -> Self {
+    pub fn from_config(common: &CommonConfig, config: &SchedulerConfig) -> Self {
         Self {
-            queue_name: config.queue_name.clone(),
+            queue_name: common.queue_name.clone(),
             window: config.dispatch_window,
             interval: config.dispatch_interval(),
             claim_timeout: config.dispatch_claim_timeout(),

@@ -1,7 +1,8 @@
 //! The scheduler room: one leader at a time queues keywords on their cron and
 //! dispatches the backlog from Postgres into Redis a bounded window at a time;
 //! its watchdog takes back stuck and orphaned runs, and retention prunes.
-//! May import `domain`, `store`, `queue`, `events`, `ops`; never `api` or `worker`.
+//! May import `config`, `domain`, `store`, `queue`, `events`, `net`, `ops`;
+//! never `api` or `worker`.
 
 mod cron;
 mod dispatcher;
@@ -15,7 +16,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    config::Config,
+    config::{CommonConfig, SchedulerConfig},
     events::EventPublisher,
     store::leader::{Leadership, SCHEDULER_LOCK},
 };
@@ -29,7 +30,8 @@ const TAKEOVER_POLL: Duration = Duration::from_secs(1);
 
 /// Runs until `shutdown`: waits for leadership, then acts until it is lost.
 pub async fn run(
-    config: Config,
+    common: CommonConfig,
+    config: SchedulerConfig,
     pool: PgPool,
     redis: ConnectionManager,
     shutdown: CancellationToken,
@@ -37,7 +39,7 @@ pub async fn run(
     let mut announced_standby = false;
     while !shutdown.is_cancelled() {
         let leadership = match Leadership::try_acquire(
-            &config.database_url,
+            &common.database_url,
             SCHEDULER_LOCK,
             "scheduler",
         )
@@ -60,32 +62,33 @@ pub async fn run(
         };
         announced_standby = false;
         tracing::info!("scheduler is the leader");
-        lead(&config, &pool, &redis, leadership, &shutdown).await?;
+        lead(&common, &config, &pool, &redis, leadership, &shutdown).await?;
     }
     Ok(())
 }
 
 /// The leader's duties, until shutdown or loss of the lock.
 async fn lead(
-    config: &Config,
+    common: &CommonConfig,
+    config: &SchedulerConfig,
     pool: &PgPool,
     redis: &ConnectionManager,
     mut leadership: Leadership,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
     let duties = shutdown.child_token();
-    let events = EventPublisher::new(redis.clone(), &config.queue_name);
+    let events = EventPublisher::new(redis.clone(), &common.queue_name);
     let cron = tokio::spawn(cron::run(
         pool.clone(),
         events.clone(),
         config.schedule_sync_interval(),
-        config.max_attempts as i32,
+        common.max_attempts as i32,
         duties.clone(),
     ));
     let dispatcher = Dispatcher::new(
         pool.clone(),
         redis.clone(),
-        DispatchSettings::from_config(config),
+        DispatchSettings::from_config(common, config),
     );
     let dispatch = tokio::spawn(dispatcher.run(duties.clone()));
     let watchdog = tokio::spawn(watchdog::run(
@@ -94,7 +97,7 @@ async fn lead(
         WatchdogSettings {
             interval: Duration::from_secs(config.watchdog_interval_secs.max(1)),
             heartbeat_timeout: Duration::from_secs(config.heartbeat_timeout_secs),
-            default_stuck_timeout: Duration::from_secs(config.stuck_timeout_secs as u64),
+            default_stuck_timeout: Duration::from_secs(common.stuck_timeout_secs as u64),
         },
         duties.clone(),
     ));
@@ -102,7 +105,7 @@ async fn lead(
         pool.clone(),
         redis.clone(),
         retention::RetentionSettings {
-            queue_name: config.queue_name.clone(),
+            queue_name: common.queue_name.clone(),
             keep: (config.retention_days > 0)
                 .then(|| Duration::from_secs(config.retention_days * 24 * 3600)),
         },

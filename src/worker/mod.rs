@@ -2,8 +2,8 @@
 //! Chrome (with its own supervised chromedriver) or over plain HTTP, each kind
 //! from its own lane with its own slots. `browser/` owns Chrome, `crawl/` one
 //! attempt, `fetch/` one page, `extract/` the items of a page.
-//! May import `domain`, `store`, `queue`, `events`, `net`, `ops`; never
-//! `api` or `scheduler`.
+//! May import `config`, `domain`, `store`, `queue`, `events`, `net`, `ops`;
+//! never `api` or `scheduler`.
 
 pub mod browser;
 pub mod crawl;
@@ -26,7 +26,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    config::Config,
+    config::{CommonConfig, WorkerConfig},
     events::EventPublisher,
     queue::{self, Job, Lane},
     store::{self, workers::Slots},
@@ -55,7 +55,8 @@ fn worker_id() -> String {
 /// Runs until `shutdown`, then drains: no new jobs, in-flight crawls get
 /// `drain_timeout` to finish, the rest are handed back to the queue.
 pub async fn run(
-    config: Config,
+    common: CommonConfig,
+    config: WorkerConfig,
     pool: PgPool,
     redis: ConnectionManager,
     shutdown: CancellationToken,
@@ -103,20 +104,20 @@ pub async fn run(
                 .map(ChromeDriver::generation)
                 // A remote WebDriver is not ours to restart: one generation.
                 .unwrap_or_else(|| tokio::sync::watch::channel(0).1),
-            config.target_guard(),
+            common.target_guard(),
         ),
-        default_stuck_timeout: Duration::from_secs(config.stuck_timeout_secs as u64),
+        default_stuck_timeout: Duration::from_secs(common.stuck_timeout_secs as u64),
         heartbeat_every: Duration::from_secs(config.heartbeat_interval_secs.max(1)),
         drain_deadline: CancellationToken::new(),
         crawls: tokio_util::task::TaskTracker::new(),
-        events: EventPublisher::new(redis.clone(), &config.queue_name),
+        events: EventPublisher::new(redis.clone(), &common.queue_name),
         scale_in: config
             .ecs_agent_uri
             .as_deref()
             .map(scale_in::ScaleInProtection::new),
-        limiter: crawl::limiter::SiteLimiter::new(redis.clone(), &config.queue_name),
-        guard: config.target_guard(),
-        session_key: config.session_key.clone(),
+        limiter: crawl::limiter::SiteLimiter::new(redis.clone(), &common.queue_name),
+        guard: common.target_guard(),
+        session_key: common.session_key.clone(),
     });
     tracing::info!(%worker_id, browser_slots = slots.browser, http_slots = slots.http, "worker started");
 
@@ -141,7 +142,7 @@ pub async fn run(
     // Two lanes, each its own consumer: http/json crawls never wait for a browser.
     let consumed = tokio::try_join!(
         consume(
-            &config,
+            &common.queue_name,
             redis.clone(),
             Lane::Browser,
             &worker_id,
@@ -150,7 +151,7 @@ pub async fn run(
             &shutdown
         ),
         consume(
-            &config,
+            &common.queue_name,
             redis,
             Lane::Http,
             &worker_id,
@@ -221,7 +222,7 @@ const RESTART_WINDOW: Duration = Duration::from_secs(60);
 /// again; one that keeps stopping makes the process exit non-zero so its
 /// supervisor (ECS, compose) replaces it, never a silent exit 0.
 async fn consume(
-    config: &Config,
+    queue_name: &str,
     redis: ConnectionManager,
     lane: Lane,
     worker_id: &str,
@@ -231,12 +232,8 @@ async fn consume(
 ) -> anyhow::Result<()> {
     let mut stops: VecDeque<Instant> = VecDeque::new();
     for generation in 1.. {
-        let backend = queue::storage(
-            redis.clone(),
-            &lane.queue_name(&config.queue_name),
-            concurrency,
-        )
-        .poll_with_interval(POLL_EVERY);
+        let backend = queue::storage(redis.clone(), &lane.queue_name(queue_name), concurrency)
+            .poll_with_interval(POLL_EVERY);
         // apalis-redis refuses, silently, a name still registered: one per start.
         let consumer = WorkerBuilder::new(format!("{worker_id}-{}{generation}", lane.as_str()))
             .backend(backend)

@@ -340,7 +340,7 @@ async fn health_is_always_ok_and_ready_follows_its_dependencies() {
 #[tokio::test]
 async fn ready_is_503_when_redis_goes_away() {
     let redis = crate::support::OwnRedis::start().await;
-    let app = TestApp::spawn_with(Default::default(), |c| c.redis_url = redis.url()).await;
+    let app = TestApp::spawn_with(Default::default(), |c| c.common.redis_url = redis.url()).await;
     let (status, _) = app.get("/ready").await;
     assert_eq!(status, StatusCode::OK);
     redis.stop().await;

@@ -309,11 +309,11 @@ impl Publisher {
     ) -> Publisher {
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(cloudwatch::run(
-            app.config.database_url.clone(),
+            app.config.common.database_url.clone(),
             app.pool().clone(),
             cw.client().await,
             PublisherSettings {
-                namespace: app.config.cloudwatch_namespace.clone(),
+                namespace: app.config.api.cloudwatch_namespace.clone(),
                 interval,
                 call_timeout,
             },
@@ -346,8 +346,8 @@ async fn queued_runs(app: &TestApp, n: usize) -> Vec<i64> {
 
 /// An api whose `/api` routes need a token (the test's requests carry it).
 fn with_a_token(c: &mut crawlfleet::config::Config) {
-    c.auth_disabled = false;
-    c.api_tokens = vec!["cloudwatch-test-token".into()];
+    c.api.auth_disabled = false;
+    c.api.api_tokens = vec!["cloudwatch-test-token".into()];
 }
 
 /// The slowest of `calls` requests, every ~100 ms, taking turns between

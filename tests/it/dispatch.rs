@@ -13,8 +13,8 @@ const WINDOW: u32 = 16;
 #[tokio::test]
 async fn a_backlog_of_20000_runs_drains_through_a_bounded_window() {
     let mut app = TestApp::spawn_with(Roles::fleet(), |c| {
-        c.dispatch_window = Some(WINDOW);
-        c.dispatch_interval_ms = 50;
+        c.scheduler.dispatch_window = Some(WINDOW);
+        c.scheduler.dispatch_interval_ms = 50;
     })
     .await;
     let pool = &app.pool().clone();
@@ -47,12 +47,12 @@ async fn a_backlog_of_20000_runs_drains_through_a_bounded_window() {
     .await
     .unwrap();
 
-    let mut redis = queue::connect(&app.config.redis_url).await.unwrap();
+    let mut redis = queue::connect(&app.config.common.redis_url).await.unwrap();
     let target = 5 * WINDOW as i64;
     let start = Instant::now();
     let (mut max_in_redis, mut max_dispatched, mut samples) = (0u64, 0i64, 0u32);
     loop {
-        let in_redis = queue::pending_in_redis(&mut redis, &app.config.queue_name)
+        let in_redis = queue::pending_in_redis(&mut redis, &app.config.common.queue_name)
             .await
             .unwrap();
         let dispatched = store::runs::count_in_redis(pool, &RenderMode::ALL)

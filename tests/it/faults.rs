@@ -14,7 +14,7 @@ const LIMIT: Duration = Duration::from_secs(90);
 
 async fn app_with_worker(concurrency: usize) -> TestApp {
     TestApp::spawn_with(Roles::fleet(), |c| {
-        c.worker_concurrency = concurrency;
+        c.worker.worker_concurrency = concurrency;
     })
     .await
 }

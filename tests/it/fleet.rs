@@ -70,10 +70,10 @@ async fn a_worker_killed_mid_queue_loses_nothing() {
     // survivor missing 5 s of heartbeats on a loaded machine only has a run
     // retried, which this test allows: each run completes once, on any attempt.
     let app = TestApp::spawn_with(Roles::scheduler_only(), |c| {
-        c.heartbeat_interval_secs = 1;
-        c.heartbeat_timeout_secs = 5;
-        c.watchdog_interval_secs = 1;
-        c.dispatch_claim_timeout_secs = 8;
+        c.worker.heartbeat_interval_secs = 1;
+        c.scheduler.heartbeat_timeout_secs = 5;
+        c.scheduler.watchdog_interval_secs = 1;
+        c.scheduler.dispatch_claim_timeout_secs = 8;
     })
     .await;
     let site = app

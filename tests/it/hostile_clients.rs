@@ -44,8 +44,8 @@ fn status_line(answer: &str) -> &str {
 #[tokio::test]
 async fn half_sent_heads_are_closed_and_health_answers_while_every_slot_is_held() {
     let app = TestApp::spawn_with(Roles::default(), |c| {
-        c.max_connections = 20;
-        c.http_header_timeout_secs = 2;
+        c.common.max_connections = 20;
+        c.common.http_header_timeout_secs = 2;
     })
     .await;
     // Every slot held by a client that never finishes its request head.
@@ -165,11 +165,11 @@ type WsClient =
 #[tokio::test]
 async fn websocket_clients_are_capped_in_all_and_per_token() {
     let app = TestApp::spawn_with(Roles::default(), |c| {
-        c.auth_disabled = false;
-        c.api_tokens = vec![WRITER.into()];
-        c.api_read_tokens = vec![READER.into()];
-        c.max_ws_clients = 5;
-        c.max_ws_clients_per_token = 3;
+        c.api.auth_disabled = false;
+        c.api.api_tokens = vec![WRITER.into()];
+        c.api.api_read_tokens = vec![READER.into()];
+        c.api.max_ws_clients = 5;
+        c.api.max_ws_clients_per_token = 3;
     })
     .await;
     let mut readers = Vec::new();

@@ -161,9 +161,9 @@ const SECRET_HEADER: &str = "Bearer header-secret-4711";
 #[tokio::test]
 async fn secrets_are_never_shown_stay_sealed_at_rest_and_survive_a_round_trip() {
     let app = TestApp::spawn_without_browsers(Roles::fleet(), |c| {
-        c.auth_disabled = false;
-        c.api_tokens = vec!["writer".into()];
-        c.api_read_tokens = vec!["reader".into()];
+        c.api.auth_disabled = false;
+        c.api.api_tokens = vec!["writer".into()];
+        c.api.api_read_tokens = vec!["reader".into()];
     })
     .await;
     let proxy = TestProxy::start(Some(CREDENTIALS)).await;
@@ -247,7 +247,7 @@ async fn secrets_are_never_shown_stay_sealed_at_rest_and_survive_a_round_trip() 
 
 #[tokio::test]
 async fn without_session_key_a_site_may_not_have_secrets_to_seal() {
-    let app = TestApp::spawn_with(Roles::default(), |c| c.session_key = None).await;
+    let app = TestApp::spawn_with(Roles::default(), |c| c.common.session_key = None).await;
     for (key, value) in [
         ("headers", json!({"X-Api-Key": "k"})),
         ("proxy", json!("http://u:p@proxy.example:3128")),
@@ -293,7 +293,7 @@ async fn secrets_an_earlier_version_stored_in_the_clear_are_sealed_at_start() {
     let hit = &requests_for(&app, "/search", "legacy")[0];
     assert_eq!(hit.header("x-api-key"), Some("legacy-secret-99"));
     // ...which an api with SESSION_KEY does as it starts.
-    let key = app.config.session_key.clone().unwrap();
+    let key = app.config.common.session_key.clone().unwrap();
     let sealed = crawlfleet::store::sites::seal_unsealed(app.pool(), &key)
         .await
         .unwrap();

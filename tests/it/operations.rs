@@ -33,7 +33,7 @@ async fn a_worker_holds_its_results_through_a_postgres_outage_and_everything_res
     ))
     .await;
     let app = TestApp::spawn_with(Roles::fleet(), |c| {
-        c.database_url = proxy.route(&c.database_url);
+        c.common.database_url = proxy.route(&c.common.database_url);
     })
     .await;
     let slow = app
@@ -74,7 +74,7 @@ async fn on_ecs_the_task_is_protected_from_scale_in_exactly_while_it_holds_runs(
     let server = tokio::spawn(async move { axum::serve(listener, agent).await });
 
     let app = TestApp::spawn_with(Roles::fleet(), |c| {
-        c.ecs_agent_uri = Some(agent_uri.clone());
+        c.worker.ecs_agent_uri = Some(agent_uri.clone());
     })
     .await;
     let slow = app
@@ -186,8 +186,8 @@ async fn redis_memory_stays_flat_over_10000_jobs_once_trimmed() {
             worker: true,
         },
         |c| {
-            c.redis_url = redis.url();
-            c.worker_concurrency = 4;
+            c.common.redis_url = redis.url();
+            c.worker.worker_concurrency = 4;
         },
     )
     .await;
@@ -199,7 +199,7 @@ async fn redis_memory_stays_flat_over_10000_jobs_once_trimmed() {
 
     // 10,000 job messages, in two days' worth of 5,000, in windows of 500 (as
     // the dispatcher would): they name no run, so each is dropped at once.
-    let mut storage = queue::storage(conn.clone(), &app.config.queue_name, 1);
+    let mut storage = queue::storage(conn.clone(), &app.config.common.queue_name, 1);
     let mut after_trim = Vec::new();
     for day in 0..2 {
         for window in 0..10 {
@@ -212,7 +212,7 @@ async fn redis_memory_stays_flat_over_10000_jobs_once_trimmed() {
             // a second or two; 60 s is far more than a loaded machine needs.
             eventually(Duration::from_secs(60), "the window drained", || {
                 let mut conn = conn.clone();
-                let queue = app.config.queue_name.clone();
+                let queue = app.config.common.queue_name.clone();
                 async move {
                     (queue::pending_in_redis(&mut conn, &queue).await.unwrap() == 0).then_some(())
                 }
@@ -223,9 +223,13 @@ async fn redis_memory_stays_flat_over_10000_jobs_once_trimmed() {
         // is six polls, and 4,950 of 5,000 below spares the last few acks.
         tokio::time::sleep(Duration::from_secs(2)).await;
         let loaded = used_memory(&mut conn).await;
-        let trimmed = queue::trim(&mut conn, &app.config.queue_name, Duration::from_secs(3600))
-            .await
-            .unwrap();
+        let trimmed = queue::trim(
+            &mut conn,
+            &app.config.common.queue_name,
+            Duration::from_secs(3600),
+        )
+        .await
+        .unwrap();
         // Redis shrinks its key tables in the background (serverCron, ten
         // times a second by default): 3 s is thirty of its rounds.
         tokio::time::sleep(Duration::from_secs(3)).await;

@@ -83,7 +83,8 @@ async fn attempt_spans(app: &TestApp, site: i64) -> Vec<(i64, i64)> {
 #[tokio::test]
 async fn three_workers_keep_a_sites_limits_while_another_site_goes_at_its_own_pace() {
     let app =
-        TestApp::spawn_without_browsers(Roles::scheduler_only(), |c| c.http_concurrency = 4).await;
+        TestApp::spawn_without_browsers(Roles::scheduler_only(), |c| c.worker.http_concurrency = 4)
+            .await;
     let base = app.site.base_url();
     let limited = app
         .create_site(json!({
@@ -203,9 +204,9 @@ async fn a_429_pauses_the_site_for_its_retry_after_and_the_run_completes() {
     // must keep heartbeating and must not be taken for a dead or stuck one.
     // A heartbeat every 1 s may be 5 s late on a loaded machine.
     let app = TestApp::spawn_without_browsers(Roles::fleet(), |c| {
-        c.heartbeat_interval_secs = 1;
-        c.heartbeat_timeout_secs = 6;
-        c.watchdog_interval_secs = 1;
+        c.worker.heartbeat_interval_secs = 1;
+        c.scheduler.heartbeat_timeout_secs = 6;
+        c.scheduler.watchdog_interval_secs = 1;
     })
     .await;
     let site = app

@@ -122,7 +122,7 @@ async fn a_json_api_paged_by_token_is_crawled_to_the_end() {
 
 #[tokio::test]
 async fn http_crawls_do_not_wait_for_a_busy_browser() {
-    let app = TestApp::spawn_with(Roles::fleet(), |c| c.worker_concurrency = 1).await;
+    let app = TestApp::spawn_with(Roles::fleet(), |c| c.worker.worker_concurrency = 1).await;
     // The only browser slot is held by a page that takes 20 s.
     let slow = app
         .one_page_site(

@@ -25,7 +25,7 @@ async fn scheduled_runs(app: &TestApp, keyword: i64) -> i64 {
 #[tokio::test]
 async fn a_keyword_is_queued_on_its_cron_until_disabled_and_changes_apply_live() {
     // Schedules a few seconds apart, so the test sees several fire times.
-    let app = TestApp::spawn_with(Roles::fleet(), |c| c.min_schedule_interval_secs = 1).await;
+    let app = TestApp::spawn_with(Roles::fleet(), |c| c.api.min_schedule_interval_secs = 1).await;
     let site = app
         .one_page_site("static", "/static?q={keyword}", json!({}))
         .await;

@@ -146,7 +146,7 @@ async fn an_exclusive_session_is_used_by_one_run_at_a_time() {
 
 #[tokio::test]
 async fn keeping_a_session_needs_the_key_that_seals_it() {
-    let app = TestApp::spawn_with(Roles::default(), |c| c.session_key = None).await;
+    let app = TestApp::spawn_with(Roles::default(), |c| c.common.session_key = None).await;
     let mut site = app.site_body("no-key", "/members");
     site["keep_session"] = json!(true);
     let (status, body) = app.post("/api/sites", site).await;

@@ -67,7 +67,8 @@ fn site_at(name: &str, search_url: &str, render: &str) -> Value {
 
 #[tokio::test]
 async fn sites_pointing_at_private_or_metadata_targets_are_refused_with_422() {
-    let app = TestApp::spawn_with(Roles::default(), |c| c.allow_private_targets = false).await;
+    let app =
+        TestApp::spawn_with(Roles::default(), |c| c.common.allow_private_targets = false).await;
     for (url, why) in [
         (
             "http://169.254.169.254/latest/meta-data/?q={keyword}",

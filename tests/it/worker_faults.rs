@@ -20,7 +20,8 @@ const LIMIT: Duration = Duration::from_secs(90);
 #[tokio::test]
 async fn sigterm_drains_hands_unfinished_runs_back_and_exits_0_within_the_deadline() {
     let _slots = browser_slots(1).await;
-    let app = TestApp::spawn_with(Roles::scheduler_only(), |c| c.drain_timeout_secs = 2).await;
+    let app =
+        TestApp::spawn_with(Roles::scheduler_only(), |c| c.worker.drain_timeout_secs = 2).await;
     let slow = app
         .one_page_site(
             "slow",
@@ -63,9 +64,9 @@ async fn a_frozen_worker_is_superseded_and_none_of_its_late_writes_land() {
     // rescuer's 1 s heartbeats may then be up to 7 s late on a loaded machine
     // before its attempt 2 is taken back too.
     let app = TestApp::spawn_with(Roles::scheduler_only(), |c| {
-        c.heartbeat_interval_secs = 1;
-        c.heartbeat_timeout_secs = 8;
-        c.watchdog_interval_secs = 1;
+        c.worker.heartbeat_interval_secs = 1;
+        c.scheduler.heartbeat_timeout_secs = 8;
+        c.scheduler.watchdog_interval_secs = 1;
     })
     .await;
     let slow = app
@@ -192,8 +193,8 @@ async fn a_worker_whose_consumer_stops_exits_non_zero() {
     // apalis-redis 1.0 cannot fetch from a queue with more than ~8,000 due
     // jobs: its consumer stops. The dispatcher never lets that happen; here
     // the jobs are pushed past it to prove the process then exits non-zero.
-    let redis = queue::connect(&app.config.redis_url).await.unwrap();
-    let mut storage = queue::storage(redis, &app.config.queue_name, 1);
+    let redis = queue::connect(&app.config.common.redis_url).await.unwrap();
+    let mut storage = queue::storage(redis, &app.config.common.queue_name, 1);
     for chunk in 0..10 {
         let jobs = (0..1000)
             .map(|i| Job::CrawlV1 {
@@ -224,9 +225,9 @@ async fn runs_survive_redis_being_flushed_and_restarted() {
     let redis = OwnRedis::start().await;
     let port = redis.port();
     let app = TestApp::spawn_with(Roles::fleet(), |c| {
-        c.redis_url = redis.url();
-        c.dispatch_claim_timeout_secs = 3;
-        c.dispatch_window = Some(4);
+        c.common.redis_url = redis.url();
+        c.scheduler.dispatch_claim_timeout_secs = 3;
+        c.scheduler.dispatch_window = Some(4);
     })
     .await;
     let slow = app
@@ -284,7 +285,7 @@ async fn a_worker_started_before_the_migrations_waits_for_them() {
     // A bare database: nobody has migrated it yet.
     let db = TestDb::unmigrated().await;
     let mut config = test_config(&db.url, &test_queue_name());
-    config.worker_concurrency = 1;
+    config.worker.worker_concurrency = 1;
     let mut worker = RoleProcess::worker(&config);
     // It waits up to 120 s for the schema, so it cannot exit within 3 s unless
     // broken; a slow start only makes this check weaker, never fail.
@@ -309,6 +310,6 @@ async fn a_worker_started_before_the_migrations_waits_for_them() {
     )
     .await;
     assert_eq!(worker.terminate(Duration::from_secs(30)).await, 0);
-    clear_queue(&config.queue_name).await;
+    clear_queue(&config.common.queue_name).await;
     db.drop().await;
 }

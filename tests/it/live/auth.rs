@@ -180,10 +180,16 @@ async fn a_websocket_needs_a_token_in_the_header_or_the_query() {
 #[tokio::test]
 async fn the_api_refuses_to_start_without_tokens_unless_told_to() {
     let app = TestApp::spawn().await;
-    let mut config = test_config(&app.db.url, &app.config.queue_name);
-    config.auth_disabled = false;
-    let redis = queue::connect(&config.redis_url).await.unwrap();
-    let refused = AppState::from_config(&config, app.pool().clone(), redis, Default::default());
+    let mut config = test_config(&app.db.url, &app.config.common.queue_name);
+    config.api.auth_disabled = false;
+    let redis = queue::connect(&config.common.redis_url).await.unwrap();
+    let refused = AppState::from_config(
+        &config.common,
+        &config.api,
+        app.pool().clone(),
+        redis,
+        Default::default(),
+    );
     let message = format!("{:#}", refused.err().expect("refused"));
     assert!(
         message.contains("API_TOKENS") && message.contains("AUTH_DISABLED"),

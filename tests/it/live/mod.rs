@@ -23,9 +23,9 @@ type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 fn with_tokens(c: &mut crawlfleet::config::Config) {
-    c.auth_disabled = false;
-    c.api_tokens = vec![WRITER.into()];
-    c.api_read_tokens = vec![READER.into()];
+    c.api.auth_disabled = false;
+    c.api.api_tokens = vec![WRITER.into()];
+    c.api.api_read_tokens = vec![READER.into()];
 }
 
 /// `/ws` of an api at `base` (`http://host:port`).

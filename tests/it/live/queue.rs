@@ -37,8 +37,8 @@ fn counts(report: &Value) -> Vec<&Value> {
 async fn queue_stats_count_every_state_alike_in_json_websocket_and_gauges() {
     // One http slot, so a slow page holds it and a dispatched run waits.
     let app = TestApp::spawn_without_browsers(Roles::fleet(), |c| {
-        c.http_concurrency = 1;
-        c.drain_timeout_secs = 1;
+        c.worker.http_concurrency = 1;
+        c.worker.drain_timeout_secs = 1;
     })
     .await;
     // The api under test is its own process: its gauges are its own, where
@@ -125,7 +125,10 @@ async fn queue_stats_count_every_state_alike_in_json_websocket_and_gauges() {
     assert!(age >= 5.0, "the retried run was queued {age} s ago");
     let workers = report["workers"].as_array().unwrap();
     assert_eq!(workers.len(), 1, "{report}");
-    assert_eq!(workers[0]["concurrency"], app.config.worker_concurrency);
+    assert_eq!(
+        workers[0]["concurrency"],
+        app.config.worker.worker_concurrency
+    );
     assert_eq!(workers[0]["http_concurrency"], 1);
     assert_eq!(workers[0]["in_flight"], 1);
 

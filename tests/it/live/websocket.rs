@@ -20,8 +20,8 @@ use super::{
 use crate::support::{ON_DEMAND, RoleProcess, Roles, TestApp, browser_slots};
 
 async fn publisher(app: &TestApp) -> EventPublisher {
-    let redis = queue::connect(&app.config.redis_url).await.unwrap();
-    EventPublisher::new(redis, &app.config.queue_name)
+    let redis = queue::connect(&app.config.common.redis_url).await.unwrap();
+    EventPublisher::new(redis, &app.config.common.queue_name)
 }
 
 /// Reads until the server ends the connection; panics if it is still open
@@ -295,7 +295,7 @@ async fn two_hundred_clients_all_receive_an_event() {
 async fn a_client_that_never_reads_does_not_hold_up_others_and_is_told_or_dropped() {
     // A reader takes each frame within milliseconds of its send: the 2 s send
     // timeout that drops the stuck client is a thousand times a reader's pace.
-    let app = TestApp::spawn_with(Roles::default(), |c| c.ws_send_timeout_secs = 2).await;
+    let app = TestApp::spawn_with(Roles::default(), |c| c.api.ws_send_timeout_secs = 2).await;
     let mut stuck = socket(&app.base, "unused").await;
     subscribe(&mut stuck, json!({})).await;
     let mut readers = Vec::new();
@@ -375,7 +375,7 @@ async fn a_client_that_never_reads_does_not_hold_up_others_and_is_told_or_droppe
 
 #[tokio::test]
 async fn pings_keep_a_reading_client_and_a_silent_one_is_dropped() {
-    let app = TestApp::spawn_with(Roles::default(), |c| c.ws_ping_interval_secs = 1).await;
+    let app = TestApp::spawn_with(Roles::default(), |c| c.api.ws_ping_interval_secs = 1).await;
     // Never reads, so never answers a ping.
     let mut silent = socket(&app.base, "unused").await;
     let mut reader = socket(&app.base, "unused").await;

@@ -8,7 +8,7 @@ mod sites;
 
 use crawlfleet::{
     api::{AppState, Application},
-    config::{Config, Process},
+    config::{ApiConfig, CommonConfig, Config, Process, SchedulerConfig, WorkerConfig},
     demo::site::DemoSite,
     ops::telemetry::LogFormat,
     queue, scheduler, store, worker,
@@ -31,50 +31,58 @@ pub const TEST_SESSION_KEY: &str =
 pub fn test_config(database_url: &str, queue_name: &str) -> Config {
     Config {
         process: Process::All,
-        database_url: database_url.to_owned(),
-        database_max_connections: 10,
-        redis_url: redis_url(),
-        queue_name: queue_name.to_owned(),
-        api_host: "127.0.0.1".into(),
-        api_port: 0,
-        scheduler_port: 0,
-        metrics_port: 0,
-        api_tokens: vec![],
-        api_read_tokens: vec![],
-        auth_disabled: true,
-        cloudwatch_enabled: false,
-        cloudwatch_namespace: "CrawlerService".into(),
-        metric_interval_secs: 60,
-        ws_ping_interval_secs: 30,
-        ws_send_timeout_secs: 10,
-        http_header_timeout_secs: 10,
-        max_connections: 512,
-        max_ws_clients: 256,
-        max_ws_clients_per_token: 32,
-        log_format: LogFormat::Pretty,
-        worker_concurrency: 2,
-        http_concurrency: 8,
-        // The fixture site is on loopback.
-        allow_private_targets: true,
-        allowed_private_targets: vec![],
-        session_key: Some(TEST_SESSION_KEY.parse().expect("a valid key")),
-        chromedriver_path: std::env::var("CHROMEDRIVER_PATH")
-            .unwrap_or_else(|_| "chromedriver".into()),
-        webdriver_url: None,
-        chrome_path: None,
-        drain_timeout_secs: 10,
-        ecs_agent_uri: None,
-        dispatch_window: None,
-        dispatch_interval_ms: 100,
-        dispatch_claim_timeout_secs: 60,
-        stuck_timeout_secs: 30,
-        heartbeat_interval_secs: 15,
-        heartbeat_timeout_secs: 90,
-        watchdog_interval_secs: 30,
-        max_attempts: 3,
-        retention_days: 30,
-        schedule_sync_interval_ms: 300,
-        min_schedule_interval_secs: 60,
+        common: CommonConfig {
+            database_url: database_url.to_owned(),
+            database_max_connections: 10,
+            redis_url: redis_url(),
+            queue_name: queue_name.to_owned(),
+            log_format: LogFormat::Pretty,
+            session_key: Some(TEST_SESSION_KEY.parse().expect("a valid key")),
+            // The fixture site is on loopback.
+            allow_private_targets: true,
+            allowed_private_targets: vec![],
+            http_header_timeout_secs: 10,
+            max_connections: 512,
+            stuck_timeout_secs: 30,
+            max_attempts: 3,
+        },
+        api: ApiConfig {
+            api_host: "127.0.0.1".into(),
+            api_port: 0,
+            api_tokens: vec![],
+            api_read_tokens: vec![],
+            auth_disabled: true,
+            ws_ping_interval_secs: 30,
+            ws_send_timeout_secs: 10,
+            max_ws_clients: 256,
+            max_ws_clients_per_token: 32,
+            cloudwatch_enabled: false,
+            cloudwatch_namespace: "CrawlerService".into(),
+            metric_interval_secs: 60,
+            min_schedule_interval_secs: 60,
+        },
+        scheduler: SchedulerConfig {
+            scheduler_port: 0,
+            dispatch_window: None,
+            dispatch_interval_ms: 100,
+            dispatch_claim_timeout_secs: 60,
+            heartbeat_timeout_secs: 90,
+            watchdog_interval_secs: 30,
+            retention_days: 30,
+            schedule_sync_interval_ms: 300,
+        },
+        worker: WorkerConfig {
+            metrics_port: 0,
+            worker_concurrency: 2,
+            http_concurrency: 8,
+            chromedriver_path: std::env::var("CHROMEDRIVER_PATH")
+                .unwrap_or_else(|_| "chromedriver".into()),
+            webdriver_url: None,
+            chrome_path: None,
+            drain_timeout_secs: 10,
+            ecs_agent_uri: None,
+            heartbeat_interval_secs: 15,
+        },
         demo: false,
         demo_port: 0,
     }
@@ -153,31 +161,37 @@ impl TestApp {
         let mut config = test_config(&db.url, &test_queue_name());
         tune(&mut config);
         let site = DemoSite::start(0).await.expect("fixture site starts");
-        let redis = queue::connect(&config.redis_url)
+        let redis = queue::connect(&config.common.redis_url)
             .await
             .expect("Redis reachable");
         let shutdown = CancellationToken::new();
         let mut set = JoinSet::new();
         // Roles reach Postgres through the config's URL (a test may route it
         // through a proxy); the test itself keeps a direct pool.
-        let roles_pool = if config.database_url == db.url {
+        let roles_pool = if config.common.database_url == db.url {
             db.pool.clone()
         } else {
-            store::connect(&config.database_url, 10)
+            store::connect(&config.common.database_url, 10)
                 .await
                 .expect("roles reach Postgres")
         };
-        let state =
-            AppState::from_config(&config, roles_pool.clone(), redis.clone(), shutdown.clone())
-                .expect("api settings are valid");
-        let app = Application::build(&config, 0, state)
+        let state = AppState::from_config(
+            &config.common,
+            &config.api,
+            roles_pool.clone(),
+            redis.clone(),
+            shutdown.clone(),
+        )
+        .expect("api settings are valid");
+        let app = Application::build(&config.common, &config.api, 0, state)
             .await
             .expect("api binds");
         let base = format!("http://{}", app.local_addr());
         set.spawn(app.run_until_stopped());
         if roles.scheduler {
             set.spawn(scheduler::run(
-                config.clone(),
+                config.common.clone(),
+                config.scheduler.clone(),
                 roles_pool.clone(),
                 redis.clone(),
                 shutdown.clone(),
@@ -185,7 +199,8 @@ impl TestApp {
         }
         if roles.worker {
             set.spawn(worker::run(
-                config.clone(),
+                config.common.clone(),
+                config.worker.clone(),
                 roles_pool.clone(),
                 redis.clone(),
                 shutdown.clone(),
@@ -211,8 +226,8 @@ impl TestApp {
     /// The token the test's own requests carry: the first write token when
     /// the config turns auth on.
     pub fn token(&self) -> Option<&str> {
-        (!self.config.auth_disabled)
-            .then(|| self.config.api_tokens.first().map(String::as_str))
+        (!self.config.api.auth_disabled)
+            .then(|| self.config.api.api_tokens.first().map(String::as_str))
             .flatten()
     }
 
@@ -280,7 +295,7 @@ impl TestApp {
     pub async fn finish(mut self) {
         self.stop_roles().await;
         self.site.stop().await;
-        clear_queue(&self.config.queue_name).await;
+        clear_queue(&self.config.common.queue_name).await;
         self.db.drop().await;
     }
 }

@@ -31,44 +31,56 @@ impl RoleProcess {
         let out = std::fs::File::create(&log).unwrap();
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_crawlfleet"));
         cmd.arg(format!("--process={process}"))
-            .env("DATABASE_URL", &config.database_url)
-            .env("REDIS_URL", &config.redis_url)
-            .env("QUEUE_NAME", &config.queue_name)
+            .env("DATABASE_URL", &config.common.database_url)
+            .env("REDIS_URL", &config.common.redis_url)
+            .env("QUEUE_NAME", &config.common.queue_name)
             .env("API_HOST", "127.0.0.1")
             .env("API_PORT", "0")
-            .env("SCHEDULER_PORT", config.scheduler_port.to_string())
-            .env("METRICS_PORT", config.metrics_port.to_string())
-            .env("AUTH_DISABLED", config.auth_disabled.to_string())
-            .env("API_TOKENS", config.api_tokens.join(","))
-            .env("API_READ_TOKENS", config.api_read_tokens.join(","))
-            .env("WORKER_CONCURRENCY", config.worker_concurrency.to_string())
-            .env("HTTP_CONCURRENCY", config.http_concurrency.to_string())
+            .env(
+                "SCHEDULER_PORT",
+                config.scheduler.scheduler_port.to_string(),
+            )
+            .env("METRICS_PORT", config.worker.metrics_port.to_string())
+            .env("AUTH_DISABLED", config.api.auth_disabled.to_string())
+            .env("API_TOKENS", config.api.api_tokens.join(","))
+            .env("API_READ_TOKENS", config.api.api_read_tokens.join(","))
+            .env(
+                "WORKER_CONCURRENCY",
+                config.worker.worker_concurrency.to_string(),
+            )
+            .env(
+                "HTTP_CONCURRENCY",
+                config.worker.http_concurrency.to_string(),
+            )
             .env(
                 "ALLOW_PRIVATE_TARGETS",
-                config.allow_private_targets.to_string(),
+                config.common.allow_private_targets.to_string(),
             )
             .env("SESSION_KEY", TEST_SESSION_KEY)
             .env(
                 "DISPATCH_INTERVAL_MS",
-                config.dispatch_interval_ms.to_string(),
+                config.scheduler.dispatch_interval_ms.to_string(),
             )
             .env(
                 "SCHEDULE_SYNC_INTERVAL_MS",
-                config.schedule_sync_interval_ms.to_string(),
+                config.scheduler.schedule_sync_interval_ms.to_string(),
             )
             .env(
                 "HEARTBEAT_INTERVAL_SECS",
-                config.heartbeat_interval_secs.to_string(),
+                config.worker.heartbeat_interval_secs.to_string(),
             )
             .env(
                 "HEARTBEAT_TIMEOUT_SECS",
-                config.heartbeat_timeout_secs.to_string(),
+                config.scheduler.heartbeat_timeout_secs.to_string(),
             )
             .env(
                 "WATCHDOG_INTERVAL_SECS",
-                config.watchdog_interval_secs.to_string(),
+                config.scheduler.watchdog_interval_secs.to_string(),
             )
-            .env("DRAIN_TIMEOUT_SECS", config.drain_timeout_secs.to_string())
+            .env(
+                "DRAIN_TIMEOUT_SECS",
+                config.worker.drain_timeout_secs.to_string(),
+            )
             .env("LOG_FORMAT", "pretty")
             // Plain text: tests read the log.
             .env("NO_COLOR", "1")
