@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::domain::site::{Extraction, FieldSpec, JsonInput, MASK, ProxyUrl, Site};
+use crate::domain::site::{FieldSpec, JsonInput, MASK, ProxyUrl, Site};
 
 /// A stored site, as the API shows it: the values of its headers and its
 /// proxy's credentials are masked (`***`) for every token; they are kept
@@ -46,29 +46,8 @@ pub struct SiteView {
 impl From<Site> for SiteView {
     fn from(site: Site) -> Self {
         let spec = site.spec;
-        let (item_selector, wait_for, blocked_selector, json) = match &spec.extraction {
-            Extraction::Html {
-                item_selector,
-                wait_for,
-                blocked_selector,
-                ..
-            } => (
-                Some(item_selector.as_str().to_owned()),
-                wait_for.as_ref().map(|s| s.as_str().to_owned()),
-                blocked_selector.as_ref().map(|s| s.as_str().to_owned()),
-                None,
-            ),
-            Extraction::Json { items, paging, .. } => (
-                None,
-                None,
-                None,
-                Some(JsonInput {
-                    items: items.as_str().to_owned(),
-                    next_token: paging.as_ref().map(|p| p.next_token.as_str().to_owned()),
-                    token_param: paging.as_ref().map(|p| p.token_param.clone()),
-                }),
-            ),
-        };
+        let [item_selector, wait_for, blocked_selector] =
+            spec.extraction.selectors().map(|s| s.map(str::to_owned));
         SiteView {
             id: site.id,
             search_url: spec.search_url.as_str().to_owned(),
@@ -77,7 +56,7 @@ impl From<Site> for SiteView {
             fields: spec.extraction.fields().clone(),
             wait_for,
             blocked_selector,
-            json,
+            json: spec.extraction.json_input(),
             max_pages: spec.max_pages,
             stuck_timeout_secs: spec.stuck_timeout_secs,
             max_attempts: spec.max_attempts,

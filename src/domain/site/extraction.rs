@@ -230,6 +230,36 @@ impl Extraction {
             Extraction::Html { .. } => None,
         }
     }
+
+    /// The selectors of HTML extraction, as a client writes them: item,
+    /// wait_for, blocked_selector (none for JSON).
+    pub fn selectors(&self) -> [Option<&str>; 3] {
+        match self {
+            Extraction::Html {
+                item_selector,
+                wait_for,
+                blocked_selector,
+                ..
+            } => [
+                Some(item_selector.as_str()),
+                wait_for.as_ref().map(CssSelector::as_str),
+                blocked_selector.as_ref().map(CssSelector::as_str),
+            ],
+            Extraction::Json { .. } => [None; 3],
+        }
+    }
+
+    /// JSON extraction as a client writes it (none for HTML).
+    pub fn json_input(&self) -> Option<JsonInput> {
+        let Extraction::Json { items, paging, .. } = self else {
+            return None;
+        };
+        Some(JsonInput {
+            items: items.as_str().to_owned(),
+            next_token: paging.as_ref().map(|p| p.next_token.as_str().to_owned()),
+            token_param: paging.as_ref().map(|p| p.token_param.clone()),
+        })
+    }
 }
 
 /// The parts of a site input that describe extraction.

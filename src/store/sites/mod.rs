@@ -49,34 +49,12 @@ struct Columns<'a> {
 fn columns(spec: &SiteSpec) -> Columns<'_> {
     let header_names = spec.identity.headers.keys().cloned().collect();
     let proxy = spec.identity.proxy.as_ref().map(ProxyUrl::masked);
-    let (item_selector, wait_for, blocked_selector, json) = match &spec.extraction {
-        Extraction::Html {
-            item_selector,
-            wait_for,
-            blocked_selector,
-            ..
-        } => (
-            Some(item_selector.as_str()),
-            wait_for.as_ref().map(|s| s.as_str()),
-            blocked_selector.as_ref().map(|s| s.as_str()),
-            None,
-        ),
-        Extraction::Json { items, paging, .. } => (
-            None,
-            None,
-            None,
-            Some(JsonInput {
-                items: items.as_str().to_owned(),
-                next_token: paging.as_ref().map(|p| p.next_token.as_str().to_owned()),
-                token_param: paging.as_ref().map(|p| p.token_param.clone()),
-            }),
-        ),
-    };
+    let [item_selector, wait_for, blocked_selector] = spec.extraction.selectors();
     Columns {
         item_selector,
         wait_for,
         blocked_selector,
-        json,
+        json: spec.extraction.json_input(),
         header_names,
         proxy,
     }
