@@ -1,6 +1,6 @@
 use axum::{Json, extract::State, http::StatusCode};
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -38,13 +38,13 @@ impl From<WriteError> for ApiError {
 }
 
 /// Create a keyword on some sites.
-#[utoipa::path(post, path = "/keywords", tag = "keywords", security(("bearer" = [])), request_body = KeywordInput,
+#[utoipa::path(post, path = "/keywords", tag = "keywords", security(("bearer" = [])), request_body = KeywordBody,
     responses((status = 201, body = KeywordView), (status = 422, description = "Bad cron, unknown site ids...", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn create(
     State(state): State<AppState>,
-    ApiJson(input): ApiJson<KeywordInput>,
+    ApiJson(body): ApiJson<KeywordBody>,
 ) -> Result<(StatusCode, Json<KeywordView>), ApiError> {
-    let spec = input.parse(state.min_schedule_interval)?;
+    let spec = KeywordInput::from(body).parse(state.min_schedule_interval)?;
     let keyword = store::keywords::create(&state.pool, &spec).await?;
     Ok((StatusCode::CREATED, Json(keyword.into())))
 }
@@ -72,14 +72,14 @@ async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<KeywordV
 
 /// Replace a keyword (schedule changes apply without a restart).
 #[utoipa::path(put, path = "/keywords/{id}", tag = "keywords", security(("bearer" = [])), params(("id" = i64, Path)),
-    request_body = KeywordInput,
+    request_body = KeywordBody,
     responses((status = 200, body = KeywordView), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn update(
     State(state): State<AppState>,
     Id(id): Id,
-    ApiJson(input): ApiJson<KeywordInput>,
+    ApiJson(body): ApiJson<KeywordBody>,
 ) -> Result<Json<KeywordView>, ApiError> {
-    let spec = input.parse(state.min_schedule_interval)?;
+    let spec = KeywordInput::from(body).parse(state.min_schedule_interval)?;
     store::keywords::update(&state.pool, id, &spec)
         .await?
         .map(|keyword| Json(keyword.into()))
@@ -148,4 +148,35 @@ impl From<Keyword> for KeywordView {
             updated_at: from.updated_at,
         }
     }
+}
+
+/// A keyword as a client sends it; `schedule` is a 6-field cron expression,
+/// seconds first, in UTC.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = KeywordInput)]
+pub struct KeywordBody {
+    pub keyword: String,
+    pub site_ids: Vec<i64>,
+    pub schedule: String,
+    #[serde(default = "enabled_by_default")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub priority: i32,
+}
+
+impl From<KeywordBody> for KeywordInput {
+    fn from(body: KeywordBody) -> Self {
+        KeywordInput {
+            keyword: body.keyword,
+            site_ids: body.site_ids,
+            schedule: body.schedule,
+            enabled: body.enabled,
+            priority: body.priority,
+        }
+    }
+}
+
+fn enabled_by_default() -> bool {
+    true
 }

@@ -93,7 +93,7 @@ impl PartialEq for CronSchedule {
 
 /// A keyword as a client sends it; `schedule` is a 6-field cron expression,
 /// seconds first, in UTC.
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeywordInput {
     pub keyword: String,

@@ -1,5 +1,6 @@
 //! Sites: create, read, replace, delete, and forget a kept session.
 
+mod body;
 mod view;
 
 use axum::{Json, extract::State, http::StatusCode};
@@ -20,6 +21,7 @@ use crate::{
         sites::{DeleteOutcome, LoadError},
     },
 };
+use body::SiteBody;
 use view::SiteView;
 
 impl From<LoadError> for ApiError {
@@ -103,14 +105,14 @@ fn name_taken() -> ApiError {
 }
 
 /// Create a site.
-#[utoipa::path(post, path = "/sites", tag = "sites", security(("bearer" = [])), request_body = SiteInput,
+#[utoipa::path(post, path = "/sites", tag = "sites", security(("bearer" = [])), request_body = SiteBody,
     responses((status = 201, body = SiteView), (status = 409, description = "Name taken", body = ErrorBody),
               (status = 422, description = "A rule broken; `field` names it", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn create(
     State(state): State<AppState>,
-    ApiJson(input): ApiJson<SiteInput>,
+    ApiJson(body): ApiJson<SiteBody>,
 ) -> Result<(StatusCode, Json<SiteView>), ApiError> {
-    let spec = input.parse()?;
+    let spec = SiteInput::from(body).parse()?;
     check_reachable(&state, &spec).await?;
     match store::sites::create(&state.pool, &spec, state.session_key.as_ref()).await {
         Ok(site) => Ok((StatusCode::CREATED, Json(site.into()))),
@@ -142,14 +144,15 @@ async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<SiteView
 
 /// Replace a site.
 #[utoipa::path(put, path = "/sites/{id}", tag = "sites", security(("bearer" = [])), params(("id" = i64, Path)),
-    request_body = SiteInput,
+    request_body = SiteBody,
     responses((status = 200, body = SiteView), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
               (status = 422, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn update(
     State(state): State<AppState>,
     Id(id): Id,
-    ApiJson(mut input): ApiJson<SiteInput>,
+    ApiJson(body): ApiJson<SiteBody>,
 ) -> Result<Json<SiteView>, ApiError> {
+    let mut input = SiteInput::from(body);
     if !store::sites::exists(&state.pool, id).await? {
         return Err(ApiError::not_found("site", id));
     }

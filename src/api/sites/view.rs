@@ -7,7 +7,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::domain::site::{FieldSpec, JsonInput, MASK, ProxyUrl, Site};
+use super::body::JsonBody;
+use crate::domain::site::{FieldSpec, MASK, ProxyUrl, Site};
 
 /// A stored site, as the API shows it: the values of its headers and its
 /// proxy's credentials are masked (`***`) for every token; they are kept
@@ -20,10 +21,10 @@ pub struct SiteView {
     pub search_url: String,
     pub render: String,
     pub item_selector: Option<String>,
-    pub fields: BTreeMap<String, FieldSpec>,
+    pub fields: BTreeMap<String, FieldView>,
     pub wait_for: Option<String>,
     pub blocked_selector: Option<String>,
-    pub json: Option<JsonInput>,
+    pub json: Option<JsonBody>,
     pub max_pages: i32,
     pub stuck_timeout_secs: Option<i32>,
     pub max_attempts: Option<i32>,
@@ -53,10 +54,15 @@ impl From<Site> for SiteView {
             search_url: spec.search_url.as_str().to_owned(),
             render: spec.render.as_str().to_owned(),
             item_selector,
-            fields: spec.extraction.fields().clone(),
+            fields: spec
+                .extraction
+                .fields()
+                .iter()
+                .map(|(name, field)| (name.clone(), FieldView::from(field)))
+                .collect(),
             wait_for,
             blocked_selector,
-            json: spec.extraction.json_input(),
+            json: spec.extraction.json_input().map(JsonBody::from),
             max_pages: spec.max_pages,
             stuck_timeout_secs: spec.stuck_timeout_secs,
             max_attempts: spec.max_attempts,
@@ -77,6 +83,34 @@ impl From<Site> for SiteView {
             session_saved_at: site.session_saved_at,
             created_at: site.created_at,
             updated_at: site.updated_at,
+        }
+    }
+}
+
+/// How to read one field of an item. In HTML modes: the text, or the
+/// attribute `attr`, of the element `selector` finds inside the item (the item
+/// itself without a selector); `href`/`src` are made absolute. In json mode:
+/// the value at `pointer` inside the item; `link` makes it an absolute URL.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = FieldSpec)]
+pub struct FieldView {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attr: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pointer: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub link: bool,
+}
+
+impl From<&FieldSpec> for FieldView {
+    fn from(field: &FieldSpec) -> Self {
+        FieldView {
+            selector: field.selector.as_ref().map(|s| s.as_str().to_owned()),
+            attr: field.attr.clone(),
+            pointer: field.pointer.as_ref().map(|p| p.as_str().to_owned()),
+            link: field.link,
         }
     }
 }

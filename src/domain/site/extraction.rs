@@ -118,15 +118,13 @@ impl JsonPointer {
 /// attribute `attr`, of the element `selector` finds inside the item (the item
 /// itself without a selector); `href`/`src` are made absolute. In json mode:
 /// the value at `pointer` inside the item; `link` makes it an absolute URL.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FieldSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
     pub selector: Option<CssSelector>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attr: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
     pub pointer: Option<JsonPointer>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub link: bool,
@@ -153,7 +151,7 @@ impl FieldSpec {
 }
 
 /// A field as a client sends it (see [`FieldSpec`]).
-#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FieldInput {
     /// CSS selector inside the item (browser, http).
@@ -178,7 +176,7 @@ impl From<&FieldSpec> for FieldInput {
 }
 
 /// Where a JSON API keeps its items and its next-page token.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JsonInput {
     /// JSON pointer to the array of items, e.g. `/data/items`.

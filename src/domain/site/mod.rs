@@ -84,7 +84,7 @@ pub struct SessionPolicy {
 }
 
 /// A site as a client sends it; [`SiteInput::parse`] checks every rule.
-#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SiteInput {
     pub name: String,

@@ -1,0 +1,141 @@
+//! Sites as clients send them: the request bodies with their OpenAPI
+//! schemas, handed to the domain's `SiteInput` whose `parse` checks every rule.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::domain::site::{FieldInput, JsonInput, SiteInput};
+
+/// A site as a client sends it; [`SiteInput::parse`] checks every rule.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = SiteInput)]
+pub struct SiteBody {
+    pub name: String,
+    /// URL template with `{keyword}` and, for searches paged by number, `{page}`.
+    pub search_url: String,
+    /// `browser` (default), `http` or `json`.
+    pub render: Option<String>,
+    /// CSS selector of one item (browser, http).
+    pub item_selector: Option<String>,
+    pub fields: BTreeMap<String, FieldBody>,
+    /// Element to wait for (up to 10 s) before reading a page (browser).
+    pub wait_for: Option<String>,
+    /// An element whose presence means the site refused us (browser, http).
+    pub blocked_selector: Option<String>,
+    /// Where items and the next-page token are (json).
+    pub json: Option<JsonBody>,
+    /// Pages at most (default 100 for paged searches, else 1).
+    pub max_pages: Option<i32>,
+    pub stuck_timeout_secs: Option<i32>,
+    pub max_attempts: Option<i32>,
+    /// Page requests per second across the fleet (fractions allowed); none: unlimited.
+    pub max_requests_per_sec: Option<f64>,
+    /// Runs active at once across the fleet (default 3).
+    pub max_concurrent_runs: Option<i32>,
+    /// Incremental crawl of a newest-first feed: items an earlier completed run
+    /// stored are not stored again, and paging stops where the feed reaches them.
+    pub stop_on_seen: Option<bool>,
+    /// Keep cookies and local storage between runs (needs SESSION_KEY).
+    pub keep_session: Option<bool>,
+    /// Only one run at a time uses the kept session.
+    pub exclusive_session: Option<bool>,
+    pub user_agent: Option<String>,
+    /// Extra request headers.
+    pub headers: Option<BTreeMap<String, String>>,
+    /// `http://` or `socks5://` proxy, credentials allowed; responses mask the password.
+    pub proxy: Option<String>,
+}
+
+/// A field as a client sends it (see [`FieldSpec`]).
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = FieldInput)]
+pub struct FieldBody {
+    /// CSS selector inside the item (browser, http).
+    pub selector: Option<String>,
+    /// Attribute to read instead of the text (browser, http).
+    pub attr: Option<String>,
+    /// JSON pointer inside the item (json).
+    pub pointer: Option<String>,
+    /// The value is a URL: made absolute, and the first one is the item's URL (json).
+    pub link: Option<bool>,
+}
+
+/// Where a JSON API keeps its items and its next-page token.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = JsonInput)]
+pub struct JsonBody {
+    /// JSON pointer to the array of items, e.g. `/data/items`.
+    pub items: String,
+    /// JSON pointer to the next page's token; none or null: the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_token: Option<String>,
+    /// Query parameter the token is sent back in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_param: Option<String>,
+}
+
+impl From<SiteBody> for SiteInput {
+    fn from(body: SiteBody) -> Self {
+        SiteInput {
+            name: body.name,
+            search_url: body.search_url,
+            render: body.render,
+            item_selector: body.item_selector,
+            fields: body
+                .fields
+                .into_iter()
+                .map(|(name, field)| (name, field.into()))
+                .collect(),
+            wait_for: body.wait_for,
+            blocked_selector: body.blocked_selector,
+            json: body.json.map(JsonInput::from),
+            max_pages: body.max_pages,
+            stuck_timeout_secs: body.stuck_timeout_secs,
+            max_attempts: body.max_attempts,
+            max_requests_per_sec: body.max_requests_per_sec,
+            max_concurrent_runs: body.max_concurrent_runs,
+            stop_on_seen: body.stop_on_seen,
+            keep_session: body.keep_session,
+            exclusive_session: body.exclusive_session,
+            user_agent: body.user_agent,
+            headers: body.headers,
+            proxy: body.proxy,
+        }
+    }
+}
+
+impl From<FieldBody> for FieldInput {
+    fn from(body: FieldBody) -> Self {
+        FieldInput {
+            selector: body.selector,
+            attr: body.attr,
+            pointer: body.pointer,
+            link: body.link,
+        }
+    }
+}
+
+impl From<JsonBody> for JsonInput {
+    fn from(body: JsonBody) -> Self {
+        JsonInput {
+            items: body.items,
+            next_token: body.next_token,
+            token_param: body.token_param,
+        }
+    }
+}
+
+impl From<JsonInput> for JsonBody {
+    fn from(json: JsonInput) -> Self {
+        JsonBody {
+            items: json.items,
+            next_token: json.next_token,
+            token_param: json.token_param,
+        }
+    }
+}
