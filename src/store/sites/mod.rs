@@ -323,7 +323,15 @@ impl SiteRow {
                 },
             },
             None => Extraction::Html {
-                item_selector: stored("item_selector", self.item_selector.unwrap_or_default())?,
+                item_selector: stored(
+                    "item_selector",
+                    self.item_selector.ok_or_else(|| {
+                        column_error(
+                            "item_selector",
+                            std::io::Error::other("missing on a site that reads HTML"),
+                        )
+                    })?,
+                )?,
                 fields,
                 wait_for: self.wait_for.map(|s| stored("wait_for", s)).transpose()?,
                 blocked_selector: self
