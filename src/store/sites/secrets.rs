@@ -9,8 +9,7 @@ use sqlx::{PgPool, types::Json};
 
 use crate::{
     domain::site::Identity,
-    store::sealing::SessionKey,
-    store::sealing::{self, Sealed},
+    store::sealing::{self, Sealed, SessionKey},
 };
 
 /// A site's secrets as stored.

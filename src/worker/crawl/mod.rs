@@ -2,6 +2,11 @@
 //! Every write is fenced on (run, attempt, worker); a write that does not land
 //! means the attempt was taken away, and the crawl stops at once.
 
+pub(super) mod error;
+pub mod limiter;
+mod pages;
+pub(super) mod session;
+
 use std::{
     future::Future,
     time::{Duration, Instant},
@@ -9,11 +14,6 @@ use std::{
 
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
-
-pub(super) mod error;
-pub mod limiter;
-mod pages;
-pub(super) mod session;
 
 use super::{
     browser::BrowserPool,
@@ -29,10 +29,10 @@ use crate::{
     net::target_guard::TargetGuard,
     ops::metrics::metrics,
     queue::Job,
-    store::sealing::SessionKey,
     store::{
         self,
         runs::{Fence, FenceError},
+        sealing::SessionKey,
         sites::LoadError,
     },
 };

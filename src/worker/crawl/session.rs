@@ -18,8 +18,7 @@ use url::Url;
 
 use crate::worker::browser::cdp::cdp;
 use crate::{
-    store::sealing::SessionKey,
-    store::sealing::{self, Sealed},
+    store::sealing::{self, Sealed, SessionKey},
     store::{self, runs::Fence},
 };
 
