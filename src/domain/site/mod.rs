@@ -2,6 +2,7 @@
 
 mod extraction;
 mod identity;
+mod locator;
 mod template;
 
 use std::collections::BTreeMap;
@@ -9,10 +10,9 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-pub use extraction::{
-    CssSelector, Extraction, FieldInput, FieldSpec, JsonInput, JsonPointer, TokenPaging,
-};
+pub use extraction::{Extraction, FieldInput, FieldSpec, JsonInput, TokenPaging};
 pub use identity::{Identity, MASK, ProxyUrl, restore_masked};
+pub use locator::{CssSelector, JsonPointer};
 pub use template::{SearchUrlTemplate, with_query_param};
 
 use super::{FieldError, text};

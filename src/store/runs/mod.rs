@@ -1,12 +1,17 @@
 //! Crawl runs: queueing, listing, cancelling and retrying (here), dispatch
-//! bookkeeping (`dispatch`), and claiming with every fenced write a worker
-//! makes (`fenced`; DESIGN.md, "Claiming and fencing").
+//! bookkeeping (`dispatch`), claiming and the fenced writes of a crawl
+//! (`fenced`), how an attempt ends (`ending`; DESIGN.md, "Claiming and
+//! fencing"), and the runs the watchdog takes back (`abandoned`).
 
+mod abandoned;
 mod dispatch;
+mod ending;
 mod fenced;
 mod row;
 
+pub use abandoned::*;
 pub use dispatch::*;
+pub use ending::*;
 pub use fenced::*;
 
 use std::time::Duration;
@@ -18,7 +23,7 @@ use crate::domain::{
     failure::FailureKind,
     run::{Attempt, CrawlRun, RunState, Trigger},
 };
-use row::{RunRow, decode, maybe_run, runs};
+use row::{AttemptRow, RunRow, decode, maybe_run, runs};
 
 /// What asking for a crawl did, site by site.
 #[derive(Debug, Clone, Default)]
@@ -250,35 +255,15 @@ pub enum RetryRefused {
 
 /// Every attempt of a run, oldest first.
 pub async fn attempts(pool: &PgPool, run_id: i64) -> sqlx::Result<Vec<Attempt>> {
-    let rows = sqlx::query!(
+    let rows = sqlx::query_as!(
+        AttemptRow,
         r#"SELECT attempt, worker_id, started_at, ended_at, outcome, reason, error_kind, last_url
            FROM crawl_attempts WHERE run_id = $1 ORDER BY id"#,
         run_id
     )
     .fetch_all(pool)
     .await?;
-    rows.into_iter()
-        .map(|r| {
-            Ok(Attempt {
-                attempt: r.attempt,
-                worker_id: r.worker_id,
-                started_at: r.started_at,
-                ended_at: r.ended_at,
-                outcome: r
-                    .outcome
-                    .as_deref()
-                    .map(|o| decode("outcome", o))
-                    .transpose()?,
-                reason: r.reason,
-                error_kind: r
-                    .error_kind
-                    .as_deref()
-                    .map(|k| decode("error_kind", k))
-                    .transpose()?,
-                last_url: r.last_url,
-            })
-        })
-        .collect()
+    rows.into_iter().map(Attempt::try_from).collect()
 }
 
 /// Deletes ended runs (with their results and attempts) that finished before

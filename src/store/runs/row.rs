@@ -1,11 +1,12 @@
-//! A `crawl_runs` row as sqlx reads it, decoded into the domain's run: the
-//! text columns the state machine branches on become their types here, once.
+//! `crawl_runs` and `crawl_attempts` rows as sqlx reads them, decoded into the
+//! domain's run and attempt: the text columns the state machine branches on
+//! become their types here, once.
 
 use std::{error::Error, str::FromStr};
 
 use chrono::{DateTime, Utc};
 
-use crate::domain::run::CrawlRun;
+use crate::domain::run::{Attempt, CrawlRun};
 
 /// Every column of `crawl_runs`, as stored (`RETURNING *` reads into it).
 pub(super) struct RunRow {
@@ -86,4 +87,41 @@ pub(super) fn runs(rows: Vec<RunRow>) -> sqlx::Result<Vec<CrawlRun>> {
 /// Decodes a row that may not be there.
 pub(super) fn maybe_run(row: Option<RunRow>) -> sqlx::Result<Option<CrawlRun>> {
     row.map(CrawlRun::try_from).transpose()
+}
+
+/// A `crawl_attempts` row, as the run's history reads it.
+pub(super) struct AttemptRow {
+    pub attempt: i32,
+    pub worker_id: String,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub outcome: Option<String>,
+    pub reason: Option<String>,
+    pub error_kind: Option<String>,
+    pub last_url: Option<String>,
+}
+
+impl TryFrom<AttemptRow> for Attempt {
+    type Error = sqlx::Error;
+
+    fn try_from(row: AttemptRow) -> sqlx::Result<Attempt> {
+        Ok(Attempt {
+            attempt: row.attempt,
+            worker_id: row.worker_id,
+            started_at: row.started_at,
+            ended_at: row.ended_at,
+            outcome: row
+                .outcome
+                .as_deref()
+                .map(|o| decode("outcome", o))
+                .transpose()?,
+            reason: row.reason,
+            error_kind: row
+                .error_kind
+                .as_deref()
+                .map(|k| decode("error_kind", k))
+                .transpose()?,
+            last_url: row.last_url,
+        })
+    }
 }

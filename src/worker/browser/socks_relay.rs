@@ -24,7 +24,7 @@ use tokio::{
     task::JoinHandle,
 };
 
-use super::OWN_SERVICES_HOST;
+use super::launch::OWN_SERVICES_HOST;
 use crate::{
     domain::site::ProxyUrl,
     net::target_guard::{Refused, TargetGuard},
