@@ -19,6 +19,7 @@ mod openapi;
 mod operations;
 mod politeness;
 mod render_modes;
+mod results_export;
 mod scheduling;
 mod sessions;
 mod ssrf;

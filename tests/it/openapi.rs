@@ -25,6 +25,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/api/runs/{id}/cancel"),
     ("post", "/api/runs/{id}/retry"),
     ("get", "/api/results"),
+    ("get", "/api/results/export"),
     ("get", "/api/jobs/queue"),
     ("get", "/api/openapi.json"),
     ("get", "/ws"),

@@ -1,3 +1,7 @@
+//! Results: listed a page at a time, or exported whole (`export`).
+
+mod export;
+
 use axum::{Json, extract::State};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -13,7 +17,9 @@ use crate::store::{
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(list))
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(export::export))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

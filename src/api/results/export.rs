@@ -1,0 +1,205 @@
+//! `GET /api/results/export`: every result the filters select, as CSV or
+//! NDJSON, streamed. The rows are read a batch at a time (keyset paging on
+//! the id, as `/api/results` pages) and handed to the response through a
+//! bounded channel, so a million rows cost the api a few batches of memory,
+//! hold no database connection between batches, and stop being read as soon
+//! as the client goes away.
+
+use std::io;
+
+use axum::{
+    body::{Body, Bytes},
+    extract::State,
+    http::header,
+    response::{IntoResponse, Response},
+};
+use serde::Deserialize;
+use tokio::sync::mpsc;
+use utoipa::{IntoParams, ToSchema};
+
+use super::CrawlResultView;
+use crate::{
+    api::{ApiError, AppState, error::ErrorBody, extract::ApiQuery},
+    store::{
+        self,
+        results::{CrawlResult, ResultFilter},
+    },
+};
+
+/// Rows read from Postgres at a time.
+const BATCH: i64 = 1000;
+/// Batches ready ahead of a slow client, at most.
+const BATCHES_AHEAD: usize = 2;
+
+/// The columns of the CSV, in order; `fields` is the item's fields as JSON.
+const CSV_HEADER: &str = "id,run_id,keyword_id,site_id,page,position,page_url,item_url,\
+content_hash,fetched_at,first_seen_at,last_seen_at,fields\r\n";
+
+/// How the export is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ExportFormat {
+    /// One header row, then one row per result (RFC 4180, CRLF line ends).
+    Csv,
+    /// One JSON object per line, as `/api/results` lists them.
+    Ndjson,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ExportQuery {
+    format: ExportFormat,
+    keyword_id: Option<i64>,
+    site_id: Option<i64>,
+    run_id: Option<i64>,
+}
+
+/// Every result the filters select, oldest first, as CSV or NDJSON, streamed
+/// (constant memory on the api, however many rows).
+#[utoipa::path(get, path = "/results/export", tag = "results", security(("bearer" = [])), params(ExportQuery),
+    responses((status = 200, description = "The results, streamed", content((String = "text/csv"), (String = "application/x-ndjson"))),
+              (status = 400, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+pub(super) async fn export(
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<ExportQuery>,
+) -> Result<Response, ApiError> {
+    let filter = ResultFilter {
+        keyword_id: query.keyword_id,
+        site_id: query.site_id,
+        run_id: query.run_id,
+        after: None,
+        limit: BATCH,
+    };
+    let (content_type, extension) = match query.format {
+        ExportFormat::Csv => ("text/csv; charset=utf-8", "csv"),
+        ExportFormat::Ndjson => ("application/x-ndjson", "ndjson"),
+    };
+    let (chunks, body) = mpsc::channel(BATCHES_AHEAD);
+    tokio::spawn(write_batches(
+        state.pool.clone(),
+        filter,
+        query.format,
+        chunks,
+    ));
+    let body = futures::stream::unfold(body, |mut body| async move {
+        body.recv().await.map(|chunk| (chunk, body))
+    });
+    Ok((
+        [
+            (header::CONTENT_TYPE, content_type.to_owned()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"results.{extension}\""),
+            ),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response())
+}
+
+/// Reads the results batch by batch and sends each, written, to the
+/// response; stops at the last batch, or when the client is gone. A database
+/// error ends the body with an error, so the client sees a cut-off transfer,
+/// never a file that looks complete.
+async fn write_batches(
+    pool: sqlx::PgPool,
+    mut filter: ResultFilter,
+    format: ExportFormat,
+    chunks: mpsc::Sender<Result<Bytes, io::Error>>,
+) {
+    if format == ExportFormat::Csv
+        && chunks
+            .send(Ok(Bytes::from_static(CSV_HEADER.as_bytes())))
+            .await
+            .is_err()
+    {
+        return;
+    }
+    loop {
+        let batch = match store::results::list(&pool, &filter).await {
+            Ok(batch) => batch,
+            Err(e) => {
+                tracing::error!(error = ?e, "results export stopped: the database failed");
+                let _ = chunks.send(Err(io::Error::other("database error"))).await;
+                return;
+            }
+        };
+        let Some(last) = batch.last() else { return };
+        filter.after = Some(last.id);
+        let full = batch.len() as i64 == filter.limit;
+        let mut written = Vec::with_capacity(batch.len() * 256);
+        for result in batch {
+            match format {
+                ExportFormat::Csv => csv_row(&mut written, &result),
+                ExportFormat::Ndjson => ndjson_line(&mut written, result),
+            }
+        }
+        if chunks.send(Ok(written.into())).await.is_err() || !full {
+            return;
+        }
+    }
+}
+
+fn ndjson_line(out: &mut Vec<u8>, result: CrawlResult) {
+    serde_json::to_writer(&mut *out, &CrawlResultView::from(result)).expect("results serialize");
+    out.push(b'\n');
+}
+
+fn csv_row(out: &mut Vec<u8>, r: &CrawlResult) {
+    let timestamp =
+        |t: &chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+    let cells = [
+        r.id.to_string(),
+        r.run_id.to_string(),
+        r.keyword_id.to_string(),
+        r.site_id.to_string(),
+        r.page.to_string(),
+        r.position.to_string(),
+        r.page_url.clone(),
+        r.item_url.clone().unwrap_or_default(),
+        r.content_hash.clone(),
+        timestamp(&r.fetched_at),
+        timestamp(&r.first_seen_at),
+        timestamp(&r.last_seen_at),
+        r.fields.to_string(),
+    ];
+    for (i, cell) in cells.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        csv_cell(out, cell);
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// One CSV cell (RFC 4180): quoted when it holds a comma, a quote or a line
+/// break, its quotes doubled.
+fn csv_cell(out: &mut Vec<u8>, cell: &str) {
+    if cell.contains([',', '"', '\n', '\r']) {
+        out.push(b'"');
+        out.extend_from_slice(cell.replace('"', "\"\"").as_bytes());
+        out.push(b'"');
+    } else {
+        out.extend_from_slice(cell.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cell_is_quoted_only_when_it_must_be() {
+        let mut out = Vec::new();
+        csv_cell(&mut out, "plain");
+        out.push(b'|');
+        csv_cell(&mut out, "a,b");
+        out.push(b'|');
+        csv_cell(&mut out, "say \"hi\"\r\nbye");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "plain|\"a,b\"|\"say \"\"hi\"\"\r\nbye\""
+        );
+    }
+}

@@ -1,0 +1,183 @@
+//! `/api/results/export`: the same results as `/api/results`, as CSV or
+//! NDJSON, across batch boundaries, with the same filters.
+
+use crawlfleet::{
+    domain::page::{CrawledPage, PageItem},
+    store,
+};
+use serde_json::{Value, json};
+
+use crate::support::{ON_DEMAND, TestApp, dispatch_and_claim};
+
+/// More than one export batch (1000 rows), so batches are stitched together.
+const ITEMS_PER_PAGE: usize = 250;
+const PAGES: i32 = 5;
+
+/// A completed run of `keyword` with `PAGES` pages of items, some of them
+/// with text a CSV must quote.
+async fn run_with_results(app: &TestApp, keyword: i64, tag: &str) -> i64 {
+    let pool = app.pool();
+    let run = app.crawl(keyword).await[0];
+    let fence = dispatch_and_claim(pool, run, 1, "w").await.unwrap().fence;
+    for page in 1..=PAGES {
+        let url = format!("http://127.0.0.1/{tag}?page={page}");
+        store::runs::enter_url_call(pool, &fence, &url)
+            .await
+            .unwrap();
+        let items: Vec<PageItem> = (0..ITEMS_PER_PAGE)
+            .map(|i| {
+                let fields = json!({
+                    "title": format!("{tag} \"{page}-{i}\", with a comma\nand a line"),
+                    "price": i,
+                });
+                PageItem {
+                    content_hash: crawlfleet::worker::content_hash(&fields),
+                    item_url: Some(format!("http://127.0.0.1/{tag}/{page}/{i}")),
+                    fields,
+                }
+            })
+            .collect();
+        store::runs::store_page(
+            pool,
+            &fence,
+            &CrawledPage {
+                page,
+                url: &url,
+                items: &items,
+                stored_before: &[],
+            },
+        )
+        .await
+        .unwrap();
+    }
+    store::runs::complete(pool, &fence, PAGES).await.unwrap();
+    run
+}
+
+/// Every result `/api/results` lists for `query`, all pages.
+async fn listed(app: &TestApp, query: &str) -> Vec<Value> {
+    let mut all = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let (status, page) = app
+            .get(&format!("/api/results?{query}&limit=1000{cursor}"))
+            .await;
+        assert_eq!(status, 200, "{page}");
+        all.extend(page["items"].as_array().unwrap().iter().cloned());
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => return all,
+        }
+    }
+}
+
+async fn export(app: &TestApp, query: &str) -> (u16, String, String) {
+    let response = app
+        .http
+        .get(format!("{}/api/results/export?{query}", app.base))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let content_type = response.headers()[reqwest::header::CONTENT_TYPE]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    (status, content_type, response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn the_export_streams_what_the_listing_shows_as_ndjson_and_csv() {
+    let app = TestApp::spawn().await;
+    let site = app.create_site(app.site_body("shop", "/search")).await;
+    let lamps = app.create_keyword("lamp", &[site], ON_DEMAND).await;
+    let desks = app.create_keyword("desk", &[site], ON_DEMAND).await;
+    let lamp_run = run_with_results(&app, lamps, "lamp").await;
+    run_with_results(&app, desks, "desk").await;
+
+    let everything = listed(&app, "").await;
+    assert_eq!(everything.len(), 2 * PAGES as usize * ITEMS_PER_PAGE);
+
+    let (status, content_type, ndjson) = export(&app, "format=ndjson").await;
+    assert_eq!(status, 200);
+    assert_eq!(content_type, "application/x-ndjson");
+    let exported: Vec<Value> = ndjson
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(exported, everything, "NDJSON lines are the listed results");
+
+    let (status, content_type, csv) = export(&app, &format!("format=csv&run_id={lamp_run}")).await;
+    assert_eq!(status, 200);
+    assert_eq!(content_type, "text/csv; charset=utf-8");
+    let of_run = listed(&app, &format!("run_id={lamp_run}")).await;
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+    assert_eq!(
+        header,
+        [
+            "id",
+            "run_id",
+            "keyword_id",
+            "site_id",
+            "page",
+            "position",
+            "page_url",
+            "item_url",
+            "content_hash",
+            "fetched_at",
+            "first_seen_at",
+            "last_seen_at",
+            "fields"
+        ]
+    );
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), of_run.len(), "one row per result of the run");
+    for (row, listed) in rows.iter().zip(&of_run) {
+        let cell = |name: &str| row[header.iter().position(|h| h == name).unwrap()].to_owned();
+        for number in ["id", "run_id", "keyword_id", "site_id", "page", "position"] {
+            assert_eq!(cell(number), listed[number].to_string(), "{number}");
+        }
+        for text in ["page_url", "item_url", "content_hash"] {
+            assert_eq!(cell(text), listed[text].as_str().unwrap(), "{text}");
+        }
+        for time in ["fetched_at", "first_seen_at", "last_seen_at"] {
+            let exported: chrono::DateTime<chrono::Utc> = cell(time).parse().unwrap();
+            let shown: chrono::DateTime<chrono::Utc> =
+                listed[time].as_str().unwrap().parse().unwrap();
+            assert_eq!(exported, shown, "{time}");
+        }
+        let fields: Value = serde_json::from_str(&cell("fields")).unwrap();
+        assert_eq!(
+            fields, listed["fields"],
+            "quotes, commas and line breaks survive"
+        );
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_export_without_a_known_format_is_refused_naming_the_field() {
+    let app = TestApp::spawn().await;
+    for query in [
+        "",
+        "format=xml",
+        "format=csv&run_id=x",
+        "format=csv&limit=5",
+    ] {
+        let (status, _, body) = export(&app, query).await;
+        assert_eq!(status, 400, "{query}: {body}");
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["error"]["code"], "bad_request", "{query}: {body}");
+    }
+    let (_, _, body) = export(&app, "format=xml").await;
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["field"], "format", "{body}");
+    let (status, _, empty) = export(&app, "format=csv&site_id=999").await;
+    assert_eq!(
+        (status, empty.lines().count()),
+        (200, 1),
+        "a header, no rows"
+    );
+    app.stop().await;
+}
