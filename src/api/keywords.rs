@@ -11,7 +11,11 @@ use super::{
     runs::QueueOutcomeView,
 };
 use crate::{
-    domain::{FieldError, keyword::KeywordInput, run::Trigger},
+    domain::{
+        FieldError,
+        keyword::{CronSchedule, KeywordInput},
+        run::Trigger,
+    },
     store::{
         self,
         keywords::{Keyword, WriteError},
@@ -133,11 +137,23 @@ pub struct KeywordView {
     pub priority: i32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// The next 5 times the schedule fires (UTC), from now; empty while the
+    /// keyword is disabled.
+    pub next_fire_times: Vec<DateTime<Utc>>,
 }
 
+/// Fire times a keyword shows ahead.
+const FIRE_TIMES_SHOWN: usize = 5;
+
+/// The keyword as of now (its next fire times count from now).
 impl From<Keyword> for KeywordView {
     fn from(from: Keyword) -> Self {
+        let next_fire_times = match (from.enabled, CronSchedule::parse(&from.schedule)) {
+            (true, Ok(schedule)) => schedule.next_fire_times(Utc::now(), FIRE_TIMES_SHOWN),
+            _ => Vec::new(),
+        };
         KeywordView {
+            next_fire_times,
             id: from.id,
             keyword: from.keyword,
             site_ids: from.site_ids,

@@ -71,6 +71,21 @@ impl CronSchedule {
         Ok(shortest)
     }
 
+    /// The next `n` fire times after `from` (fewer when it stops firing).
+    pub fn next_fire_times(&self, from: DateTime<Utc>, n: usize) -> Vec<DateTime<Utc>> {
+        // One search after the other, as in `shortest_interval`.
+        let mut times = Vec::with_capacity(n);
+        let mut after = from;
+        while times.len() < n {
+            let Ok(time) = self.cron.find_next_occurrence(&after, false) else {
+                break;
+            };
+            times.push(time);
+            after = time;
+        }
+        times
+    }
+
     /// The start of the schedule period `at` falls in: the latest fire time at or
     /// before `at`.
     pub fn period_start(&self, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
@@ -164,6 +179,17 @@ impl KeywordInput {
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn the_next_fire_times_follow_one_another_without_a_gap() {
+        let hourly = CronSchedule::parse("0 30 * * * *").unwrap();
+        let from = Utc.with_ymd_and_hms(2026, 11, 23, 10, 45, 0).unwrap();
+        let first = Utc.with_ymd_and_hms(2026, 11, 23, 11, 30, 0).unwrap();
+        let expected: Vec<_> = (0..5).map(|h| first + TimeDelta::hours(h)).collect();
+        assert_eq!(hourly.next_fire_times(from, 5), expected);
+        let never = CronSchedule::parse("0 0 0 30 2 *").unwrap();
+        assert!(never.next_fire_times(from, 5).is_empty());
+    }
 
     #[test]
     fn five_field_cron_is_refused_with_a_reason() {

@@ -351,3 +351,37 @@ async fn ready_is_503_when_redis_goes_away() {
     assert_ne!(body["checks"]["redis"], "ok");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_keyword_shows_its_next_five_fire_times_while_enabled() {
+    let app = TestApp::spawn().await;
+    let site = app.create_site(app.site_body("shop", "/search")).await;
+    let before = chrono::Utc::now();
+    let hourly = json!({"keyword": "lamp", "site_ids": [site], "schedule": "0 30 * * * *"});
+    let (status, created) = app.post("/api/keywords", hourly.clone()).await;
+    assert_eq!(status, 201, "{created}");
+    let times: Vec<chrono::DateTime<chrono::Utc>> =
+        serde_json::from_value(created["next_fire_times"].clone()).unwrap();
+    assert_eq!(times.len(), 5, "{created}");
+    assert!(times[0] > before, "the first is ahead: {times:?}");
+    for pair in times.windows(2) {
+        assert_eq!(pair[1] - pair[0], chrono::TimeDelta::hours(1), "{times:?}");
+    }
+    assert!(
+        times
+            .iter()
+            .all(|t| t.format("%M:%S").to_string() == "30:00")
+    );
+
+    let id = created["id"].as_i64().unwrap();
+    let mut disabled = hourly;
+    disabled["enabled"] = json!(false);
+    let (status, shown) = app.put(&format!("/api/keywords/{id}"), disabled).await;
+    assert_eq!(status, 200, "{shown}");
+    assert_eq!(
+        shown["next_fire_times"],
+        json!([]),
+        "a disabled keyword fires never"
+    );
+    app.stop().await;
+}
