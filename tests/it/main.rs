@@ -22,5 +22,6 @@ mod render_modes;
 mod results_export;
 mod scheduling;
 mod sessions;
+mod site_health;
 mod ssrf;
 mod worker_faults;

@@ -14,6 +14,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("put", "/api/sites/{id}"),
     ("delete", "/api/sites/{id}"),
     ("delete", "/api/sites/{id}/session"),
+    ("get", "/api/sites/{id}/health"),
     ("get", "/api/keywords"),
     ("post", "/api/keywords"),
     ("get", "/api/keywords/{id}"),

@@ -22,7 +22,7 @@ use crate::{
     },
 };
 use body::SiteBody;
-use view::SiteView;
+use view::{SiteHealthView, SiteView};
 
 impl From<LoadError> for ApiError {
     fn from(e: LoadError) -> Self {
@@ -35,6 +35,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list, create))
         .routes(routes!(show, update, delete))
         .routes(routes!(forget_session))
+        .routes(routes!(health))
 }
 
 /// The rules a site must pass beyond its own: where it points must be a
@@ -195,6 +196,21 @@ async fn delete(State(state): State<AppState>, Id(id): Id) -> Result<StatusCode,
             field: None,
         }),
     }
+}
+
+/// How a site is doing: last success, success and blocked rates over 24 h,
+/// and the items its last 20 completed runs found.
+#[utoipa::path(get, path = "/sites/{id}/health", tag = "sites", security(("bearer" = [])), params(("id" = i64, Path)),
+    responses((status = 200, body = SiteHealthView), (status = 404, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+async fn health(
+    State(state): State<AppState>,
+    Id(id): Id,
+) -> Result<Json<SiteHealthView>, ApiError> {
+    if !store::sites::exists(&state.pool, id).await? {
+        return Err(ApiError::not_found("site", id));
+    }
+    let health = store::sites::health(&state.pool, id).await?;
+    Ok(Json(SiteHealthView::new(id, health)))
 }
 
 /// Forget a site's kept session: its next run starts as a new visitor.

@@ -8,7 +8,10 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::body::JsonBody;
-use crate::domain::site::{FieldSpec, MASK, ProxyUrl, Site};
+use crate::{
+    domain::site::{FieldSpec, MASK, ProxyUrl, Site},
+    store::sites::SiteHealth,
+};
 
 /// A stored site, as the API shows it: the values of its headers and its
 /// proxy's credentials are masked (`***`) for every token; they are kept
@@ -111,6 +114,58 @@ impl From<&FieldSpec> for FieldView {
             attr: field.attr.clone(),
             pointer: field.pointer.as_ref().map(|p| p.as_str().to_owned()),
             link: field.link,
+        }
+    }
+}
+
+/// How a site is doing: its last success, its success and blocked rates
+/// over the last 24 hours, and the items its last completed runs found.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = SiteHealth)]
+pub struct SiteHealthView {
+    pub site_id: i64,
+    /// When a run of the site last completed.
+    pub last_success_at: Option<DateTime<Utc>>,
+    /// Runs that ended (completed or failed) in the last 24 hours.
+    pub runs_ended_24h: i64,
+    /// Of those, the share that completed (null when none ended).
+    pub success_rate_24h: Option<f64>,
+    /// Attempts that ended in the last 24 hours.
+    pub attempts_ended_24h: i64,
+    /// Of those, the share the site refused on every try (`blocked`; null when none ended).
+    pub blocked_rate_24h: Option<f64>,
+    /// The last 20 completed runs, oldest first: the site's yield over time.
+    pub recent_runs: Vec<RunItemsView>,
+}
+
+/// The items one completed run found.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = RunItems)]
+pub struct RunItemsView {
+    pub run_id: i64,
+    pub finished_at: DateTime<Utc>,
+    pub items_found: i32,
+}
+
+impl SiteHealthView {
+    pub fn new(site_id: i64, health: SiteHealth) -> Self {
+        let share = |part: i64, whole: i64| (whole > 0).then(|| part as f64 / whole as f64);
+        SiteHealthView {
+            site_id,
+            last_success_at: health.last_success_at,
+            runs_ended_24h: health.runs_ended,
+            success_rate_24h: share(health.runs_completed, health.runs_ended),
+            attempts_ended_24h: health.attempts_ended,
+            blocked_rate_24h: share(health.attempts_blocked, health.attempts_ended),
+            recent_runs: health
+                .recent_runs
+                .into_iter()
+                .map(|run| RunItemsView {
+                    run_id: run.run_id,
+                    finished_at: run.finished_at,
+                    items_found: run.items_found,
+                })
+                .collect(),
         }
     }
 }

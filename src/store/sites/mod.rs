@@ -2,6 +2,7 @@
 //! back as the domain's [`Site`]: the spec it passed the rules with, decoded
 //! from its columns once (no rule is checked again), its secrets opened.
 
+mod health;
 mod secrets;
 
 use std::collections::BTreeMap;
@@ -17,6 +18,7 @@ use crate::{
     },
     store::sealing::{Sealed, SessionKey},
 };
+pub use health::{RECENT_RUNS, RunItems, SiteHealth, health};
 use secrets::{Secrets, StoredSecrets, write_secrets};
 pub use secrets::{SecretsError, count_unsealed, seal_unsealed};
 

@@ -1,0 +1,111 @@
+//! `/api/sites/{id}/health`: what an operator reads to see a site breaking.
+
+use crawlfleet::{
+    domain::{
+        failure::{Failure, FailureKind},
+        page::{CrawledPage, PageItem},
+    },
+    store,
+};
+use serde_json::json;
+
+use crate::support::{ON_DEMAND, TestApp, dispatch_and_claim};
+
+/// Crawls `keyword` by hand: `Ok(items)` completes with that many items,
+/// `Err(kind)` fails its only attempt that way.
+async fn ended_run(app: &TestApp, keyword: i64, outcome: Result<usize, FailureKind>) -> i64 {
+    let pool = app.pool();
+    let run = app.crawl(keyword).await[0];
+    let fence = dispatch_and_claim(pool, run, 1, "w").await.unwrap().fence;
+    match outcome {
+        Ok(n) => {
+            store::runs::enter_url_call(pool, &fence, "http://127.0.0.1/")
+                .await
+                .unwrap();
+            let items: Vec<PageItem> = (0..n)
+                .map(|i| PageItem {
+                    fields: json!({"title": i}),
+                    item_url: None,
+                    content_hash: format!("{keyword}-{i}"),
+                })
+                .collect();
+            let page = CrawledPage {
+                page: 1,
+                url: "http://127.0.0.1/",
+                items: &items,
+                stored_before: &[],
+            };
+            store::runs::store_page(pool, &fence, &page).await.unwrap();
+            store::runs::complete(pool, &fence, 1).await.unwrap();
+        }
+        Err(kind) => {
+            let failure = Failure::new(kind, "refused: HTTP 429 (3 tries)");
+            store::runs::fail_attempt(pool, &fence, &failure)
+                .await
+                .unwrap();
+        }
+    }
+    run
+}
+
+#[tokio::test]
+async fn a_sites_health_shows_its_last_success_its_rates_and_its_recent_yield() {
+    let app = TestApp::spawn().await;
+    let mut body = app.site_body("shop", "/search");
+    body["max_attempts"] = json!(1);
+    let site = app.create_site(body).await;
+    let (status, fresh) = app.get(&format!("/api/sites/{site}/health")).await;
+    assert_eq!(status, 200, "{fresh}");
+    assert_eq!(fresh["last_success_at"], json!(null));
+    assert_eq!(
+        fresh["success_rate_24h"],
+        json!(null),
+        "no run ended: no rate"
+    );
+    assert_eq!(fresh["recent_runs"], json!([]));
+
+    let mut keywords = Vec::new();
+    for word in ["lamp", "desk", "chair"] {
+        keywords.push(app.create_keyword(word, &[site], ON_DEMAND).await);
+    }
+    let first = ended_run(&app, keywords[0], Ok(3)).await;
+    ended_run(&app, keywords[1], Err(FailureKind::Blocked)).await;
+    let last = ended_run(&app, keywords[2], Ok(5)).await;
+
+    let (status, health) = app.get(&format!("/api/sites/{site}/health")).await;
+    assert_eq!(status, 200, "{health}");
+    assert_eq!(health["site_id"], site);
+    assert_eq!(health["runs_ended_24h"], 3);
+    assert_eq!(health["attempts_ended_24h"], 3);
+    let rate = |name: &str| health[name].as_f64().unwrap();
+    assert!(
+        (rate("success_rate_24h") - 2.0 / 3.0).abs() < 1e-9,
+        "{health}"
+    );
+    assert!(
+        (rate("blocked_rate_24h") - 1.0 / 3.0).abs() < 1e-9,
+        "{health}"
+    );
+    let recent: Vec<(i64, i64)> = health["recent_runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["run_id"].as_i64().unwrap(),
+                r["items_found"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        recent,
+        [(first, 3), (last, 5)],
+        "completed runs, oldest first"
+    );
+    let (_, last_run) = app.get(&format!("/api/runs/{last}")).await;
+    assert_eq!(health["last_success_at"], last_run["finished_at"]);
+
+    let (status, _) = app.get("/api/sites/999999/health").await;
+    assert_eq!(status, 404);
+    app.stop().await;
+}
