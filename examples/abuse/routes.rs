@@ -129,6 +129,7 @@ fn concrete(path: &str, owned: &Owned) -> String {
         owned.run
     };
     path.replace("{id}", &id.to_string())
+        .replace("{attempt}", "1")
 }
 
 async fn make_owned(api: &Api, targets: &Targets) -> anyhow::Result<Owned> {
@@ -182,7 +183,7 @@ async fn make_owned(api: &Api, targets: &Targets) -> anyhow::Result<Owned> {
 async fn bad_ids(api: &Api, routes: &[Route], targets: &Targets) {
     for route in routes.iter().filter(|r| r.path.contains("{id}")) {
         for id in BAD_IDS {
-            let path = route.path.replace("{id}", id);
+            let path = route.path.replace("{id}", id).replace("{attempt}", "1");
             let token = if route.method == Method::GET {
                 Token::Read
             } else {

@@ -131,3 +131,41 @@ impl<S: Send + Sync> FromRequestParts<S> for Id {
         })
     }
 }
+
+/// The `{id}` and `{attempt}` of a run's attempt path.
+pub struct RunAttempt {
+    pub run_id: i64,
+    pub attempt: i32,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for RunAttempt {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let axum::extract::Path((id, attempt)) =
+            axum::extract::Path::<(String, String)>::from_request_parts(parts, state)
+                .await
+                .map_err(|e| ApiError::BadRequest {
+                    message: e.body_text(),
+                    field: Some("id".into()),
+                })?;
+        let number = |raw: &str, field: &str| {
+            raw.parse::<i64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| ApiError::BadRequest {
+                    message: format!("{field} must be a positive integer, got {raw:?}"),
+                    field: Some(field.into()),
+                })
+        };
+        Ok(RunAttempt {
+            run_id: number(&id, "id")?,
+            attempt: i32::try_from(number(&attempt, "attempt")?).map_err(|_| {
+                ApiError::BadRequest {
+                    message: format!("attempt is out of range: {attempt:?}"),
+                    field: Some("attempt".into()),
+                }
+            })?,
+        })
+    }
+}

@@ -19,6 +19,36 @@ async fn app_with_worker(concurrency: usize) -> TestApp {
     .await
 }
 
+/// The failed first attempt of `run` kept its page: the HTML (containing
+/// `text`), served sandboxed, and a PNG screenshot.
+async fn assert_failed_page_kept(app: &TestApp, run: i64, text: &str) {
+    let html = app
+        .http
+        .get(format!("{}/api/runs/{run}/attempts/1/html", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(html.status(), 200);
+    let headers = html.headers().clone();
+    assert_eq!(headers["content-type"], "text/html; charset=utf-8");
+    assert_eq!(
+        headers["content-security-policy"], "sandbox",
+        "its scripts never run"
+    );
+    let body = html.text().await.unwrap();
+    assert!(body.contains(text), "{body}");
+    let png = app
+        .http
+        .get(format!("{}/api/runs/{run}/attempts/1/screenshot", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(png.status(), 200);
+    assert_eq!(png.headers()["content-type"], "image/png");
+    let bytes = png.bytes().await.unwrap();
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG");
+}
+
 fn attempts(run: &Value) -> &Vec<Value> {
     run["attempts"].as_array().expect("attempt history")
 }
@@ -116,6 +146,7 @@ async fn http_errors_fail_permanently_or_retry_and_an_empty_page_completes() {
     assert_eq!(run["attempt"], 1, "a 4xx is not retried");
     assert!(run["error"].as_str().unwrap().contains("HTTP 404"), "{run}");
     assert_eq!(run["error_kind"], "http_status", "{run}");
+    assert_failed_page_kept(&app, run["id"].as_i64().unwrap(), "404 Not Found").await;
 
     let run = app.crawl_to_end("b", broken, LIMIT).await;
     assert_eq!(run["state"], "failed", "{run}");
@@ -129,6 +160,14 @@ async fn http_errors_fail_permanently_or_retry_and_an_empty_page_completes() {
     let run = app.crawl_to_completion("c", flaky, LIMIT).await;
     assert_eq!(run["attempt"], 2);
     assert_eq!(run["items_found"], 5);
+    let id = run["id"].as_i64().unwrap();
+    let kept = |attempt: i32| {
+        let url = format!("{}/api/runs/{id}/attempts/{attempt}/html", app.base);
+        let request = app.http.get(url);
+        async move { request.send().await.unwrap().status() }
+    };
+    assert_eq!(kept(1).await, 200, "the failed first attempt kept its page");
+    assert_eq!(kept(2).await, 404, "the completed attempt keeps nothing");
     assert_eq!(attempts(&run)[0]["outcome"], "failed");
     assert_eq!(attempts(&run)[1]["outcome"], "completed");
     assert!(

@@ -25,6 +25,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/runs/{id}"),
     ("post", "/api/runs/{id}/cancel"),
     ("post", "/api/runs/{id}/retry"),
+    ("get", "/api/runs/{id}/attempts/{attempt}/html"),
+    ("get", "/api/runs/{id}/attempts/{attempt}/screenshot"),
     ("get", "/api/results"),
     ("get", "/api/results/export"),
     ("get", "/api/jobs/queue"),
@@ -57,7 +59,11 @@ async fn the_openapi_document_is_valid_and_lists_every_route_the_router_serves()
 
     // Each documented route is served (the router answers, not "no such route").
     for (method, path) in ROUTES {
-        let url = format!("{}{}", app.base, path.replace("{id}", "1"));
+        let url = format!(
+            "{}{}",
+            app.base,
+            path.replace("{id}", "1").replace("{attempt}", "1")
+        );
         let method: Method = method.to_uppercase().parse().unwrap();
         let mut req = app.http.request(method.clone(), &url);
         if method == Method::POST || method == Method::PUT {

@@ -4,7 +4,12 @@ mod view;
 
 pub use view::{CrawlRunView, QueueOutcomeView};
 
-use axum::{Json, extract::State, http::StatusCode};
+use axum::{
+    Json,
+    extract::State,
+    http::{StatusCode, header},
+    response::{IntoResponse, Response},
+};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -12,7 +17,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::{
     ApiError, AppState, Page,
     error::ErrorBody,
-    extract::{ApiQuery, Id},
+    extract::{ApiQuery, Id, RunAttempt},
     page_limit, parse_cursor,
 };
 use crate::store::{self, runs::RunFilter};
@@ -24,6 +29,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(show))
         .routes(routes!(cancel))
         .routes(routes!(retry))
+        .routes(routes!(evidence_html))
+        .routes(routes!(evidence_screenshot))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -112,4 +119,58 @@ async fn cancel(State(state): State<AppState>, Id(id): Id) -> Result<Json<CrawlR
         .ok_or_else(|| ApiError::not_found("run", id))?;
     state.events.run_updated(&run).await;
     Ok(Json(run.into()))
+}
+
+/// The HTML of the page a failed attempt ended on, as the worker saw it
+/// (capped at 2 MB). It is the site's HTML, not ours: served sandboxed, so
+/// its scripts never run with the api's origin.
+#[utoipa::path(get, path = "/runs/{id}/attempts/{attempt}/html", tag = "runs", security(("bearer" = [])),
+    params(("id" = i64, Path), ("attempt" = i32, Path)),
+    responses((status = 200, description = "The page's HTML", content_type = "text/html", body = String),
+              (status = 404, description = "No such run or attempt, or nothing kept", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+async fn evidence_html(
+    State(state): State<AppState>,
+    attempt: RunAttempt,
+) -> Result<Response, ApiError> {
+    let html = store::runs::evidence_html(&state.pool, attempt.run_id, attempt.attempt)
+        .await?
+        .ok_or_else(|| no_evidence(&attempt, "HTML"))?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CONTENT_SECURITY_POLICY, "sandbox"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        html,
+    )
+        .into_response())
+}
+
+/// The screenshot (PNG) of the page a failed browser attempt ended on.
+#[utoipa::path(get, path = "/runs/{id}/attempts/{attempt}/screenshot", tag = "runs", security(("bearer" = [])),
+    params(("id" = i64, Path), ("attempt" = i32, Path)),
+    responses((status = 200, description = "A PNG", content_type = "image/png", body = Vec<u8>),
+              (status = 404, description = "No such run or attempt, or nothing kept", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+async fn evidence_screenshot(
+    State(state): State<AppState>,
+    attempt: RunAttempt,
+) -> Result<Response, ApiError> {
+    let png = store::runs::evidence_screenshot(&state.pool, attempt.run_id, attempt.attempt)
+        .await?
+        .ok_or_else(|| no_evidence(&attempt, "screenshot"))?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "image/png"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        png,
+    )
+        .into_response())
+}
+
+fn no_evidence(attempt: &RunAttempt, what: &str) -> ApiError {
+    ApiError::NotFound(format!(
+        "no {what} kept for attempt {} of run {}",
+        attempt.attempt, attempt.run_id
+    ))
 }

@@ -6,12 +6,14 @@
 mod abandoned;
 mod dispatch;
 mod ending;
+mod evidence;
 mod fenced;
 mod row;
 
 pub use abandoned::*;
 pub use dispatch::*;
 pub use ending::*;
+pub use evidence::*;
 pub use fenced::*;
 
 use std::time::Duration;

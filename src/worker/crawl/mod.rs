@@ -16,7 +16,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    browser::BrowserPool,
+    browser::{BrowserPool, BrowserSession},
     fetch::{BrowserPage, HttpClient, PageSource, prepare_for_crawl},
 };
 use crate::{
@@ -31,7 +31,7 @@ use crate::{
     queue::Job,
     store::{
         self,
-        runs::{Fence, FenceError},
+        runs::{Evidence, Fence, FenceError},
         sealing::SessionKey,
         sites::LoadError,
     },
@@ -357,7 +357,45 @@ async fn crawl_in_browser(
         Ok((last_page, ended_with))
     }
     .await;
+    if let Err(CrawlError::Attempt { .. }) = &result {
+        keep_browser_evidence(crawl, lease.session()).await;
+    }
     let healthy = !matches!(&result, Err(e) if e.breaks_session());
     browsers.give_back(lease, healthy).await;
     result
+}
+
+/// How long the browser gets to show what a failed attempt ended on.
+const EVIDENCE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Keeps the page a failed attempt ended on as the browser shows it: its URL,
+/// its HTML and a screenshot. A browser that does not answer within
+/// [`EVIDENCE_TIMEOUT`] (a hung renderer) is not asked again, and nothing
+/// here changes how the attempt ends. Only failures pay for it.
+async fn keep_browser_evidence(crawl: &Crawl<'_>, session: &BrowserSession) {
+    let client = &session.client;
+    let Ok(Ok(page_url)) = tokio::time::timeout(EVIDENCE_TIMEOUT, client.current_url()).await
+    else {
+        return;
+    };
+    let html = tokio::time::timeout(EVIDENCE_TIMEOUT, client.source())
+        .await
+        .ok()
+        .and_then(Result::ok);
+    let screenshot = match html {
+        Some(_) => tokio::time::timeout(EVIDENCE_TIMEOUT, client.screenshot())
+            .await
+            .ok()
+            .and_then(Result::ok),
+        None => None,
+    };
+    let evidence = Evidence {
+        page_url: Some(page_url.to_string()),
+        html,
+        screenshot,
+    }
+    .capped();
+    if let Err(e) = store::runs::keep_evidence(&crawl.ctx.pool, crawl.fence, &evidence).await {
+        tracing::warn!(run_id = crawl.fence.run_id, error = ?e, "the failed page was not kept");
+    }
 }

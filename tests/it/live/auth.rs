@@ -94,7 +94,8 @@ async fn every_documented_route_needs_a_token_and_read_tokens_may_only_read() {
     );
 
     for (method, path, _) in guarded {
-        let url = format!("{}{}", app.base, path.replace("{id}", "1"));
+        let path = path.replace("{id}", "1").replace("{attempt}", "1");
+        let url = format!("{}{path}", app.base);
         let send = |token: Option<&str>| {
             let mut req = app.http.request(method.clone(), &url);
             if let Some(token) = token {
