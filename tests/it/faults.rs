@@ -181,6 +181,30 @@ async fn http_errors_fail_permanently_or_retry_and_an_empty_page_completes() {
 }
 
 #[tokio::test]
+async fn a_failed_http_attempt_keeps_the_answer_it_failed_on_without_a_screenshot() {
+    let app = TestApp::spawn_without_browsers(Roles::fleet(), |_| {}).await;
+    let broken = app
+        .one_page_site(
+            "500",
+            "/status/500?q={keyword}",
+            json!({"render": "http", "max_attempts": 1}),
+        )
+        .await;
+    let run = app.crawl_to_end("a", broken, LIMIT).await;
+    assert_eq!(run["error_kind"], "site_error", "{run}");
+    let id = run["id"].as_i64().unwrap();
+    let (status, html) = app.get(&format!("/api/runs/{id}/attempts/1/html")).await;
+    assert_eq!(status, 200);
+    let html = html.as_str().expect("HTML, not JSON");
+    assert!(html.contains("500 Internal Server Error"), "{html}");
+    let (status, _) = app
+        .get(&format!("/api/runs/{id}/attempts/1/screenshot"))
+        .await;
+    assert_eq!(status, 404, "no browser, no screenshot");
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn a_running_crawl_is_cancelled_within_seconds_and_a_failed_run_can_be_retried() {
     let app = app_with_worker(1).await;
     let slow = app

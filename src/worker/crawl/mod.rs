@@ -280,8 +280,21 @@ async fn crawl(ctx: &CrawlContext, fence: &Fence, run: &CrawlRun) -> Result<i32,
                 crawl.pace(),
             )
             .await?;
-            let last_page = crawl.pages(&mut PageSource::Http(client)).await?;
-            (last_page, spec.session.keep.then(|| cookies.session()))
+            let mut source = PageSource::Http(client);
+            let crawled = crawl.pages(&mut source).await;
+            if let (Err(CrawlError::Attempt { .. }), PageSource::Http(client)) =
+                (&crawled, &mut source)
+                && let Some(failed) = client.failed_answer.take()
+            {
+                let (url, html) = *failed;
+                let evidence = Evidence {
+                    page_url: Some(url.to_string()),
+                    html: Some(html),
+                    screenshot: None,
+                };
+                keep_evidence(&crawl, evidence.capped()).await;
+            }
+            (crawled?, spec.session.keep.then(|| cookies.session()))
         }
     };
     if let (Some(ended_with), Some(key)) = (ended_with, &ctx.session_key) {
@@ -393,8 +406,13 @@ async fn keep_browser_evidence(crawl: &Crawl<'_>, session: &BrowserSession) {
         page_url: Some(page_url.to_string()),
         html,
         screenshot,
-    }
-    .capped();
+    };
+    keep_evidence(crawl, evidence.capped()).await;
+}
+
+/// Keeps a failed attempt's evidence; a failure to keep it is logged, and
+/// never changes how the attempt ends.
+async fn keep_evidence(crawl: &Crawl<'_>, evidence: Evidence) {
     if let Err(e) = store::runs::keep_evidence(&crawl.ctx.pool, crawl.fence, &evidence).await {
         tracing::warn!(run_id = crawl.fence.run_id, error = ?e, "the failed page was not kept");
     }

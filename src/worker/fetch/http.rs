@@ -30,6 +30,9 @@ pub struct HttpClient {
     /// Taken before each redirect hop (the page's first request takes it
     /// before it is fetched).
     pace: SitePace,
+    /// The answer that failed the attempt, kept as its evidence (only a
+    /// failure pays for the copy).
+    pub failed_answer: Option<Box<(Url, String)>>,
 }
 
 /// A page as the server sent it.
@@ -97,6 +100,7 @@ impl HttpClient {
                 .keys()
                 .any(|name| name.eq_ignore_ascii_case("accept")),
             pace,
+            failed_answer: None,
         })
     }
 
@@ -186,6 +190,21 @@ fn request_failed(e: reqwest::Error, url: &Url) -> CrawlError {
         )
     } else {
         CrawlError::failed(FailureKind::Network, format!("requesting {url}: {e}"))
+    }
+}
+
+impl HttpClient {
+    /// Passes `judged` on, keeping `answer` as the attempt's evidence when it
+    /// is the error that fails the attempt.
+    pub fn keep_if_failed<T>(
+        &mut self,
+        answer: &Answer,
+        judged: Result<T, CrawlError>,
+    ) -> Result<T, CrawlError> {
+        if judged.is_err() {
+            self.failed_answer = Some(Box::new((answer.url.clone(), answer.text())));
+        }
+        judged
     }
 }
 

@@ -146,7 +146,9 @@ impl PageSource<'_> {
                 let answer = client
                     .get(url, "text/html,application/xhtml+xml,*/*;q=0.8")
                     .await?;
-                if let Some(judged) = judge_status(answer.status, page, url)? {
+                if let Some(judged) =
+                    client.keep_if_failed(&answer, judge_status(answer.status, page, url))?
+                {
                     return Ok(judged.with_retry_after(answer.retry_after));
                 }
                 let html = HtmlPage::parse(&answer.text(), &answer.url);
@@ -169,20 +171,23 @@ impl PageSource<'_> {
                 },
             ) => {
                 let answer = client.get(url, "application/json").await?;
-                if let Some(judged) = judge_status(answer.status, page, url)? {
+                if let Some(judged) =
+                    client.keep_if_failed(&answer, judge_status(answer.status, page, url))?
+                {
                     return Ok(judged.with_retry_after(answer.retry_after));
                 }
-                let body: serde_json::Value =
-                    serde_json::from_slice(&answer.body).map_err(|e| {
-                        CrawlError::failed(
-                            FailureKind::UnreadablePage,
-                            format!("the answer at {url} is not JSON: {e}"),
-                        )
-                    })?;
+                let read = serde_json::from_slice(&answer.body).map_err(|e| {
+                    CrawlError::failed(
+                        FailureKind::UnreadablePage,
+                        format!("the answer at {url} is not JSON: {e}"),
+                    )
+                });
+                let body: serde_json::Value = client.keep_if_failed(&answer, read)?;
                 let read = extract_json(&body, &answer.url, items, fields, paging.as_ref())
                     .map_err(|e| {
                         CrawlError::failed(FailureKind::Misconfigured, format!("{e} at {url}"))
-                    })?;
+                    });
+                let read = client.keep_if_failed(&answer, read)?;
                 Ok(Fetched::Items {
                     items: read.items,
                     next_token: read.next_token,
