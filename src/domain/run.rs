@@ -198,6 +198,9 @@ pub struct Attempt {
     pub reason: Option<String>,
     pub error_kind: Option<FailureKind>,
     pub last_url: Option<String>,
+    /// What the worker kept of the page the attempt failed on.
+    pub kept_html: bool,
+    pub kept_screenshot: bool,
 }
 
 /// Delay before attempt `next_attempt` of a failed run: exponential from 2 s,

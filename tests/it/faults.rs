@@ -147,6 +147,15 @@ async fn http_errors_fail_permanently_or_retry_and_an_empty_page_completes() {
     assert!(run["error"].as_str().unwrap().contains("HTTP 404"), "{run}");
     assert_eq!(run["error_kind"], "http_status", "{run}");
     assert_failed_page_kept(&app, run["id"].as_i64().unwrap(), "404 Not Found").await;
+    let id = run["id"].as_i64().unwrap();
+    assert_eq!(
+        attempts(&run)[0]["html_url"],
+        format!("/api/runs/{id}/attempts/1/html")
+    );
+    assert_eq!(
+        attempts(&run)[0]["screenshot_url"],
+        format!("/api/runs/{id}/attempts/1/screenshot")
+    );
 
     let run = app.crawl_to_end("b", broken, LIMIT).await;
     assert_eq!(run["state"], "failed", "{run}");
@@ -201,6 +210,11 @@ async fn a_failed_http_attempt_keeps_the_answer_it_failed_on_without_a_screensho
         .get(&format!("/api/runs/{id}/attempts/1/screenshot"))
         .await;
     assert_eq!(status, 404, "no browser, no screenshot");
+    assert_eq!(
+        attempts(&run)[0]["html_url"],
+        format!("/api/runs/{id}/attempts/1/html")
+    );
+    assert_eq!(attempts(&run)[0]["screenshot_url"], Value::Null);
     app.stop().await;
 }
 

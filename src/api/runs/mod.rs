@@ -84,7 +84,10 @@ async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<RunDetai
     let attempts = store::runs::attempts(&state.pool, id).await?;
     Ok(Json(RunDetail {
         run: run.into(),
-        attempts: attempts.into_iter().map(AttemptView::from).collect(),
+        attempts: attempts
+            .into_iter()
+            .map(|attempt| AttemptView::new(id, attempt))
+            .collect(),
     }))
 }
 

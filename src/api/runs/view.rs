@@ -167,11 +167,21 @@ pub struct AttemptView {
     /// Why the attempt failed, as a program matches on it.
     pub error_kind: Option<ErrorKindView>,
     pub last_url: Option<String>,
+    /// Where the HTML of the page the attempt failed on is (when kept).
+    pub html_url: Option<String>,
+    /// Where its screenshot is (browser mode, when kept).
+    pub screenshot_url: Option<String>,
 }
 
-impl From<Attempt> for AttemptView {
-    fn from(attempt: Attempt) -> Self {
+impl AttemptView {
+    /// Attempt `attempt` of run `run_id`.
+    pub fn new(run_id: i64, attempt: Attempt) -> Self {
+        let kept = |yes: bool, what: &str| {
+            yes.then(|| format!("/api/runs/{run_id}/attempts/{}/{what}", attempt.attempt))
+        };
         AttemptView {
+            html_url: kept(attempt.kept_html, "html"),
+            screenshot_url: kept(attempt.kept_screenshot, "screenshot"),
             attempt: attempt.attempt,
             worker_id: attempt.worker_id,
             started_at: attempt.started_at,

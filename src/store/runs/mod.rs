@@ -259,8 +259,12 @@ pub enum RetryRefused {
 pub async fn attempts(pool: &PgPool, run_id: i64) -> sqlx::Result<Vec<Attempt>> {
     let rows = sqlx::query_as!(
         AttemptRow,
-        r#"SELECT attempt, worker_id, started_at, ended_at, outcome, reason, error_kind, last_url
-           FROM crawl_attempts WHERE run_id = $1 ORDER BY id"#,
+        r#"SELECT a.attempt, a.worker_id, a.started_at, a.ended_at, a.outcome, a.reason, a.error_kind,
+                  a.last_url, (e.html IS NOT NULL) AS "kept_html!",
+                  (e.screenshot IS NOT NULL) AS "kept_screenshot!"
+           FROM crawl_attempts a
+           LEFT JOIN attempt_evidence e ON e.run_id = a.run_id AND e.attempt = a.attempt
+           WHERE a.run_id = $1 ORDER BY a.id"#,
         run_id
     )
     .fetch_all(pool)

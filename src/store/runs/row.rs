@@ -99,6 +99,8 @@ pub(super) struct AttemptRow {
     pub reason: Option<String>,
     pub error_kind: Option<String>,
     pub last_url: Option<String>,
+    pub kept_html: bool,
+    pub kept_screenshot: bool,
 }
 
 impl TryFrom<AttemptRow> for Attempt {
@@ -122,6 +124,8 @@ impl TryFrom<AttemptRow> for Attempt {
                 .map(|k| decode("error_kind", k))
                 .transpose()?,
             last_url: row.last_url,
+            kept_html: row.kept_html,
+            kept_screenshot: row.kept_screenshot,
         })
     }
 }
