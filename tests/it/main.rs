@@ -17,11 +17,12 @@ mod live;
 mod loopback;
 mod openapi;
 mod operations;
+mod operator_views;
 mod politeness;
 mod render_modes;
 mod results_export;
 mod scheduling;
 mod sessions;
-mod site_health;
+
 mod ssrf;
 mod worker_faults;

@@ -10,6 +10,7 @@ use axum::{
     http::{StatusCode, header},
     response::{IntoResponse, Response},
 };
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -21,7 +22,7 @@ use super::{
     page_limit, parse_cursor,
 };
 use crate::store::{self, runs::RunFilter};
-use view::{AttemptView, RunStateView};
+use view::{AttemptView, ErrorKindView, RunStateView};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -40,6 +41,12 @@ struct RunQuery {
     keyword_id: Option<i64>,
     site_id: Option<i64>,
     state: Option<RunStateView>,
+    /// Runs whose last failure was of this kind.
+    error_kind: Option<ErrorKindView>,
+    /// Runs queued at or after this time (RFC 3339, e.g. `2026-11-23T08:00:00Z`).
+    queued_after: Option<DateTime<Utc>>,
+    /// Runs queued before this time.
+    queued_before: Option<DateTime<Utc>>,
     limit: Option<i64>,
     cursor: Option<String>,
 }
@@ -55,6 +62,9 @@ async fn list(
         keyword_id: query.keyword_id,
         site_id: query.site_id,
         state: query.state.map(|state| state.0),
+        error_kind: query.error_kind.map(|kind| kind.0),
+        queued_after: query.queued_after,
+        queued_before: query.queued_before,
         before: parse_cursor(query.cursor.as_deref())?,
         limit: page_limit(query.limit)?,
     };

@@ -67,6 +67,15 @@ impl Serialize for ErrorKindView {
     }
 }
 
+impl<'de> Deserialize<'de> for ErrorKindView {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        name.parse()
+            .map(ErrorKindView)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 impl PartialSchema for ErrorKindView {
     fn schema() -> RefOr<Schema> {
         names_schema(

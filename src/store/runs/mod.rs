@@ -137,6 +137,12 @@ pub struct RunFilter {
     pub keyword_id: Option<i64>,
     pub site_id: Option<i64>,
     pub state: Option<RunState>,
+    /// Runs whose last failure was of this kind.
+    pub error_kind: Option<FailureKind>,
+    /// Runs queued at or after this time.
+    pub queued_after: Option<DateTime<Utc>>,
+    /// Runs queued before this time.
+    pub queued_before: Option<DateTime<Utc>>,
     pub before: Option<i64>,
     pub limit: i64,
 }
@@ -149,13 +155,19 @@ pub async fn list(pool: &PgPool, filter: &RunFilter) -> sqlx::Result<Vec<CrawlRu
              AND ($2::bigint IS NULL OR site_id = $2)
              AND ($3::text IS NULL OR state = $3)
              AND ($4::bigint IS NULL OR id < $4)
+             AND ($6::text IS NULL OR error_kind = $6)
+             AND ($7::timestamptz IS NULL OR queued_at >= $7)
+             AND ($8::timestamptz IS NULL OR queued_at < $8)
            ORDER BY id DESC
            LIMIT $5"#,
         filter.keyword_id,
         filter.site_id,
         filter.state.map(RunState::as_str),
         filter.before,
-        filter.limit
+        filter.limit,
+        filter.error_kind.map(FailureKind::as_str),
+        filter.queued_after,
+        filter.queued_before
     )
     .fetch_all(pool)
     .await

@@ -1,4 +1,5 @@
-//! `/api/sites/{id}/health`: what an operator reads to see a site breaking.
+//! What an operator reads to see a site breaking: a site's health, and the
+//! runs that failed one way, in a time window.
 
 use crawlfleet::{
     domain::{
@@ -107,5 +108,63 @@ async fn a_sites_health_shows_its_last_success_its_rates_and_its_recent_yield() 
 
     let (status, _) = app.get("/api/sites/999999/health").await;
     assert_eq!(status, 404);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn runs_are_listed_by_failure_kind_and_time_window() {
+    let app = TestApp::spawn().await;
+    let mut body = app.site_body("shop", "/search");
+    body["max_attempts"] = json!(1);
+    let site = app.create_site(body).await;
+    let mut keywords = Vec::new();
+    for word in ["lamp", "desk", "chair"] {
+        keywords.push(app.create_keyword(word, &[site], ON_DEMAND).await);
+    }
+    let start = chrono::Utc::now() - chrono::TimeDelta::seconds(1);
+    let blocked = ended_run(&app, keywords[0], Err(FailureKind::Blocked)).await;
+    ended_run(&app, keywords[1], Err(FailureKind::SiteError)).await;
+    ended_run(&app, keywords[2], Ok(2)).await;
+
+    let ids = |page: serde_json::Value| -> Vec<i64> {
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|run| run["id"].as_i64().unwrap())
+            .collect()
+    };
+    let (status, page) = app.get("/api/runs?error_kind=blocked").await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(ids(page), [blocked]);
+    let (_, page) = app.get("/api/runs?state=failed").await;
+    assert_eq!(ids(page).len(), 2);
+
+    let at = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%dT%H:%M:%S%.fZ").to_string();
+    let later = chrono::Utc::now() + chrono::TimeDelta::hours(1);
+    let (_, page) = app
+        .get(&format!("/api/runs?queued_after={}", at(start)))
+        .await;
+    assert_eq!(ids(page).len(), 3, "all were queued after the start");
+    let (_, page) = app
+        .get(&format!("/api/runs?queued_after={}", at(later)))
+        .await;
+    assert_eq!(ids(page), Vec::<i64>::new());
+    let (_, page) = app
+        .get(&format!(
+            "/api/runs?queued_before={}&error_kind=site_error",
+            at(later)
+        ))
+        .await;
+    assert_eq!(ids(page).len(), 1);
+
+    for (query, field) in [
+        ("error_kind=sad", "error_kind"),
+        ("queued_after=yesterday", "queued_after"),
+    ] {
+        let (status, error) = app.get(&format!("/api/runs?{query}")).await;
+        assert_eq!(status, 400, "{query}: {error}");
+        assert_eq!(error["error"]["field"], field, "{query}: {error}");
+    }
     app.stop().await;
 }
