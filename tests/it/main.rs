@@ -23,6 +23,5 @@ mod render_modes;
 mod results_export;
 mod scheduling;
 mod sessions;
-
 mod ssrf;
 mod worker_faults;
