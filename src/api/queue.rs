@@ -17,7 +17,9 @@ use crate::{
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(show))
+    OpenApiRouter::new()
+        .routes(routes!(show))
+        .routes(routes!(history))
 }
 
 /// The queue as the fleet sees it.
@@ -36,6 +38,37 @@ pub struct QueueReport {
     responses((status = 200, body = QueueReport), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn show(State(state): State<AppState>) -> Result<Json<QueueReport>, ApiError> {
     Ok(Json(QueueReport::read(&state.pool).await?))
+}
+
+/// Minutes of history the overview charts.
+const HISTORY_MINUTES: i32 = 60;
+
+/// Runs that ended in one minute.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = MinuteCounts)]
+pub struct MinuteCountsView {
+    /// The minute's start.
+    pub minute: DateTime<Utc>,
+    pub completed: i64,
+    pub failed: i64,
+}
+
+/// Runs completed and failed in each of the last 60 minutes, oldest first,
+/// the current minute last (minutes without any are there with zeros).
+#[utoipa::path(get, path = "/jobs/history", tag = "queue", security(("bearer" = [])),
+    responses((status = 200, body = Vec<MinuteCountsView>), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+async fn history(State(state): State<AppState>) -> Result<Json<Vec<MinuteCountsView>>, ApiError> {
+    let minutes = store::stats::finished_per_minute(&state.pool, HISTORY_MINUTES).await?;
+    Ok(Json(
+        minutes
+            .into_iter()
+            .map(|m| MinuteCountsView {
+                minute: m.minute,
+                completed: m.completed,
+                failed: m.failed,
+            })
+            .collect(),
+    ))
 }
 
 impl QueueReport {

@@ -117,3 +117,33 @@ pub async fn workers_seen(pool: &PgPool) -> sqlx::Result<Vec<WorkerSeen>> {
     .fetch_all(pool)
     .await
 }
+
+/// Runs that ended in one minute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MinuteCounts {
+    /// The minute's start.
+    pub minute: DateTime<Utc>,
+    pub completed: i64,
+    pub failed: i64,
+}
+
+/// Runs completed and failed in each of the last `minutes` minutes, the
+/// current one last; minutes without any are there with zeros.
+pub async fn finished_per_minute(pool: &PgPool, minutes: i32) -> sqlx::Result<Vec<MinuteCounts>> {
+    sqlx::query_as!(
+        MinuteCounts,
+        r#"SELECT m.minute AS "minute!",
+                  count(r.id) FILTER (WHERE r.state = 'completed') AS "completed!",
+                  count(r.id) FILTER (WHERE r.state = 'failed') AS "failed!"
+           FROM generate_series(date_trunc('minute', now()) - make_interval(mins => $1 - 1),
+                                date_trunc('minute', now()), interval '1 minute') AS m(minute)
+           LEFT JOIN crawl_runs r
+             ON r.finished_at >= m.minute AND r.finished_at < m.minute + interval '1 minute'
+            AND r.state IN ('completed', 'failed')
+           GROUP BY m.minute
+           ORDER BY m.minute"#,
+        minutes
+    )
+    .fetch_all(pool)
+    .await
+}

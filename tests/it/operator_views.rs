@@ -108,6 +108,37 @@ async fn a_sites_health_shows_its_last_success_its_rates_and_its_recent_yield() 
 
     let (status, _) = app.get("/api/sites/999999/health").await;
     assert_eq!(status, 404);
+
+    let (status, every) = app.get("/api/sites/health").await;
+    assert_eq!(status, 200, "{every}");
+    assert_eq!(
+        every,
+        json!([health]),
+        "the one site, as its own page shows it"
+    );
+    assert_eq!(health["name"], "shop");
+
+    let (status, minutes) = app.get("/api/jobs/history").await;
+    assert_eq!(status, 200, "{minutes}");
+    let minutes = minutes.as_array().unwrap();
+    assert_eq!(minutes.len(), 60, "the last hour, minute by minute");
+    let sum = |what: &str| {
+        minutes
+            .iter()
+            .map(|m| m[what].as_i64().unwrap())
+            .sum::<i64>()
+    };
+    assert_eq!((sum("completed"), sum("failed")), (2, 1));
+    let starts: Vec<chrono::DateTime<chrono::Utc>> = minutes
+        .iter()
+        .map(|m| m["minute"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        starts
+            .windows(2)
+            .all(|w| w[1] - w[0] == chrono::TimeDelta::minutes(1)),
+        "oldest first, one a minute"
+    );
     app.stop().await;
 }
 

@@ -36,6 +36,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(show, update, delete))
         .routes(routes!(forget_session))
         .routes(routes!(health))
+        .routes(routes!(health_of_all))
 }
 
 /// The rules a site must pass beyond its own: where it points must be a
@@ -206,11 +207,21 @@ async fn health(
     State(state): State<AppState>,
     Id(id): Id,
 ) -> Result<Json<SiteHealthView>, ApiError> {
-    if !store::sites::exists(&state.pool, id).await? {
-        return Err(ApiError::not_found("site", id));
-    }
-    let health = store::sites::health(&state.pool, id).await?;
-    Ok(Json(SiteHealthView::new(id, health)))
+    store::sites::health(&state.pool, id)
+        .await?
+        .map(|health| Json(health.into()))
+        .ok_or_else(|| ApiError::not_found("site", id))
+}
+
+/// Every site's health (as `/sites/{id}/health`), in id order: which sites
+/// are failing or blocked now.
+#[utoipa::path(get, path = "/sites/health", tag = "sites", security(("bearer" = [])),
+    responses((status = 200, body = Vec<SiteHealthView>), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+async fn health_of_all(
+    State(state): State<AppState>,
+) -> Result<Json<Vec<SiteHealthView>>, ApiError> {
+    let all = store::sites::health_of_all(&state.pool).await?;
+    Ok(Json(all.into_iter().map(SiteHealthView::from).collect()))
 }
 
 /// Forget a site's kept session: its next run starts as a new visitor.

@@ -124,6 +124,7 @@ impl From<&FieldSpec> for FieldView {
 #[schema(as = SiteHealth)]
 pub struct SiteHealthView {
     pub site_id: i64,
+    pub name: String,
     /// When a run of the site last completed.
     pub last_success_at: Option<DateTime<Utc>>,
     /// Runs that ended (completed or failed) in the last 24 hours.
@@ -147,11 +148,12 @@ pub struct RunItemsView {
     pub items_found: i32,
 }
 
-impl SiteHealthView {
-    pub fn new(site_id: i64, health: SiteHealth) -> Self {
+impl From<SiteHealth> for SiteHealthView {
+    fn from(health: SiteHealth) -> Self {
         let share = |part: i64, whole: i64| (whole > 0).then(|| part as f64 / whole as f64);
         SiteHealthView {
-            site_id,
+            site_id: health.site_id,
+            name: health.name,
             last_success_at: health.last_success_at,
             runs_ended_24h: health.runs_ended,
             success_rate_24h: share(health.runs_completed, health.runs_ended),

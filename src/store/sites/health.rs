@@ -12,6 +12,8 @@ pub const RECENT_RUNS: i64 = 20;
 /// A site's health over the last 24 hours.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SiteHealth {
+    pub site_id: i64,
+    pub name: String,
     /// When a run of the site last completed (ever).
     pub last_success_at: Option<DateTime<Utc>>,
     /// Runs that ended (completed or failed) in the last 24 hours.
@@ -33,8 +35,29 @@ pub struct RunItems {
     pub items_found: i32,
 }
 
-/// The health of site `site_id`, as of now.
-pub async fn health(pool: &PgPool, site_id: i64) -> sqlx::Result<SiteHealth> {
+/// The health of every site, in id order.
+pub async fn health_of_all(pool: &PgPool) -> sqlx::Result<Vec<SiteHealth>> {
+    let ids = sqlx::query_scalar!("SELECT id FROM sites ORDER BY id")
+        .fetch_all(pool)
+        .await?;
+    let mut all = Vec::with_capacity(ids.len());
+    for id in ids {
+        // Deleted meanwhile: left out.
+        if let Some(health) = health(pool, id).await? {
+            all.push(health);
+        }
+    }
+    Ok(all)
+}
+
+/// The health of site `site_id`, as of now; `None` when there is no such site.
+pub async fn health(pool: &PgPool, site_id: i64) -> sqlx::Result<Option<SiteHealth>> {
+    let Some(name) = sqlx::query_scalar!("SELECT name FROM sites WHERE id = $1", site_id)
+        .fetch_optional(pool)
+        .await?
+    else {
+        return Ok(None);
+    };
     let runs = sqlx::query!(
         r#"SELECT max(finished_at) FILTER (WHERE state = 'completed') AS last_success_at,
                   count(*) FILTER (WHERE state IN ('completed', 'failed')
@@ -68,12 +91,14 @@ pub async fn health(pool: &PgPool, site_id: i64) -> sqlx::Result<SiteHealth> {
     .fetch_all(pool)
     .await?;
     recent_runs.reverse();
-    Ok(SiteHealth {
+    Ok(Some(SiteHealth {
+        site_id,
+        name,
         last_success_at: runs.last_success_at,
         runs_ended: runs.ended,
         runs_completed: runs.completed,
         attempts_ended: attempts.ended,
         attempts_blocked: attempts.blocked,
         recent_runs,
-    })
+    }))
 }

@@ -18,7 +18,7 @@ use crate::{
     },
     store::sealing::{Sealed, SessionKey},
 };
-pub use health::{RECENT_RUNS, RunItems, SiteHealth, health};
+pub use health::{RECENT_RUNS, RunItems, SiteHealth, health, health_of_all};
 use secrets::{Secrets, StoredSecrets, write_secrets};
 pub use secrets::{SecretsError, count_unsealed, seal_unsealed};
 
