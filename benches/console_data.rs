@@ -122,6 +122,9 @@ async fn main() {
     let http = reqwest::Client::new();
     let pages = [
         "/api/jobs/queue".to_owned(),
+        "/api/jobs/history".to_owned(),
+        "/api/sites/health".to_owned(),
+        "/api/runs?error_kind=blocked&limit=100".to_owned(),
         "/api/runs?limit=100".to_owned(),
         "/api/runs?state=failed&limit=100".to_owned(),
         format!("/api/runs?site_id={}&limit=100", sites[3]),

@@ -131,7 +131,7 @@ pub struct SiteHealthView {
     pub runs_ended_24h: i64,
     /// Of those, the share that completed (null when none ended).
     pub success_rate_24h: Option<f64>,
-    /// Attempts that ended in the last 24 hours.
+    /// Attempts of the runs that ended in the last 24 hours.
     pub attempts_ended_24h: i64,
     /// Of those, the share the site refused on every try (`blocked`; null when none ended).
     pub blocked_rate_24h: Option<f64>,

@@ -19,8 +19,8 @@ pub struct SiteHealth {
     /// Runs that ended (completed or failed) in the last 24 hours.
     pub runs_ended: i64,
     pub runs_completed: i64,
-    /// Attempts that ended in the last 24 hours, and those of them the site
-    /// refused (error kind `blocked`).
+    /// The attempts of the runs that ended in the last 24 hours, and those of
+    /// them the site refused (error kind `blocked`).
     pub attempts_ended: i64,
     pub attempts_blocked: i64,
     /// The last completed runs, oldest first.
@@ -58,21 +58,30 @@ pub async fn health(pool: &PgPool, site_id: i64) -> sqlx::Result<Option<SiteHeal
     else {
         return Ok(None);
     };
+    let last_success_at = sqlx::query_scalar!(
+        r#"SELECT finished_at AS "finished_at!" FROM crawl_runs
+           WHERE site_id = $1 AND state = 'completed' AND finished_at IS NOT NULL
+           ORDER BY finished_at DESC LIMIT 1"#,
+        site_id
+    )
+    .fetch_optional(pool)
+    .await?;
     let runs = sqlx::query!(
-        r#"SELECT max(finished_at) FILTER (WHERE state = 'completed') AS last_success_at,
-                  count(*) FILTER (WHERE state IN ('completed', 'failed')
-                                     AND finished_at > now() - interval '24 hours') AS "ended!",
-                  count(*) FILTER (WHERE state = 'completed'
-                                     AND finished_at > now() - interval '24 hours') AS "completed!"
-           FROM crawl_runs WHERE site_id = $1"#,
+        r#"SELECT count(*) FILTER (WHERE state IN ('completed', 'failed')) AS "ended!",
+                  count(*) FILTER (WHERE state = 'completed') AS "completed!"
+           FROM crawl_runs
+           WHERE site_id = $1 AND finished_at > now() - interval '24 hours'"#,
         site_id
     )
     .fetch_one(pool)
     .await?;
+    // The attempts of the runs that ended in the day (a range of the index
+    // above, then each run's attempts by run): not every attempt of the fleet.
     let attempts = sqlx::query!(
         r#"SELECT count(*) AS "ended!", count(*) FILTER (WHERE a.error_kind = $2) AS "blocked!"
-           FROM crawl_attempts a JOIN crawl_runs r ON r.id = a.run_id
-           WHERE r.site_id = $1 AND a.ended_at > now() - interval '24 hours'"#,
+           FROM crawl_runs r JOIN crawl_attempts a ON a.run_id = r.id
+           WHERE r.site_id = $1 AND r.finished_at > now() - interval '24 hours'
+             AND a.ended_at IS NOT NULL"#,
         site_id,
         FailureKind::Blocked.as_str()
     )
@@ -82,7 +91,7 @@ pub async fn health(pool: &PgPool, site_id: i64) -> sqlx::Result<Option<SiteHeal
         RunItems,
         r#"SELECT id AS run_id, finished_at AS "finished_at!", items_found
            FROM crawl_runs
-           WHERE site_id = $1 AND state = 'completed'
+           WHERE site_id = $1 AND state = 'completed' AND finished_at IS NOT NULL
            ORDER BY finished_at DESC
            LIMIT $2"#,
         site_id,
@@ -94,7 +103,7 @@ pub async fn health(pool: &PgPool, site_id: i64) -> sqlx::Result<Option<SiteHeal
     Ok(Some(SiteHealth {
         site_id,
         name,
-        last_success_at: runs.last_success_at,
+        last_success_at,
         runs_ended: runs.ended,
         runs_completed: runs.completed,
         attempts_ended: attempts.ended,
