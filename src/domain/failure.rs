@@ -32,6 +32,9 @@ pub enum FailureKind {
     UnreadablePage,
     /// The answer is larger than a worker reads.
     PageTooLarge,
+    /// The first page had no items on a site that expects them: its
+    /// selectors no longer find anything (the site changed).
+    NoItems,
     /// The site's settings cannot crawl (e.g. a search URL the keyword
     /// breaks, a kept session with no SESSION_KEY on the worker).
     Misconfigured,
@@ -43,7 +46,7 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
-    pub const ALL: [FailureKind; 13] = [
+    pub const ALL: [FailureKind; 14] = [
         FailureKind::Stuck,
         FailureKind::WorkerLost,
         FailureKind::BrowserCrashed,
@@ -54,6 +57,7 @@ impl FailureKind {
         FailureKind::TargetRefused,
         FailureKind::UnreadablePage,
         FailureKind::PageTooLarge,
+        FailureKind::NoItems,
         FailureKind::Misconfigured,
         FailureKind::Internal,
         FailureKind::Cancelled,
@@ -71,6 +75,7 @@ impl FailureKind {
             FailureKind::TargetRefused => "target_refused",
             FailureKind::UnreadablePage => "unreadable_page",
             FailureKind::PageTooLarge => "page_too_large",
+            FailureKind::NoItems => "no_items",
             FailureKind::Misconfigured => "misconfigured",
             FailureKind::Internal => "internal",
             FailureKind::Cancelled => "cancelled",
@@ -89,6 +94,7 @@ impl FailureKind {
             | FailureKind::SiteError
             | FailureKind::Blocked
             | FailureKind::UnreadablePage
+            | FailureKind::NoItems
             | FailureKind::Internal => true,
             FailureKind::HttpStatus
             | FailureKind::TargetRefused

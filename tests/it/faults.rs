@@ -190,6 +190,38 @@ async fn http_errors_fail_permanently_or_retry_and_an_empty_page_completes() {
 }
 
 #[tokio::test]
+async fn a_site_that_expects_items_fails_on_an_empty_first_page_and_keeps_it() {
+    let app = app_with_worker(1).await;
+    for render in ["browser", "http"] {
+        let changed = app
+            .one_page_site(
+                &format!("changed-{render}"),
+                "/static?q={keyword}",
+                json!({"render": render, "item_selector": "li.no-such-item",
+                       "expect_items": true, "max_attempts": 1}),
+            )
+            .await;
+        let run = app
+            .crawl_to_end(&format!("lamp-{render}"), changed, LIMIT)
+            .await;
+        assert_eq!(run["state"], "failed", "{render}: {run}");
+        assert_eq!(run["error_kind"], "no_items", "{render}: {run}");
+        let id = run["id"].as_i64().unwrap();
+        assert_eq!(
+            attempts(&run)[0]["html_url"],
+            format!("/api/runs/{id}/attempts/1/html"),
+            "{render}: the page that had no items is kept"
+        );
+        assert_eq!(
+            attempts(&run)[0]["screenshot_url"].is_string(),
+            render == "browser",
+            "{render}: a screenshot only from a browser"
+        );
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn a_failed_http_attempt_keeps_the_answer_it_failed_on_without_a_screenshot() {
     let app = TestApp::spawn_without_browsers(Roles::fleet(), |_| {}).await;
     let broken = app

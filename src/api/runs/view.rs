@@ -83,7 +83,8 @@ impl PartialSchema for ErrorKindView {
             "Why an attempt failed: stuck (no answer within the stuck timeout), worker_lost, \
              browser_crashed, network, site_error (5xx, 408), http_status (4xx), blocked (429, \
              503 or a block page on every try), target_refused (SSRF guard), unreadable_page, \
-             page_too_large, misconfigured, internal, cancelled.",
+             page_too_large, no_items (a first page without items on a site that expects them), \
+             misconfigured, internal, cancelled.",
         )
     }
 }

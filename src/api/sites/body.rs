@@ -38,6 +38,9 @@ pub struct SiteBody {
     /// Incremental crawl of a newest-first feed: items an earlier completed run
     /// stored are not stored again, and paging stops where the feed reaches them.
     pub stop_on_seen: Option<bool>,
+    /// The first page must have items: none is a failure (`no_items`: the
+    /// site changed), not an empty result.
+    pub expect_items: Option<bool>,
     /// Keep cookies and local storage between runs (needs SESSION_KEY).
     pub keep_session: Option<bool>,
     /// Only one run at a time uses the kept session.
@@ -100,6 +103,7 @@ impl From<SiteBody> for SiteInput {
             max_requests_per_sec: body.max_requests_per_sec,
             max_concurrent_runs: body.max_concurrent_runs,
             stop_on_seen: body.stop_on_seen,
+            expect_items: body.expect_items,
             keep_session: body.keep_session,
             exclusive_session: body.exclusive_session,
             user_agent: body.user_agent,

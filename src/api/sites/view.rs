@@ -34,6 +34,7 @@ pub struct SiteView {
     pub max_requests_per_sec: Option<f64>,
     pub max_concurrent_runs: i32,
     pub stop_on_seen: bool,
+    pub expect_items: bool,
     pub keep_session: bool,
     pub exclusive_session: bool,
     pub user_agent: Option<String>,
@@ -72,6 +73,7 @@ impl From<Site> for SiteView {
             max_requests_per_sec: spec.politeness.max_requests_per_sec,
             max_concurrent_runs: spec.politeness.max_concurrent_runs,
             stop_on_seen: spec.stop_on_seen,
+            expect_items: spec.expect_items,
             keep_session: spec.session.keep,
             exclusive_session: spec.session.exclusive,
             headers: spec

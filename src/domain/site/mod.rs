@@ -112,6 +112,9 @@ pub struct SiteInput {
     /// Incremental crawl of a newest-first feed: items an earlier completed run
     /// stored are not stored again, and paging stops where the feed reaches them.
     pub stop_on_seen: Option<bool>,
+    /// The first page must have items: none is a failure (`no_items`: the
+    /// site changed), not an empty result.
+    pub expect_items: Option<bool>,
     /// Keep cookies and local storage between runs (needs SESSION_KEY).
     pub keep_session: Option<bool>,
     /// Only one run at a time uses the kept session.
@@ -146,6 +149,8 @@ pub struct SiteSpec {
     pub max_attempts: Option<i32>,
     pub politeness: Politeness,
     pub stop_on_seen: bool,
+    /// A first page without items fails the attempt.
+    pub expect_items: bool,
     pub session: SessionPolicy,
     pub identity: Identity,
 }
@@ -214,6 +219,7 @@ impl SiteInput {
                     .unwrap_or(DEFAULT_MAX_CONCURRENT_RUNS),
             },
             stop_on_seen: self.stop_on_seen.unwrap_or(false),
+            expect_items: self.expect_items.unwrap_or(false),
             session,
             identity: Identity::parse(self.user_agent, self.headers, self.proxy)?,
         })

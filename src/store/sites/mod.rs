@@ -75,8 +75,9 @@ pub async fn create(
         r#"INSERT INTO sites (name, search_url, render, item_selector, fields, wait_for, blocked_selector,
                               json, max_pages, stuck_timeout_secs, max_attempts, max_requests_per_sec,
                               max_concurrent_runs, stop_on_seen, keep_session, exclusive_session,
-                              user_agent, header_names, proxy)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+                              user_agent, header_names, proxy, expect_items)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
+                   $20)
            RETURNING id, created_at, updated_at"#,
         spec.name,
         spec.search_url.as_str(),
@@ -97,6 +98,7 @@ pub async fn create(
         spec.identity.user_agent,
         &c.header_names,
         c.proxy,
+        spec.expect_items,
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -126,7 +128,7 @@ pub async fn update(
                   wait_for = $7, blocked_selector = $8, json = $9, max_pages = $10, stuck_timeout_secs = $11,
                   max_attempts = $12, max_requests_per_sec = $13, max_concurrent_runs = $14,
                   stop_on_seen = $15, keep_session = $16, exclusive_session = $17, user_agent = $18,
-                  header_names = $19, proxy = $20, updated_at = now()
+                  header_names = $19, proxy = $20, expect_items = $21, updated_at = now()
            WHERE id = $1
            RETURNING id, created_at, updated_at,
                      (SELECT saved_at FROM site_sessions WHERE site_id = $1) AS session_saved_at"#,
@@ -150,6 +152,7 @@ pub async fn update(
         spec.identity.user_agent,
         &c.header_names,
         c.proxy,
+        spec.expect_items,
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -203,7 +206,8 @@ async fn select(
                   s.fields AS "fields: Json<BTreeMap<String, FieldSpec>>",
                   s.wait_for, s.blocked_selector, s.json AS "json: Json<JsonInput>",
                   s.max_pages, s.stuck_timeout_secs, s.max_attempts, s.max_requests_per_sec,
-                  s.max_concurrent_runs, s.stop_on_seen, s.keep_session, s.exclusive_session,
+                  s.max_concurrent_runs, s.stop_on_seen, s.expect_items, s.keep_session,
+                  s.exclusive_session,
                   s.user_agent, s.proxy, s.secrets_nonce, s.secrets_sealed,
                   s.unsealed_headers AS "unsealed_headers: Json<BTreeMap<String, String>>",
                   s.unsealed_proxy, ss.saved_at AS "session_saved_at?", s.created_at, s.updated_at
@@ -281,6 +285,7 @@ struct SiteRow {
     max_requests_per_sec: Option<f64>,
     max_concurrent_runs: i32,
     stop_on_seen: bool,
+    expect_items: bool,
     keep_session: bool,
     exclusive_session: bool,
     user_agent: Option<String>,
@@ -362,6 +367,7 @@ impl SiteRow {
                 max_concurrent_runs: self.max_concurrent_runs,
             },
             stop_on_seen: self.stop_on_seen,
+            expect_items: self.expect_items,
             session: SessionPolicy {
                 keep: self.keep_session,
                 exclusive: self.exclusive_session,

@@ -130,9 +130,10 @@ impl PageSource<'_> {
     ) -> Result<Fetched, CrawlError> {
         match (self, &spec.extraction) {
             (PageSource::Browser(browser), Extraction::Html { .. }) => {
-                browser
+                let fetched = browser
                     .fetch(&spec.extraction, url, page, stuck_timeout, guard)
-                    .await
+                    .await?;
+                expect_items(spec, page, url, fetched)
             }
             (
                 PageSource::Http(client),
@@ -157,10 +158,11 @@ impl PageSource<'_> {
                 {
                     return Ok(blocked_page(blocked.as_str(), url));
                 }
-                Ok(Fetched::Items {
+                let fetched = Fetched::Items {
                     items: extract_html(&html, item_selector, fields),
                     next_token: None,
-                })
+                };
+                client.keep_if_failed(&answer, expect_items(spec, page, url, fetched))
             }
             (
                 PageSource::Http(client),
@@ -188,16 +190,36 @@ impl PageSource<'_> {
                         CrawlError::failed(FailureKind::Misconfigured, format!("{e} at {url}"))
                     });
                 let read = client.keep_if_failed(&answer, read)?;
-                Ok(Fetched::Items {
+                let fetched = Fetched::Items {
                     items: read.items,
                     next_token: read.next_token,
-                })
+                };
+                client.keep_if_failed(&answer, expect_items(spec, page, url, fetched))
             }
             (PageSource::Browser(_), Extraction::Json { .. }) => Err(CrawlError::failed(
                 FailureKind::Misconfigured,
                 "a JSON API is read over HTTP, not in a browser",
             )),
         }
+    }
+}
+
+/// A first page without items fails the attempt on a site that expects
+/// items (`expect_items`): its selectors no longer find anything.
+fn expect_items(
+    spec: &SiteSpec,
+    page: i32,
+    url: &Url,
+    fetched: Fetched,
+) -> Result<Fetched, CrawlError> {
+    match &fetched {
+        Fetched::Items { items, .. } if spec.expect_items && page == 1 && items.is_empty() => {
+            Err(CrawlError::failed(
+                FailureKind::NoItems,
+                format!("no items on the first page at {url}: the site's selectors found nothing"),
+            ))
+        }
+        _ => Ok(fetched),
     }
 }
 
