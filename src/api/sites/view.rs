@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use super::body::JsonBody;
 use crate::{
-    domain::site::{FieldSpec, MASK, ProxyUrl, Site},
+    domain::site::{FieldSpec, ProxyUrl, Site},
     store::sites::SiteHealth,
 };
 
@@ -76,12 +76,7 @@ impl From<Site> for SiteView {
             expect_items: spec.expect_items,
             keep_session: spec.session.keep,
             exclusive_session: spec.session.exclusive,
-            headers: spec
-                .identity
-                .headers
-                .keys()
-                .map(|name| (name.clone(), MASK.to_owned()))
-                .collect(),
+            headers: spec.identity.masked_headers(),
             proxy: spec.identity.proxy.as_ref().map(ProxyUrl::masked),
             user_agent: spec.identity.user_agent,
             name: spec.name,

@@ -63,17 +63,6 @@ pub struct FieldInput {
     pub link: Option<bool>,
 }
 
-impl From<&FieldSpec> for FieldInput {
-    fn from(spec: &FieldSpec) -> Self {
-        FieldInput {
-            selector: spec.selector.as_ref().map(|s| s.as_str().to_owned()),
-            attr: spec.attr.clone(),
-            pointer: spec.pointer.as_ref().map(|p| p.as_str().to_owned()),
-            link: spec.link.then_some(true),
-        }
-    }
-}
-
 /// Where a JSON API keeps its items and its next-page token.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -45,6 +45,15 @@ where
     })
 }
 
+/// A nullable text column read as the type it stands for.
+fn decode_optional<T>(column: &str, value: Option<&str>) -> sqlx::Result<Option<T>>
+where
+    T: FromStr,
+    T::Err: Error + Send + Sync + 'static,
+{
+    value.map(|value| decode(column, value)).transpose()
+}
+
 impl TryFrom<RunRow> for CrawlRun {
     type Error = sqlx::Error;
 
@@ -63,11 +72,7 @@ impl TryFrom<RunRow> for CrawlRun {
             items_found: row.items_found,
             current_url: row.current_url,
             error: row.error,
-            error_kind: row
-                .error_kind
-                .as_deref()
-                .map(|kind| decode("error_kind", kind))
-                .transpose()?,
+            error_kind: decode_optional("error_kind", row.error_kind.as_deref())?,
             queued_at: row.queued_at,
             not_before: row.not_before,
             dispatched_at: row.dispatched_at,
@@ -112,17 +117,9 @@ impl TryFrom<AttemptRow> for Attempt {
             worker_id: row.worker_id,
             started_at: row.started_at,
             ended_at: row.ended_at,
-            outcome: row
-                .outcome
-                .as_deref()
-                .map(|o| decode("outcome", o))
-                .transpose()?,
+            outcome: decode_optional("outcome", row.outcome.as_deref())?,
             reason: row.reason,
-            error_kind: row
-                .error_kind
-                .as_deref()
-                .map(|k| decode("error_kind", k))
-                .transpose()?,
+            error_kind: decode_optional("error_kind", row.error_kind.as_deref())?,
             last_url: row.last_url,
             kept_html: row.kept_html,
             kept_screenshot: row.kept_screenshot,
