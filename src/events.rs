@@ -13,7 +13,7 @@ use crate::{
         failure::FailureKind,
         run::{CrawlRun, RunState},
     },
-    store::stats::QueueCounts,
+    store::stats::{QueueCounts, WorkerSeen},
 };
 
 /// One live event, as WebSocket clients receive it.
@@ -51,9 +51,21 @@ pub enum Event {
         page: i32,
         count: usize,
     },
-    /// The queue's counts (every 5 s, from each api process).
+    /// The queue's counts and the workers seen (every 5 s, from each api
+    /// process to its own clients).
     #[serde(rename = "queue.stats")]
-    QueueStats(QueueCounts),
+    QueueStats(QueueStats),
+}
+
+/// What the live overview shows of the fleet: the runs by state, the backlog
+/// the fleet scales on, and each worker with the crawls it holds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueStats {
+    #[serde(flatten)]
+    pub counts: QueueCounts,
+    pub backlog: i64,
+    #[serde(default)]
+    pub workers: Vec<WorkerSeen>,
 }
 
 impl Event {

@@ -2,20 +2,44 @@
 //! tokens only GET and subscribe. Compared in constant time; never logged.
 
 use axum::{
+    Extension, Json,
     extract::{Request, State},
     http::{Method, header},
     middleware::Next,
     response::Response,
 };
+use serde::Serialize;
 use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::{ApiError, AppState};
+use super::{ApiError, AppState, error::ErrorBody};
 
 /// What a token may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum Access {
     Read,
     Write,
+}
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(access))
+}
+
+/// What the presented token may do.
+#[derive(Debug, Serialize, ToSchema)]
+struct AccessView {
+    /// `read`: GET only; `write`: everything.
+    access: Access,
+}
+
+/// What the presented token may do: a client (the console) hides the
+/// controls a read token may not use. The API refuses them anyway.
+#[utoipa::path(get, path = "/access", tag = "operations", security(("bearer" = [])),
+    responses((status = 200, body = AccessView), (status = 401, description = "No valid token", body = ErrorBody)))]
+async fn access(Extension(access): Extension<Access>) -> Json<AccessView> {
+    Json(AccessView { access })
 }
 
 /// The configured tokens, kept as digests so comparing them takes the same
@@ -112,14 +136,16 @@ pub async fn require_token(
     req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
+    let mut req = req;
     let Some(tokens) = &state.tokens else {
+        req.extensions_mut().insert(Access::Write);
         return Ok(next.run(req).await);
     };
-    let mut req = req;
     let presented = presented_token(&req);
     let access = presented.as_deref().and_then(|t| tokens.access(t));
-    if let (Some(token), Some(_)) = (&presented, access) {
+    if let (Some(token), Some(access)) = (&presented, access) {
         req.extensions_mut().insert(TokenKey::of(token));
+        req.extensions_mut().insert(access);
     }
     match access {
         None => {

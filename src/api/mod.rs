@@ -1,4 +1,5 @@
-//! The api room: REST under `/api`, WebSocket `/ws` (live events), `/health`,
+//! The api room: REST under `/api`, WebSocket `/ws` (live events), the
+//! operator's console at `/`, `/health`,
 //! `/ready`, `/metrics`, and the CloudWatch backlog metric. Owns the wire types
 //! (and their OpenAPI schemas) and maps the store's domain types to them.
 //! May import `config`, `domain`, `store`, `queue`, `events`, `net`, `ops`;
@@ -6,6 +7,7 @@
 
 mod auth;
 pub mod cloudwatch;
+mod console;
 mod error;
 mod extract;
 mod health;
@@ -199,6 +201,7 @@ fn routes() -> Routes {
             .merge(runs::router())
             .merge(results::router())
             .merge(queue::router())
+            .merge(auth::router())
             .routes(routes!(openapi_json)),
         live: live::router(),
         open: health::router(),
@@ -234,6 +237,7 @@ pub fn router(state: AppState) -> Router {
         .merge(open)
         .split_for_parts();
     router
+        .merge(console::router())
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async {
             (

@@ -28,6 +28,13 @@ pub struct ResultFilter {
     pub keyword_id: Option<i64>,
     pub site_id: Option<i64>,
     pub run_id: Option<i64>,
+    /// Full-text search over the string values of the fields (whole words,
+    /// web-search syntax: `"a phrase"`, `or`, `-word`).
+    pub text: Option<String>,
+    /// Items first seen (by their keyword/site) at or after this time.
+    pub first_seen_after: Option<DateTime<Utc>>,
+    /// Items first seen before this time.
+    pub first_seen_before: Option<DateTime<Utc>>,
     pub after: Option<i64>,
     pub limit: i64,
 }
@@ -46,13 +53,21 @@ pub async fn list(pool: &PgPool, filter: &ResultFilter) -> sqlx::Result<Vec<Craw
              AND ($2::bigint IS NULL OR r.site_id = $2)
              AND ($3::bigint IS NULL OR r.run_id = $3)
              AND ($4::bigint IS NULL OR r.id > $4)
+             -- The expression of the crawl_results_fields_text index.
+             AND ($6::text IS NULL
+                  OR jsonb_to_tsvector('simple', r.fields, '["string"]') @@ websearch_to_tsquery('simple', $6))
+             AND ($7::timestamptz IS NULL OR COALESCE(s.first_seen_at, r.fetched_at) >= $7)
+             AND ($8::timestamptz IS NULL OR COALESCE(s.first_seen_at, r.fetched_at) < $8)
            ORDER BY r.id
            LIMIT $5"#,
         filter.keyword_id,
         filter.site_id,
         filter.run_id,
         filter.after,
-        filter.limit
+        filter.limit,
+        filter.text,
+        filter.first_seen_after,
+        filter.first_seen_before,
     )
     .fetch_all(pool)
     .await

@@ -91,7 +91,7 @@ pub async fn finished_between(
 }
 
 /// A worker seen in the last minute, with what it holds.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkerSeen {
     pub id: String,
     pub host: String,

@@ -5,6 +5,7 @@ mod support;
 
 mod api_contract;
 mod cloudwatch;
+mod console;
 mod crawl;
 mod dispatch;
 mod faults;

@@ -28,7 +28,11 @@ use tokio::sync::{broadcast, mpsc, watch};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{ApiError, AppState, auth::TokenKey};
-use crate::{events::Event, ops::metrics::metrics, store};
+use crate::{
+    events::{Event, QueueStats},
+    ops::metrics::metrics,
+    store,
+};
 pub use slots::LiveSlots;
 use subscription::{Filter, read_subscription};
 
@@ -50,7 +54,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 /// Live events as JSON text frames: `run.updated` (id, keyword_id, keyword,
 /// site_id, site, state, attempt, pages, items, error), `result.stored`
-/// (run_id, keyword_id, site_id, page, count), `queue.stats` (every 5 s),
+/// (run_id, keyword_id, site_id, page, count), `queue.stats` (queue counts,
+/// `backlog`, `workers`; every 5 s),
 /// `lagged` (missed). Send `{"subscribe": {"keyword_id"?, "site_id"?,
 /// "run_id"?}}` to filter: the answer is `subscribed`, or `error` naming the
 /// field at fault. Messages over 64 KiB close the connection (1009). The
@@ -260,7 +265,7 @@ async fn send_events(
     }
 }
 
-/// Every 5 s: the queue's counts to live clients.
+/// Every 5 s: the queue's counts and the workers seen, to live clients.
 pub async fn publish_queue_stats(state: AppState) {
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     loop {
@@ -268,9 +273,18 @@ pub async fn publish_queue_stats(state: AppState) {
             _ = state.shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        match store::stats::queue_counts(&state.pool).await {
-            Ok(counts) => {
-                let _ = state.live.send(Event::QueueStats(counts));
+        let read = async {
+            let counts = store::stats::queue_counts(&state.pool).await?;
+            let workers = store::stats::workers_seen(&state.pool).await?;
+            Ok::<_, sqlx::Error>(QueueStats {
+                backlog: counts.backlog(),
+                counts,
+                workers,
+            })
+        };
+        match read.await {
+            Ok(stats) => {
+                let _ = state.live.send(Event::QueueStats(stats));
             }
             Err(e) => tracing::warn!(error = %e, "queue stats not computed"),
         }

@@ -13,6 +13,7 @@ use axum::{
     http::header,
     response::{IntoResponse, Response},
 };
+use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use tokio::sync::mpsc;
 use utoipa::{IntoParams, ToSchema};
@@ -53,6 +54,10 @@ pub(super) struct ExportQuery {
     keyword_id: Option<i64>,
     site_id: Option<i64>,
     run_id: Option<i64>,
+    /// As in `/api/results`.
+    q: Option<String>,
+    first_seen_after: Option<DateTime<Utc>>,
+    first_seen_before: Option<DateTime<Utc>>,
 }
 
 /// Every result the filters select, oldest first, as CSV or NDJSON, streamed
@@ -64,13 +69,12 @@ pub(super) async fn export(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<ExportQuery>,
 ) -> Result<Response, ApiError> {
-    let filter = ResultFilter {
-        keyword_id: query.keyword_id,
-        site_id: query.site_id,
-        run_id: query.run_id,
-        after: None,
-        limit: BATCH,
-    };
+    let filter = super::filter(
+        (query.keyword_id, query.site_id, query.run_id),
+        query.q,
+        (query.first_seen_after, query.first_seen_before),
+        BATCH,
+    )?;
     let (content_type, extension) = match query.format {
         ExportFormat::Csv => ("text/csv; charset=utf-8", "csv"),
         ExportFormat::Ndjson => ("application/x-ndjson", "ndjson"),

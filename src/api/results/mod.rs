@@ -29,8 +29,43 @@ struct ResultQuery {
     keyword_id: Option<i64>,
     site_id: Option<i64>,
     run_id: Option<i64>,
+    /// Full-text search over the fields' text (whole words; `"a phrase"`, `or`, `-word`).
+    q: Option<String>,
+    /// Items first seen at or after this time (RFC 3339).
+    first_seen_after: Option<DateTime<Utc>>,
+    /// Items first seen before this time.
+    first_seen_before: Option<DateTime<Utc>>,
     limit: Option<i64>,
     cursor: Option<String>,
+}
+
+/// Longest search text, in characters.
+const MAX_SEARCH_CHARS: usize = 200;
+
+/// The filters `/api/results` and its export share, checked.
+fn filter(
+    (keyword_id, site_id, run_id): (Option<i64>, Option<i64>, Option<i64>),
+    q: Option<String>,
+    first_seen: (Option<DateTime<Utc>>, Option<DateTime<Utc>>),
+    limit: i64,
+) -> Result<ResultFilter, ApiError> {
+    let text = match q.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(q) => {
+            crate::domain::text::check(q, "q", MAX_SEARCH_CHARS)?;
+            Some(q.to_owned())
+        }
+    };
+    Ok(ResultFilter {
+        keyword_id,
+        site_id,
+        run_id,
+        text,
+        first_seen_after: first_seen.0,
+        first_seen_before: first_seen.1,
+        after: None,
+        limit,
+    })
 }
 
 /// Results in the order they were stored; pass `next_cursor` back as `cursor`
@@ -42,11 +77,13 @@ async fn list(
     ApiQuery(query): ApiQuery<ResultQuery>,
 ) -> Result<Json<Page<CrawlResultView>>, ApiError> {
     let filter = ResultFilter {
-        keyword_id: query.keyword_id,
-        site_id: query.site_id,
-        run_id: query.run_id,
         after: parse_cursor(query.cursor.as_deref())?,
-        limit: page_limit(query.limit)?,
+        ..filter(
+            (query.keyword_id, query.site_id, query.run_id),
+            query.q,
+            (query.first_seen_after, query.first_seen_before),
+            page_limit(query.limit)?,
+        )?
     };
     let results = store::results::list(&state.pool, &filter).await?;
     let next_cursor = (results.len() as i64 == filter.limit)

@@ -58,7 +58,7 @@ fn own_services_flags() -> [String; 3] {
 /// The capabilities of a new session: Chrome with the flags above, its
 /// profile in `profile_dir`, through `proxy_server` when given, its network
 /// events in the performance log, and its default search engine sunk.
-pub(super) fn capabilities(
+pub fn capabilities(
     profile_dir: &Path,
     proxy_server: Option<&str>,
     chrome_path: Option<&str>,

@@ -5,8 +5,8 @@
 //! only by crawls that leave the same way.
 
 pub(super) mod cdp;
-pub(super) mod chromedriver;
-mod launch;
+pub mod chromedriver;
+pub mod launch;
 pub mod processes;
 mod socks_relay;
 

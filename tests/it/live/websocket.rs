@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use crawlfleet::{
     api::MAX_CLIENT_MESSAGE_BYTES,
-    events::{Event, EventPublisher},
+    events::{Event, EventPublisher, QueueStats},
     queue,
     store::stats::QueueCounts,
 };
@@ -172,9 +172,12 @@ async fn subscriptions_filter_by_site_run_and_keyword() {
         .await;
     // Queue stats concern no run: every filter lets them through. Published
     // last on the same channel, this one arrives after everything above.
-    let last = QueueCounts {
-        queued: 424_242,
-        ..QueueCounts::default()
+    let last = QueueStats {
+        counts: QueueCounts {
+            queued: 424_242,
+            ..QueueCounts::default()
+        },
+        ..QueueStats::default()
     };
     publisher.publish(&Event::QueueStats(last)).await;
 

@@ -134,28 +134,30 @@ impl TestApp {
 
     /// The api and the chosen roles, with `tune` applied to their config.
     pub async fn spawn_with(roles: Roles, tune: impl FnOnce(&mut Config)) -> TestApp {
-        Self::spawn_inner(roles, roles.worker, tune).await
+        Self::spawn_inner(roles, roles.worker as u32, tune).await
+    }
+
+    /// Like [`Self::spawn_with`], with a browser slot more for the test's
+    /// own Chrome (the console's): taken at once with the worker's, so two
+    /// such tests never hold one each and wait for the other's.
+    pub async fn spawn_with_console(roles: Roles, tune: impl FnOnce(&mut Config)) -> TestApp {
+        Self::spawn_inner(roles, 1 + roles.worker as u32, tune).await
     }
 
     /// Like [`Self::spawn_with`], for tests whose sites need no browser: they
     /// do not wait for one of the browser slots.
     pub async fn spawn_without_browsers(roles: Roles, tune: impl FnOnce(&mut Config)) -> TestApp {
-        Self::spawn_inner(roles, false, tune).await
+        Self::spawn_inner(roles, 0, tune).await
     }
 
-    async fn spawn_inner(
-        roles: Roles,
-        uses_browsers: bool,
-        tune: impl FnOnce(&mut Config),
-    ) -> TestApp {
+    async fn spawn_inner(roles: Roles, browsers: u32, tune: impl FnOnce(&mut Config)) -> TestApp {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(std::env::var("TEST_LOG").unwrap_or_else(|_| "warn".into()))
             .with_test_writer()
             .try_init();
-        let browsers = if uses_browsers {
-            Some(browser_slots(1).await)
-        } else {
-            None
+        let browsers = match browsers {
+            0 => None,
+            n => Some(browser_slots(n).await),
         };
         let db = TestDb::new().await;
         let mut config = test_config(&db.url, &test_queue_name());

@@ -15,9 +15,12 @@
 //!   ([`CuttableProxy`]), a Redis server of a test's own ([`OwnRedis`]).
 //! - `forward_proxy`: [`TestProxy`], an HTTP and SOCKS5 proxy that sites are
 //!   crawled through.
+//! - `console`: [`ConsoleBrowser`], the operator's console in a real headless
+//!   Chromium.
 //! - `polling`: [`eventually`], for what another task or process does.
 
 mod app;
+mod console;
 mod faults;
 mod forward_proxy;
 mod polling;
@@ -25,6 +28,7 @@ mod processes;
 mod stores;
 
 pub use app::{ON_DEMAND, Roles, TEST_SESSION_KEY, TestApp, test_config};
+pub use console::ConsoleBrowser;
 pub use faults::{CuttableProxy, OwnRedis};
 pub use forward_proxy::TestProxy;
 pub use polling::eventually;

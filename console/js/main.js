@@ -1,0 +1,148 @@
+// The console's frame: sign-in, the page router (#/runs/12 …), the live
+// feed's status line, and what every view shares (the token's access, the
+// names of sites and keywords, a toast).
+
+import { get, token, ApiError } from "./api.js";
+import * as live from "./live.js";
+import { h, show, failure } from "./dom.js";
+import * as overview from "./overview.js";
+import * as runs from "./runs.js";
+import * as sites from "./sites.js";
+import * as siteEditor from "./site_editor.js";
+import * as keywords from "./keywords.js";
+import * as results from "./results.js";
+
+/** Routes: a pattern of the hash path and the view that shows it. */
+const ROUTES = [
+  [/^\/?$/, "overview", overview.render],
+  [/^\/runs$/, "runs", runs.renderList],
+  [/^\/runs\/(\d+)$/, "runs", runs.renderDetail],
+  [/^\/sites$/, "sites", sites.render],
+  [/^\/sites\/new$/, "sites", siteEditor.render],
+  [/^\/sites\/(\d+)$/, "sites", siteEditor.render],
+  [/^\/keywords$/, "keywords", keywords.renderList],
+  [/^\/keywords\/new$/, "keywords", keywords.renderEditor],
+  [/^\/keywords\/(\d+)$/, "keywords", keywords.renderEditor],
+  [/^\/results$/, "results", results.render],
+];
+
+const view = document.getElementById("view");
+let leaveView = null;
+
+/** The names of sites and keywords, read once and again after a change. */
+const catalog = {
+  cached: null,
+  async load() {
+    if (!this.cached) {
+      this.cached = Promise.all([get("/api/sites"), get("/api/keywords")]).then(([s, k]) => ({
+        sites: s.items,
+        keywords: k.items,
+        siteName: (id) => s.items.find((x) => x.id === id)?.name ?? `site ${id}`,
+        keywordText: (id) => k.items.find((x) => x.id === id)?.keyword ?? `keyword ${id}`,
+      }));
+      this.cached.catch(() => (this.cached = null));
+    }
+    return this.cached;
+  },
+  forget() {
+    this.cached = null;
+  },
+};
+
+/** A short message in the corner. */
+function toast(message, { bad = false } = {}) {
+  const note = h("div", { class: bad ? "toast bad" : "toast", role: "status" }, message);
+  document.body.append(note);
+  setTimeout(() => note.remove(), bad ? 7000 : 3500);
+}
+
+const ctx = { access: "read", catalog, toast, go: (hash) => (location.hash = hash) };
+
+function route() {
+  if (leaveView) leaveView();
+  leaveView = null;
+  const path = location.hash.replace(/^#/, "").split("?")[0] || "/";
+  const query = new URLSearchParams(location.hash.split("?")[1] || "");
+  const match = ROUTES.map(([pattern, page, render]) => [path.match(pattern), page, render])
+    .find(([found]) => found);
+  for (const link of document.querySelectorAll("nav a")) {
+    link.classList.toggle("current", match && link.dataset.page === match[1]);
+    if (match && link.dataset.page === match[1]) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  if (!match) {
+    show(view, h("h1", {}, "Not found"), h("p", {}, h("a", { href: "#/" }, "Back to the overview")));
+    return;
+  }
+  const [found, , render] = match;
+  view.replaceChildren();
+  try {
+    leaveView = render(view, { id: found[1] ? Number(found[1]) : null, query }, ctx) || null;
+  } catch (e) {
+    show(view, failure(e));
+  }
+}
+
+/** Asks the API what this tab's token may do; null when it is refused. */
+async function access() {
+  try {
+    return (await get("/api/access")).access;
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 401) return null;
+    throw e;
+  }
+}
+
+async function signIn() {
+  const dialog = document.getElementById("sign-in");
+  const form = document.getElementById("sign-in-form");
+  const error = document.getElementById("sign-in-error");
+  for (;;) {
+    let granted = null;
+    try {
+      granted = await access();
+    } catch (e) {
+      error.textContent = `${e.message}; trying again…`;
+      await new Promise((resume) => setTimeout(resume, 3000));
+      continue;
+    }
+    if (granted) {
+      if (dialog.open) dialog.close();
+      return granted;
+    }
+    if (token.get()) error.textContent = "That token is not valid here.";
+    token.clear();
+    if (!dialog.open) dialog.showModal();
+    await new Promise((resume) => form.addEventListener("submit", resume, { once: true }));
+    token.set(form.token.value.trim());
+    form.token.value = "";
+  }
+}
+
+async function start() {
+  const granted = await signIn();
+  ctx.access = granted;
+  document.body.dataset.access = granted;
+  document.getElementById("access").textContent = granted === "read" ? "read-only" : "";
+  live.onStatus((status) => {
+    document.getElementById("live-status").textContent =
+      { live: "live", connecting: "connecting…", reconnecting: "reconnecting…" }[status] || status;
+  });
+  live.start();
+  window.addEventListener("crawlfleet:unauthorized", () => {
+    // The token was revoked while the tab was open: ask again.
+    token.clear();
+    location.reload();
+  });
+  window.addEventListener("hashchange", route);
+  route();
+}
+
+document.getElementById("sign-out").addEventListener("click", () => {
+  token.clear();
+  live.stop();
+  location.hash = "#/";
+  location.reload();
+});
+
+start();

@@ -1,0 +1,114 @@
+// The overview: the fleet at a glance, live. The counts and the workers come
+// with every `queue.stats` event (5 s); the per-minute chart and the sites in
+// trouble are read again when the feed says runs ended, at most every 15 s.
+
+import { get } from "./api.js";
+import * as live from "./live.js";
+import { h, show, duration, ago, percent, minuteChart, failure } from "./dom.js";
+
+const SLOW_REFRESH_MS = 15000;
+
+/** Sites worth a look now: blocked, or under this success rate over 24 h. */
+const TROUBLE_SUCCESS_RATE = 0.8;
+
+export function render(root) {
+  const cards = h("div", { class: "cards", id: "overview-counts" });
+  const workers = h("div", { id: "overview-workers" }, h("p", { class: "muted" }, "Waiting for the fleet…"));
+  const chart = h("div", { class: "panel", id: "overview-chart" });
+  const trouble = h("div", { id: "overview-trouble" });
+  show(root,
+    h("h1", {}, "Overview"),
+    cards,
+    h("h2", {}, "Completed and failed per minute, last hour"),
+    chart,
+    h("div", { class: "split" },
+      h("section", {}, h("h2", {}, "Workers"), workers),
+      h("section", {}, h("h2", {}, "Sites failing or blocked now"), trouble)));
+
+  const showStats = (stats) => {
+    const card = (label, value, id) =>
+      h("div", { class: "card", id }, h("div", { class: "value" }, value), h("div", { class: "label" }, label));
+    show(cards,
+      card("backlog", stats.backlog, "count-backlog"),
+      card("queued", stats.queued, "count-queued"),
+      card("running", stats.running + stats.call_done, "count-running"),
+      card("in a page call", stats.url_call, "count-url-call"),
+      card("oldest queued", stats.oldest_queued_age_secs ? duration(stats.oldest_queued_age_secs) : "—", "count-oldest"),
+      card("completed, last hour", stats.completed_last_hour, "count-completed"),
+      card("failed, last hour", stats.failed_last_hour, "count-failed"));
+    showWorkers(workers, stats.workers);
+  };
+
+  let lastSlow = 0;
+  let slowTimer = null;
+  const refreshSlow = async () => {
+    lastSlow = Date.now();
+    try {
+      const [minutes, health] = await Promise.all([get("/api/jobs/history"), get("/api/sites/health")]);
+      show(chart, minuteChart(minutes));
+      showTrouble(trouble, health);
+    } catch (e) {
+      show(trouble, failure(e));
+    }
+  };
+  const maybeRefreshSlow = () => {
+    const wait = lastSlow + SLOW_REFRESH_MS - Date.now();
+    clearTimeout(slowTimer);
+    if (wait <= 0) refreshSlow();
+    else slowTimer = setTimeout(refreshSlow, wait);
+  };
+
+  // The first picture comes from REST: the feed's next tick may be 5 s away.
+  get("/api/jobs/queue")
+    .then((report) => showStats({ ...report.counts, backlog: report.backlog, workers: report.workers }))
+    .catch((e) => show(cards, failure(e)));
+  refreshSlow();
+
+  const stop = [
+    live.on("queue.stats", (stats) => {
+      showStats(stats);
+      // Runs ended since the chart was drawn: draw it again (throttled).
+      maybeRefreshSlow();
+    }),
+    live.on("live.reconnected", refreshSlow),
+  ];
+  return () => {
+    stop.forEach((unsubscribe) => unsubscribe());
+    clearTimeout(slowTimer);
+  };
+}
+
+function showWorkers(root, workers) {
+  if (!workers || workers.length === 0) {
+    show(root, h("p", { class: "muted" }, "No worker seen in the last minute."));
+    return;
+  }
+  show(root, h("table", {},
+    h("thead", {}, h("tr", {}, h("th", {}, "worker"), h("th", {}, "host"), h("th", { class: "num" }, "crawls held"),
+      h("th", {}, "slots"), h("th", {}, "started"), h("th", {}, "last seen"))),
+    h("tbody", {}, workers.map((w) => h("tr", { dataset: { worker: w.id } },
+      h("td", { class: "mono" }, w.id),
+      h("td", {}, w.host),
+      h("td", { class: "num" }, w.in_flight),
+      h("td", {}, `${w.concurrency} browser, ${w.http_concurrency} http`),
+      h("td", {}, ago(w.started_at)),
+      h("td", {}, ago(w.last_seen_at)))))));
+}
+
+function showTrouble(root, health) {
+  const troubled = health
+    .filter((s) => (s.blocked_rate_24h ?? 0) > 0 || (s.success_rate_24h !== null && s.success_rate_24h < TROUBLE_SUCCESS_RATE))
+    .sort((a, b) => (a.success_rate_24h ?? 1) - (b.success_rate_24h ?? 1));
+  if (troubled.length === 0) {
+    show(root, h("p", { class: "muted" }, "Every site is doing well over the last 24 hours."));
+    return;
+  }
+  show(root, h("table", {},
+    h("thead", {}, h("tr", {}, h("th", {}, "site"), h("th", { class: "num" }, "success, 24 h"),
+      h("th", { class: "num" }, "blocked, 24 h"), h("th", {}, "last success"))),
+    h("tbody", {}, troubled.map((s) => h("tr", { dataset: { site: s.site_id } },
+      h("td", {}, h("a", { href: `#/sites/${s.site_id}` }, s.name)),
+      h("td", { class: "num" }, percent(s.success_rate_24h)),
+      h("td", { class: "num" }, percent(s.blocked_rate_24h)),
+      h("td", {}, ago(s.last_success_at)))))));
+}

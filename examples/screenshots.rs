@@ -1,0 +1,222 @@
+//! `scripts/screenshots`: a PNG of each console page, for docs/console/ and
+//! the README. Starts a throwaway fleet (`--process=all --demo`, its own
+//! database and queue), lets it crawl the demo shop and fail on the shop's
+//! hanging page, then opens the console in headless Chromium and saves each
+//! page as it shows it.
+//!
+//!   cargo run --example screenshots -- [OUT_DIR]     (default docs/console)
+
+use std::{
+    path::PathBuf,
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+#[allow(dead_code)]
+#[path = "shared/throwaway.rs"]
+mod throwaway;
+
+#[allow(dead_code)]
+#[path = "../tests/it/support/console.rs"]
+mod console;
+
+use console::ConsoleBrowser;
+use throwaway::{Scratch, crawlfleet_binary, free_port};
+
+/// The API token of this throwaway fleet.
+const TOKEN: &str = "screenshots-local-token";
+/// How long the demo crawl and the failing one get to end.
+const CRAWLS_END_WITHIN: Duration = Duration::from_secs(180);
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let out = PathBuf::from(
+        std::env::args()
+            .nth(1)
+            .unwrap_or_else(|| "docs/console".into()),
+    );
+    std::fs::create_dir_all(&out)?;
+    let scratch = Scratch::create("cf_screenshots").await?;
+    let (api_port, demo_port) = (free_port()?, free_port()?);
+    let log = std::env::temp_dir().join(format!("{}.log", scratch.db));
+    let mut fleet = Command::new(crawlfleet_binary())
+        .args(["--process=all", "--demo"])
+        .env("DATABASE_URL", scratch.database_url.as_str())
+        .env("REDIS_URL", &scratch.redis_url)
+        .env("QUEUE_NAME", &scratch.queue)
+        .env("API_HOST", "127.0.0.1")
+        .env("API_PORT", api_port.to_string())
+        .env("DEMO_PORT", demo_port.to_string())
+        .env("API_TOKENS", TOKEN)
+        .env("ALLOW_PRIVATE_TARGETS", "true")
+        .env(
+            "SESSION_KEY",
+            "5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c",
+        )
+        .env_remove("HTTP_PROXY")
+        .env_remove("HTTPS_PROXY")
+        .env_remove("ALL_PROXY")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&log)?)
+        .stderr(std::fs::File::create(&log)?)
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting crawlfleet")?;
+    let api = format!("http://127.0.0.1:{api_port}");
+    let shot = shoot(&api, &format!("http://127.0.0.1:{demo_port}"), &out).await;
+    if let Some(pid) = fleet.id() {
+        // SIGTERM: the worker closes its browsers.
+        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(30), fleet.wait()).await;
+    let _ = fleet.kill().await;
+    scratch.drop().await?;
+    if shot.is_err() {
+        eprintln!("the fleet's log: {}", log.display());
+    } else {
+        let _ = std::fs::remove_file(&log);
+    }
+    shot
+}
+
+async fn shoot(api: &str, shop: &str, out: &std::path::Path) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let call = |method: reqwest::Method, path: &str, body: Option<Value>| {
+        let mut request = http
+            .request(method, format!("{api}{path}"))
+            .bearer_auth(TOKEN);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        async move {
+            let response = request.send().await?;
+            let status = response.status();
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            anyhow::ensure!(status.is_success(), "{status}: {body}");
+            Ok::<Value, anyhow::Error>(body)
+        }
+    };
+    let started = Instant::now();
+    while !http
+        .get(format!("{api}/ready"))
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success())
+    {
+        if started.elapsed() > Duration::from_secs(60) {
+            bail!("the fleet did not become ready");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // A site whose search page never finishes loading: its run fails as
+    // stuck, and keeps what the browser showed.
+    let hanging = call(
+        reqwest::Method::POST,
+        "/api/sites",
+        Some(json!({
+            "name": "hanging-shop",
+            "search_url": format!("{shop}/hang?q={{keyword}}"),
+            "item_selector": "li.product",
+            "fields": {"title": {"selector": "a.title"}},
+            "stuck_timeout_secs": 5,
+            "max_attempts": 1,
+        })),
+    )
+    .await?;
+    let keyword = call(
+        reqwest::Method::POST,
+        "/api/keywords",
+        Some(json!({
+            "keyword": "desk lamp", "site_ids": [hanging["id"]], "schedule": "0 0 6 * * *",
+        })),
+    )
+    .await?;
+    call(
+        reqwest::Method::POST,
+        &format!("/api/keywords/{}/crawl", keyword["id"]),
+        Some(json!({})),
+    )
+    .await?;
+    let (completed, failed) = loop {
+        let runs = call(reqwest::Method::GET, "/api/runs", None).await?;
+        let first = |state: &str| {
+            runs["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|r| r["state"] == state)
+                .map(|r| r["id"].clone())
+        };
+        if let (Some(completed), Some(failed)) = (first("completed"), first("failed")) {
+            break (completed, failed);
+        }
+        if started.elapsed() > CRAWLS_END_WITHIN {
+            bail!(
+                "the demo crawl and the failing one did not end within {CRAWLS_END_WITHIN:?}: {runs}"
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    let demo_site = call(reqwest::Method::GET, "/api/sites", None).await?["items"]
+        .as_array()
+        .and_then(|sites| {
+            sites
+                .iter()
+                .find(|s| s["name"] == "demo-shop")
+                .map(|s| s["id"].clone())
+        })
+        .context("the demo site")?;
+
+    let browser = ConsoleBrowser::open(api).await;
+    let result = async {
+        browser.client.set_window_size(1400, 1000).await?;
+        browser.sign_in(TOKEN).await;
+        let save = |name: &'static str| {
+            let browser = &browser;
+            async move {
+                // Images, charts and the live feed's first tick settle.
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                std::fs::write(
+                    out.join(format!("{name}.png")),
+                    browser.client.screenshot().await?,
+                )?;
+                println!("saved {}", out.join(format!("{name}.png")).display());
+                Ok::<(), anyhow::Error>(())
+            }
+        };
+        browser.wait_for("#count-backlog").await;
+        browser.wait_for("#overview-workers table").await;
+        save("overview").await?;
+        browser.go("#/runs").await;
+        browser.wait_for("#runs tr").await;
+        save("runs").await?;
+        browser.go(&format!("#/runs/{failed}")).await;
+        browser.wait_for(".evidence img").await;
+        save("failed-run").await?;
+        browser.go(&format!("#/runs/{completed}")).await;
+        browser.wait_for("#attempts li").await;
+        browser.go("#/sites").await;
+        browser.wait_for("#sites tr").await;
+        save("sites").await?;
+        browser.go(&format!("#/sites/{demo_site}")).await;
+        browser.wait_for_text("#site-title", "demo-shop").await;
+        browser.type_into("#preview-keyword", "lamp").await;
+        browser.click("#preview-run").await;
+        browser.wait_for("#preview-summary").await;
+        save("site-editor").await?;
+        browser.go("#/keywords").await;
+        browser.wait_for("#keywords tr").await;
+        save("keywords").await?;
+        browser.go("#/results").await;
+        browser.wait_for("#results tr").await;
+        save("results").await?;
+        Ok::<(), anyhow::Error>(())
+    }
+    .await;
+    browser.close().await;
+    result
+}

@@ -1,0 +1,310 @@
+//! The operator's console, driven in real headless Chromium against a fleet
+//! in this process: sign in, a field error beside its field, "test this
+//! site", a crawl followed live, what a failed attempt saw, the CSV download,
+//! and a read token's console without write controls.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::{ConsoleBrowser, ON_DEMAND, Roles, TestApp};
+
+const WRITE_TOKEN: &str = "console-write-token";
+const READ_TOKEN: &str = "console-read-token";
+
+/// A crawl of one to three fixture pages ends within this on a loaded
+/// 2-core machine (a few seconds when idle; Chrome starts cold).
+const CRAWL_ENDS_WITHIN: Duration = Duration::from_secs(90);
+
+async fn fleet_with_tokens(roles: Roles) -> TestApp {
+    TestApp::spawn_with_console(roles, |config| {
+        config.api.auth_disabled = false;
+        config.api.api_tokens = vec![WRITE_TOKEN.into()];
+        config.api.api_read_tokens = vec![READ_TOKEN.into()];
+    })
+    .await
+}
+
+/// What the page remembers across the test: gone if it reloads.
+async fn mark_page(browser: &ConsoleBrowser) {
+    browser
+        .client
+        .execute("window.crawlfleetTestMark = 'not reloaded'", vec![])
+        .await
+        .expect("marking the page");
+}
+
+async fn page_was_not_reloaded(browser: &ConsoleBrowser) -> bool {
+    browser
+        .client
+        .execute(
+            "return window.crawlfleetTestMark === 'not reloaded'",
+            vec![],
+        )
+        .await
+        .expect("reading the mark")
+        == json!(true)
+}
+
+async fn attribute(browser: &ConsoleBrowser, css: &str, name: &str) -> Option<String> {
+    browser
+        .find(css)
+        .await
+        .attr(name)
+        .await
+        .expect("reading an attribute")
+}
+
+#[tokio::test]
+async fn an_operator_fixes_a_site_with_its_preview_saves_it_and_watches_its_crawl() {
+    let app = fleet_with_tokens(Roles::fleet()).await;
+    let browser = ConsoleBrowser::open(&app.base).await;
+    browser.sign_in(WRITE_TOKEN).await;
+    mark_page(&browser).await;
+
+    // A broken selector: the API's error shows beside the field.
+    browser.go("#/sites/new").await;
+    browser.type_into("#site-name", "fixture shop").await;
+    let search_url = format!("{}/search?q={{keyword}}&page={{page}}", app.site.base_url());
+    browser.type_into("#site-search_url", &search_url).await;
+    browser
+        .type_into("#site-item_selector", "li.product[")
+        .await;
+    browser
+        .type_into("#field-rows .field-selector", "a.title")
+        .await;
+    browser.click("#save-site").await;
+    // The message is written in the same step that marks the field.
+    browser
+        .wait_for("#site-item_selector[aria-invalid=true]")
+        .await;
+    let error = browser
+        .find("[data-error-for=item_selector]")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(!error.is_empty(), "the field's error is shown beside it");
+    let (_, sites) = app.get("/api/sites").await;
+    assert_eq!(sites["items"], json!([]), "nothing was saved");
+
+    // Fixed, then tried on a worker before saving: items and a screenshot.
+    browser.type_into("#site-item_selector", "li.product").await;
+    browser.type_into("#site-max_pages", "2").await;
+    browser.type_into("#preview-keyword", "lamp").await;
+    browser.click("#preview-run").await;
+    let summary = browser.wait_for_text("#preview-summary", "items").await;
+    assert!(!summary.starts_with("0 items"), "{summary}");
+    assert!(
+        browser.is_shown("#preview-items tbody tr").await,
+        "the items are listed"
+    );
+    let screenshot = attribute(&browser, "#preview-screenshot", "src")
+        .await
+        .unwrap_or_default();
+    assert!(
+        screenshot.starts_with("data:image/png;base64,iVBORw0KGgo"),
+        "a PNG screenshot is shown"
+    );
+    let (_, sites) = app.get("/api/sites").await;
+    assert_eq!(sites["items"], json!([]), "a preview saves nothing");
+
+    // Saved: the editor moves to the stored site.
+    browser.click("#save-site").await;
+    browser.wait_for_text("#site-title", "fixture shop").await;
+    let (_, sites) = app.get("/api/sites").await;
+    let site_id = sites["items"][0]["id"]
+        .as_i64()
+        .expect("the site was saved");
+    assert_eq!(sites["items"][0]["item_selector"], "li.product");
+    let keyword_id = app.create_keyword("lamp", &[site_id], ON_DEMAND).await;
+
+    // The runs page is open when the crawl is asked for: the run appears,
+    // and its state changes, from the live feed alone.
+    browser.go("#/runs").await;
+    browser.wait_for("#run-filters select[name=state]").await;
+    browser
+        .client
+        .execute(
+            r##"window.crawlfleetStatesSeen = [];
+               new MutationObserver(() => {
+                 for (const row of document.querySelectorAll("#runs tr[data-state]")) {
+                   const seen = window.crawlfleetStatesSeen;
+                   if (seen[seen.length - 1] !== row.dataset.state) seen.push(row.dataset.state);
+                 }
+               }).observe(document.getElementById("runs"), {childList: true, subtree: true, attributes: true});"##,
+            vec![],
+        )
+        .await
+        .expect("watching the runs table");
+    let (status, queued) = app
+        .post(&format!("/api/keywords/{keyword_id}/crawl"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{queued}");
+    let run_id = queued["queued"][0]["id"].as_i64().unwrap();
+    app.wait_until_completed(run_id, CRAWL_ENDS_WITHIN).await;
+    browser
+        .wait_for(&format!(
+            "#runs tr[data-run='{run_id}'][data-state=completed]"
+        ))
+        .await;
+    let seen = browser
+        .client
+        .execute("return window.crawlfleetStatesSeen", vec![])
+        .await
+        .unwrap();
+    assert_eq!(seen[0], "queued", "the run appeared as queued: {seen}");
+    assert_eq!(
+        seen.as_array().unwrap().last().unwrap(),
+        "completed",
+        "{seen}"
+    );
+    assert!(page_was_not_reloaded(&browser).await);
+
+    // The results page's CSV is /api/results, row for row.
+    browser.go("#/results").await;
+    browser.wait_for("#results tr").await;
+    browser.click("#download-csv").await;
+    let csv_path = browser.downloads.join("results.csv");
+    crate::support::eventually(Duration::from_secs(30), "the CSV is downloaded", || {
+        let csv_path = csv_path.clone();
+        async move { csv_path.exists().then_some(()) }
+    })
+    .await;
+    let (_, listed) = app.get("/api/results?limit=500").await;
+    let listed = listed["items"].as_array().unwrap().clone();
+    assert!(!listed.is_empty());
+    let mut csv = csv::Reader::from_path(&csv_path).expect("a CSV");
+    let header: Vec<String> = csv.headers().unwrap().iter().map(str::to_owned).collect();
+    let column = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let rows: Vec<csv::StringRecord> = csv.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), listed.len(), "one row per result");
+    for (row, result) in rows.iter().zip(&listed) {
+        assert_eq!(row[column("id")], result["id"].to_string());
+        let fields: Value = serde_json::from_str(&row[column("fields")]).unwrap();
+        assert_eq!(fields, result["fields"]);
+    }
+    assert!(page_was_not_reloaded(&browser).await);
+
+    browser.close().await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_failed_run_shows_the_screenshot_and_html_of_the_page_it_failed_on() {
+    let app = fleet_with_tokens(Roles::fleet()).await;
+    // The fixture's hanging page never finishes loading: stuck after 5 s.
+    let site = app
+        .one_page_site(
+            "hanging",
+            "/hang?q={keyword}",
+            json!({"stuck_timeout_secs": 5, "max_attempts": 1}),
+        )
+        .await;
+    let run = app.crawl_to_end("lamp", site, CRAWL_ENDS_WITHIN).await;
+    assert_eq!(run["state"], "failed", "{run}");
+    let run_id = run["id"].as_i64().unwrap();
+
+    let browser = ConsoleBrowser::open(&app.base).await;
+    browser.sign_in(WRITE_TOKEN).await;
+    browser.go(&format!("#/runs/{run_id}")).await;
+    browser.wait_for_text("#run-state", "failed").await;
+    let reason = browser.wait_for_text(".attempt-reason", "stuck").await;
+    assert!(reason.contains("did not load"), "{reason}");
+    let picture = attribute(&browser, ".evidence img", "src")
+        .await
+        .unwrap_or_default();
+    assert!(
+        picture.starts_with("blob:"),
+        "the screenshot is shown: {picture}"
+    );
+    let loaded = browser
+        .client
+        .execute(
+            "const img = document.querySelector('.evidence img'); return img.complete && img.naturalWidth > 0",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        loaded,
+        json!(true),
+        "the screenshot is a picture the browser can show"
+    );
+    browser.click(".evidence-html button").await;
+    let html = browser.wait_for_text(".html-source", "<html").await;
+    assert!(html.contains("</html>") || html.len() > 20, "{html}");
+    assert!(
+        browser.is_shown("#run-retry").await,
+        "a failed run can be retried"
+    );
+
+    browser.close().await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_read_token_sees_everything_and_no_write_control() {
+    let app = fleet_with_tokens(Roles::default()).await;
+    let site = app.create_site(app.site_body("shop", "/search")).await;
+    let keyword = app.create_keyword("lamp", &[site], ON_DEMAND).await;
+    // No worker and no scheduler: the run stays queued (cancellable).
+    let run = app.crawl(keyword).await[0];
+
+    let browser = ConsoleBrowser::open(&app.base).await;
+    browser.sign_in(READ_TOKEN).await;
+    assert_eq!(
+        attribute(&browser, "body", "data-access").await.as_deref(),
+        Some("read")
+    );
+    browser.wait_for_text("#access", "read-only").await;
+
+    browser.go("#/sites").await;
+    browser.wait_for_text("#sites", "shop").await;
+    assert!(!browser.is_shown("#new-site").await, "no new-site button");
+
+    browser.go(&format!("#/sites/{site}")).await;
+    browser.wait_for_text("#site-title", "shop").await;
+    for control in ["#save-site", "#delete-site", "#preview-run", "#add-field"] {
+        assert!(!browser.is_shown(control).await, "{control} is hidden");
+    }
+    let disabled = browser
+        .client
+        .execute("return [...document.querySelectorAll('#site-form input')].every((i) => i.matches(':disabled'))", vec![])
+        .await
+        .unwrap();
+    assert_eq!(disabled, json!(true), "the form cannot be edited");
+
+    browser.go(&format!("#/runs/{run}")).await;
+    browser.wait_for_text("#run-state", "queued").await;
+    assert!(!browser.is_shown("#run-cancel").await, "no cancel button");
+
+    browser.go("#/keywords").await;
+    browser.wait_for_text("#keywords", "lamp").await;
+    assert!(
+        !browser.is_shown("#keywords button").await,
+        "no crawl-now button"
+    );
+    assert!(
+        !browser.is_shown("#new-keyword").await,
+        "no new-keyword button"
+    );
+
+    browser.go(&format!("#/keywords/{keyword}")).await;
+    browser.wait_for("#keyword-form input[name=keyword]").await;
+    assert!(!browser.is_shown("#save-keyword").await);
+
+    // Hidden, and refused all the same.
+    let refused = app
+        .http
+        .post(format!("{}/api/runs/{run}/cancel", app.base))
+        .bearer_auth(READ_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+
+    browser.close().await;
+    app.stop().await;
+}
