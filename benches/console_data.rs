@@ -88,6 +88,17 @@ async fn a_production_history(app: &TestApp) -> (Vec<i64>, Vec<i64>) {
     .execute(pool)
     .await
     .unwrap();
+    // Each item first seen when its run was queued: over the first half hour
+    // of the two days.
+    sqlx::query(
+        r#"INSERT INTO seen_items (keyword_id, site_id, item_key, first_seen_at, last_seen_at)
+           SELECT r.keyword_id, r.site_id, r.item_key, c.queued_at, c.queued_at
+           FROM crawl_results r JOIN crawl_runs c ON c.id = r.run_id
+           ON CONFLICT DO NOTHING"#,
+    )
+    .execute(pool)
+    .await
+    .unwrap();
     sqlx::query("ANALYZE").execute(pool).await.unwrap();
     (sites, keywords)
 }
@@ -117,6 +128,16 @@ async fn main() {
     );
     let (_, last) = app.get("/api/runs?limit=1").await;
     let run = last["items"][0]["id"].as_i64().unwrap();
+    // Ten minutes into the results' half hour: a third of them first seen before.
+    let (_, first) = app.get("/api/results?limit=1").await;
+    let first_seen: chrono::DateTime<chrono::Utc> = first["items"][0]["first_seen_at"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let ten_minutes_in = (first_seen + chrono::TimeDelta::minutes(10))
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
     let api = RoleProcess::spawn("api", &app.config, &[]);
     let base = format!("http://{}", api.listening_on("api listening").await);
     let http = reqwest::Client::new();
@@ -132,6 +153,14 @@ async fn main() {
         format!("/api/runs/{run}"),
         "/api/results?limit=100".to_owned(),
         format!("/api/results?keyword_id={}&limit=100", keywords[0]),
+        // A word of every item, of one in a thousand, of none.
+        "/api/results?q=item&limit=100".to_owned(),
+        "/api/results?q=777&limit=100".to_owned(),
+        "/api/results?q=nowhere&limit=100".to_owned(),
+        format!("/api/results?first_seen_after={ten_minutes_in}&limit=100"),
+        format!("/api/results?first_seen_before={ten_minutes_in}&limit=100"),
+        format!("/api/results?q=777&site_id={}&limit=100", sites[1]),
+        "/api/access".to_owned(),
         format!("/api/sites/{}/health", sites[0]),
         "/api/sites".to_owned(),
         "/api/keywords".to_owned(),

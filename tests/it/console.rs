@@ -8,7 +8,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{ConsoleBrowser, ON_DEMAND, Roles, TestApp};
+use crate::support::{ConsoleBrowser, ON_DEMAND, RoleProcess, Roles, TestApp, free_port};
 
 const WRITE_TOKEN: &str = "console-write-token";
 const READ_TOKEN: &str = "console-read-token";
@@ -54,6 +54,86 @@ async fn attribute(browser: &ConsoleBrowser, css: &str, name: &str) -> Option<St
         .attr(name)
         .await
         .expect("reading an attribute")
+}
+
+#[tokio::test]
+async fn the_console_is_served_from_the_binary_under_a_strict_policy_and_tells_a_token_its_access()
+{
+    let app = TestApp::spawn_with(Roles::default(), |config| {
+        config.api.auth_disabled = false;
+        config.api.api_tokens = vec![WRITE_TOKEN.into()];
+        config.api.api_read_tokens = vec![READ_TOKEN.into()];
+    })
+    .await;
+    // The page and its files need no token: they hold nothing.
+    let page = app.http.get(format!("{}/", app.base)).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    let header = |name: &str| page.headers()[name].to_str().unwrap().to_owned();
+    assert_eq!(header("content-type"), "text/html; charset=utf-8");
+    let policy = header("content-security-policy");
+    assert!(policy.contains("script-src 'self'"), "{policy}");
+    assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+    assert_eq!(header("x-content-type-options"), "nosniff");
+    let etag = header("etag");
+    assert!(page.text().await.unwrap().contains("/console/js/main.js"));
+
+    let again = app
+        .http
+        .get(format!("{}/", app.base))
+        .header("If-None-Match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        again.status(),
+        StatusCode::NOT_MODIFIED,
+        "unchanged: not sent again"
+    );
+
+    let script = app
+        .http
+        .get(format!("{}/console/js/main.js", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(script.status(), StatusCode::OK);
+    assert!(
+        script.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/javascript")
+    );
+    let missing = app
+        .http
+        .get(format!("{}/console/js/../../Cargo.toml", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+
+    for (token, access) in [(WRITE_TOKEN, "write"), (READ_TOKEN, "read")] {
+        let answer: Value = app
+            .http
+            .get(format!("{}/api/access", app.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(answer, json!({"access": access}));
+    }
+    let (status, _) = app.get("/api/access").await;
+    assert_eq!(status, StatusCode::OK);
+    let refused = app
+        .http
+        .get(format!("{}/api/access", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    app.stop().await;
 }
 
 #[tokio::test]
@@ -306,5 +386,43 @@ async fn a_read_token_sees_everything_and_no_write_control() {
     assert_eq!(refused.status(), StatusCode::FORBIDDEN);
 
     browser.close().await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_overview_reconnects_after_an_api_restart_and_goes_on_updating_without_a_reload() {
+    let app = TestApp::spawn_with_console(Roles::default(), |config| {
+        config.api.auth_disabled = false;
+        config.api.api_tokens = vec![WRITE_TOKEN.into()];
+    })
+    .await;
+    // The console's api is a process of its own, restarted on its port.
+    let port = free_port().expect("a free port");
+    let env = [("API_PORT", port.to_string())];
+    let api = RoleProcess::spawn("api", &app.config, &env);
+    let base = format!("http://{}", api.listening_on("api listening").await);
+
+    let browser = ConsoleBrowser::open(&base).await;
+    browser.sign_in(WRITE_TOKEN).await;
+    mark_page(&browser).await;
+    browser.wait_for("body[data-live=live]").await;
+    browser.wait_for_text("#count-queued .value", "0").await;
+
+    api.kill().await;
+    browser.wait_for("body[data-live=reconnecting]").await;
+    let site = app.create_site(app.site_body("shop", "/search")).await;
+    let keyword = app.create_keyword("lamp", &[site], ON_DEMAND).await;
+    app.crawl(keyword).await;
+
+    let api = RoleProcess::spawn("api", &app.config, &env);
+    api.listening_on("api listening").await;
+    // Reconnects within its back-off (at most 15 s), then the next
+    // queue.stats (every 5 s) shows the run queued meanwhile.
+    browser.wait_for("body[data-live=live]").await;
+    browser.wait_for_text("#count-queued .value", "1").await;
+    assert!(page_was_not_reloaded(&browser).await);
+
+    browser.close().await;
+    assert_eq!(api.terminate(Duration::from_secs(15)).await, 0);
     app.stop().await;
 }

@@ -33,6 +33,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/jobs/queue"),
     ("get", "/api/jobs/history"),
     ("get", "/api/openapi.json"),
+    ("get", "/api/access"),
     ("get", "/ws"),
     ("get", "/health"),
     ("get", "/ready"),

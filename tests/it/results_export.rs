@@ -181,3 +181,62 @@ async fn an_export_without_a_known_format_is_refused_naming_the_field() {
     );
     app.stop().await;
 }
+
+#[tokio::test]
+async fn results_are_found_by_the_words_of_their_fields_and_by_when_they_were_first_seen() {
+    let app = TestApp::spawn().await;
+    let site = app.create_site(app.site_body("shop", "/search")).await;
+    let lamps = app.create_keyword("lamp", &[site], ON_DEMAND).await;
+    let desks = app.create_keyword("desk", &[site], ON_DEMAND).await;
+    run_with_results(&app, lamps, "lamp").await;
+    let between = chrono::Utc::now();
+    run_with_results(&app, desks, "desk").await;
+    let per_run = PAGES as usize * ITEMS_PER_PAGE;
+
+    // Whole words of the fields' text, any language split on spaces.
+    assert_eq!(listed(&app, "q=lamp").await.len(), per_run);
+    assert_eq!(listed(&app, "q=comma").await.len(), 2 * per_run);
+    assert_eq!(listed(&app, "q=lamp%20-desk").await.len(), per_run);
+    assert_eq!(listed(&app, "q=lamp%20or%20desk").await.len(), 2 * per_run);
+    assert_eq!(listed(&app, "q=nowhere").await.len(), 0);
+    let one = listed(&app, "q=%22lamp%20%5C%223-7%5C%22%22").await;
+    assert!(
+        one.iter()
+            .all(|r| r["fields"]["title"].as_str().unwrap().starts_with("lamp"))
+    );
+    // Keys are not text of the item.
+    assert_eq!(listed(&app, "q=title").await.len(), 0);
+
+    let since = between.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let after = listed(
+        &app,
+        &format!("first_seen_after={}", since.replace('+', "%2B")),
+    )
+    .await;
+    assert_eq!(after.len(), per_run);
+    assert!(after.iter().all(|r| r["keyword_id"] == desks));
+    let before = listed(
+        &app,
+        &format!("first_seen_before={}", since.replace('+', "%2B")),
+    )
+    .await;
+    assert!(before.iter().all(|r| r["keyword_id"] == lamps));
+    assert_eq!(before.len(), per_run);
+
+    // The export takes the same filters.
+    let (status, _, csv) = export(&app, "format=csv&q=desk").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        csv.lines().count() - 1,
+        per_run,
+        "a header, then the desk rows"
+    );
+
+    // Bounded and plain text: a clear 422 naming `q`.
+    for bad in ["%00lamp", &"a".repeat(201)] {
+        let (status, body) = app.get(&format!("/api/results?q={bad}")).await;
+        assert_eq!(status, 422, "{body}");
+        assert_eq!(body["error"]["field"], "q", "{body}");
+    }
+    app.stop().await;
+}

@@ -17,6 +17,7 @@
 //!   crawled through.
 //! - `console`: [`ConsoleBrowser`], the operator's console in a real headless
 //!   Chromium.
+//! - `ports`: [`free_port`], a port a restarted process can have again.
 //! - `polling`: [`eventually`], for what another task or process does.
 
 mod app;
@@ -24,6 +25,7 @@ mod console;
 mod faults;
 mod forward_proxy;
 mod polling;
+mod ports;
 mod processes;
 mod stores;
 
@@ -32,6 +34,7 @@ pub use console::ConsoleBrowser;
 pub use faults::{CuttableProxy, OwnRedis};
 pub use forward_proxy::TestProxy;
 pub use polling::eventually;
+pub use ports::free_port;
 pub use processes::{
     RoleProcess, browser_slots, chromedriver_of, clean_up_after_killed_worker, descendants,
     leftovers_of_worker,
