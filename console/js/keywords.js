@@ -60,6 +60,7 @@ async function crawlNow(keyword, button, ctx) {
     const parts = [`${outcome.queued.length} queued`];
     if (outcome.already_active.length) parts.push(`${outcome.already_active.length} already running`);
     if (outcome.skipped.length) parts.push(`${outcome.skipped.length} already crawled this period`);
+    if (outcome.disabled_sites.length) parts.push(`${outcome.disabled_sites.length} site(s) disabled`);
     ctx.toast(`${keyword.keyword}: ${parts.join(", ")}`);
   } catch (e) {
     ctx.toast(e.message, { bad: true });

@@ -52,7 +52,8 @@ export function render(root, { id }, ctx) {
           h("option", { value: "browser" }, "browser (headless Chromium)"),
           h("option", { value: "http" }, "http (plain HTML)"),
           h("option", { value: "json" }, "json (a JSON API)")),
-        h("span", { class: "field-error", dataset: { errorFor: "render" } }))),
+        h("span", { class: "field-error", dataset: { errorFor: "render" } })),
+      check("enabled", "enabled: its keywords queue runs for it (disabled, it keeps its settings and history)")),
     h("fieldset", {}, h("legend", {}, "Extraction"),
       h("div", { class: "html-only" }, input("item_selector", "item selector (CSS)", { placeholder: ".result" })),
       h("div", { class: "browser-only" }, input("wait_for", "wait for (CSS, browser)")),
@@ -144,6 +145,7 @@ export function render(root, { id }, ctx) {
     showHealth(health, id);
   } else {
     fields.append(fieldRow("title", { selector: "" }));
+    form.elements.enabled.checked = true;
     applyRender();
   }
 }
@@ -184,6 +186,7 @@ function body(form) {
     max_attempts: number("max_attempts"),
     max_requests_per_sec: number("max_requests_per_sec"),
     max_concurrent_runs: number("max_concurrent_runs"),
+    enabled: flag("enabled"),
     stop_on_seen: flag("stop_on_seen"),
     expect_items: flag("expect_items"),
     keep_session: flag("keep_session"),
@@ -202,7 +205,7 @@ function fill(form, fields, site) {
     else el.value = value ?? "";
   };
   for (const name of ["name", "search_url", "render", "item_selector", "wait_for", "blocked_selector", "max_pages",
-    "stuck_timeout_secs", "max_attempts", "max_requests_per_sec", "max_concurrent_runs", "stop_on_seen",
+    "stuck_timeout_secs", "max_attempts", "max_requests_per_sec", "max_concurrent_runs", "enabled", "stop_on_seen",
     "expect_items", "keep_session", "exclusive_session", "user_agent", "proxy"]) set(name, site[name]);
   set("json.items", site.json?.items);
   set("json.next_token", site.json?.next_token);

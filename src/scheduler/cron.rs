@@ -146,11 +146,15 @@ pub async fn fire_keyword(
         scheduled
             .with_label_values(&["already_active"])
             .inc_by(outcome.already_active.len() as u64);
+        scheduled
+            .with_label_values(&["site_disabled"])
+            .inc_by(outcome.disabled_sites.len() as u64);
         tracing::info!(
             keyword_id,
             queued = outcome.queued.len(),
             skipped = outcome.skipped.len(),
             already_active = outcome.already_active.len(),
+            sites_disabled = outcome.disabled_sites.len(),
             %period_start,
             "scheduled crawl"
         );

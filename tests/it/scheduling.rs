@@ -187,3 +187,55 @@ async fn one_scheduler_leads_and_a_standby_takes_over_when_it_dies() {
     assert_eq!(second.terminate(Duration::from_secs(15)).await, 0);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_disabled_site_keeps_its_settings_and_is_queued_by_no_schedule_or_crawl_now() {
+    let app = TestApp::spawn().await;
+    let (a, b) = (
+        app.create_site(app.site_body("a", "/search")).await,
+        app.create_site(app.site_body("b", "/search")).await,
+    );
+    let keyword = app
+        .create_keyword("desk", &[a, b], crate::support::ON_DEMAND)
+        .await;
+    let mut body = app.site_body("b", "/search");
+    body["enabled"] = json!(false);
+    let (status, site) = app.put(&format!("/api/sites/{b}"), body.clone()).await;
+    assert_eq!(status, 200, "{site}");
+    assert_eq!(site["enabled"], false);
+    let (_, shown) = app.get(&format!("/api/sites/{b}")).await;
+    assert_eq!(
+        (shown["enabled"].clone(), shown["item_selector"].clone()),
+        (json!(false), json!("li.product"))
+    );
+
+    let (status, now) = app
+        .post(&format!("/api/keywords/{keyword}/crawl"), json!({}))
+        .await;
+    assert_eq!(status, 202, "{now}");
+    assert_eq!(now["queued"].as_array().unwrap().len(), 1, "{now}");
+    assert_eq!(now["queued"][0]["site_id"], a);
+    assert_eq!(now["disabled_sites"], json!([b]));
+
+    let scheduled = fire_keyword(app.pool(), keyword, Utc::now(), 3)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        scheduled.queued.iter().all(|run| run.site_id != b),
+        "{scheduled:?}"
+    );
+    assert_eq!(scheduled.disabled_sites, [b]);
+
+    body["enabled"] = json!(true);
+    app.put(&format!("/api/sites/{b}"), body).await;
+    let (_, again) = app
+        .post(&format!("/api/keywords/{keyword}/crawl"), json!({}))
+        .await;
+    assert_eq!(
+        again["queued"][0]["site_id"], b,
+        "enabled again: queued {again}"
+    );
+    assert_eq!(again["disabled_sites"], json!([]));
+    app.stop().await;
+}

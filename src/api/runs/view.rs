@@ -214,6 +214,8 @@ pub struct QueueOutcomeView {
     pub skipped: Vec<CrawlRunView>,
     /// Sites not queued again because a run of theirs is still active.
     pub already_active: Vec<CrawlRunView>,
+    /// Sites of the keyword not queued because they are disabled.
+    pub disabled_sites: Vec<i64>,
 }
 
 impl From<QueueOutcome> for QueueOutcomeView {
@@ -223,6 +225,7 @@ impl From<QueueOutcome> for QueueOutcomeView {
             queued: view(outcome.queued),
             skipped: view(outcome.skipped),
             already_active: view(outcome.already_active),
+            disabled_sites: outcome.disabled_sites,
         }
     }
 }

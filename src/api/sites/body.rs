@@ -41,6 +41,9 @@ pub struct SiteBody {
     /// The first page must have items: none is a failure (`no_items`: the
     /// site changed), not an empty result.
     pub expect_items: Option<bool>,
+    /// Queue runs for the site (default true). A disabled site keeps its
+    /// settings and history; neither schedules nor a crawl now queue it.
+    pub enabled: Option<bool>,
     /// Keep cookies and local storage between runs (needs SESSION_KEY).
     pub keep_session: Option<bool>,
     /// Only one run at a time uses the kept session.
@@ -104,6 +107,7 @@ impl From<SiteBody> for SiteInput {
             max_concurrent_runs: body.max_concurrent_runs,
             stop_on_seen: body.stop_on_seen,
             expect_items: body.expect_items,
+            enabled: body.enabled,
             keep_session: body.keep_session,
             exclusive_session: body.exclusive_session,
             user_agent: body.user_agent,

@@ -35,6 +35,8 @@ pub struct SiteView {
     pub max_concurrent_runs: i32,
     pub stop_on_seen: bool,
     pub expect_items: bool,
+    /// Queued for its keywords; false: disabled.
+    pub enabled: bool,
     pub keep_session: bool,
     pub exclusive_session: bool,
     pub user_agent: Option<String>,
@@ -74,6 +76,7 @@ impl From<Site> for SiteView {
             max_concurrent_runs: spec.politeness.max_concurrent_runs,
             stop_on_seen: spec.stop_on_seen,
             expect_items: spec.expect_items,
+            enabled: spec.enabled,
             keep_session: spec.session.keep,
             exclusive_session: spec.session.exclusive,
             headers: spec.identity.masked_headers(),

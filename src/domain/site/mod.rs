@@ -115,6 +115,9 @@ pub struct SiteInput {
     /// The first page must have items: none is a failure (`no_items`: the
     /// site changed), not an empty result.
     pub expect_items: Option<bool>,
+    /// Runs are queued for the site (default true); a disabled site keeps
+    /// its settings and history, and is queued for no keyword.
+    pub enabled: Option<bool>,
     /// Keep cookies and local storage between runs (needs SESSION_KEY).
     pub keep_session: Option<bool>,
     /// Only one run at a time uses the kept session.
@@ -151,6 +154,8 @@ pub struct SiteSpec {
     pub stop_on_seen: bool,
     /// A first page without items fails the attempt.
     pub expect_items: bool,
+    /// Queued for its keywords (by their schedules or a crawl now).
+    pub enabled: bool,
     pub session: SessionPolicy,
     pub identity: Identity,
 }
@@ -220,6 +225,7 @@ impl SiteInput {
             },
             stop_on_seen: self.stop_on_seen.unwrap_or(false),
             expect_items: self.expect_items.unwrap_or(false),
+            enabled: self.enabled.unwrap_or(true),
             session,
             identity: Identity::parse(self.user_agent, self.headers, self.proxy)?,
         })

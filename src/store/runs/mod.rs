@@ -36,6 +36,8 @@ pub struct QueueOutcome {
     pub skipped: Vec<CrawlRun>,
     /// Sites not queued again because a run of theirs is still active.
     pub already_active: Vec<CrawlRun>,
+    /// Sites of the keyword not queued because they are disabled.
+    pub disabled_sites: Vec<i64>,
 }
 
 /// Queues one run per site of a keyword; `None` when the keyword does not exist.
@@ -69,7 +71,7 @@ pub async fn queue_for_keyword(
                    FROM keywords k
                    JOIN keyword_sites ks ON ks.keyword_id = k.id
                    JOIN sites s ON s.id = ks.site_id
-                   WHERE k.id = $1 AND EXISTS (
+                   WHERE k.id = $1 AND s.enabled AND EXISTS (
                        SELECT 1 FROM crawl_runs c
                        WHERE c.keyword_id = k.id AND c.site_id = ks.site_id
                          AND c.state = 'completed' AND c.finished_at >= $3)
@@ -91,7 +93,7 @@ pub async fn queue_for_keyword(
            FROM keywords k
            JOIN keyword_sites ks ON ks.keyword_id = k.id
            JOIN sites s ON s.id = ks.site_id
-           WHERE k.id = $1 AND NOT (ks.site_id = ANY($3::bigint[]))
+           WHERE k.id = $1 AND s.enabled AND NOT (ks.site_id = ANY($3::bigint[]))
            ORDER BY ks.site_id
            ON CONFLICT (keyword_id, site_id) WHERE state IN ('queued', 'running', 'url_call', 'call_done')
            DO NOTHING
@@ -116,11 +118,20 @@ pub async fn queue_for_keyword(
     .fetch_all(&mut *tx)
     .await
     .and_then(runs)?;
+    let disabled_sites = sqlx::query_scalar!(
+        r#"SELECT ks.site_id FROM keyword_sites ks JOIN sites s ON s.id = ks.site_id
+           WHERE ks.keyword_id = $1 AND NOT s.enabled
+           ORDER BY ks.site_id"#,
+        keyword_id
+    )
+    .fetch_all(&mut *tx)
+    .await?;
     tx.commit().await?;
     Ok(Some(QueueOutcome {
         queued,
         skipped,
         already_active,
+        disabled_sites,
     }))
 }
 

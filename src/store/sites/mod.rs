@@ -75,9 +75,9 @@ pub async fn create(
         r#"INSERT INTO sites (name, search_url, render, item_selector, fields, wait_for, blocked_selector,
                               json, max_pages, stuck_timeout_secs, max_attempts, max_requests_per_sec,
                               max_concurrent_runs, stop_on_seen, keep_session, exclusive_session,
-                              user_agent, header_names, proxy, expect_items)
+                              user_agent, header_names, proxy, expect_items, enabled)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-                   $20)
+                   $20, $21)
            RETURNING id, created_at, updated_at"#,
         spec.name,
         spec.search_url.as_str(),
@@ -99,6 +99,7 @@ pub async fn create(
         &c.header_names,
         c.proxy,
         spec.expect_items,
+        spec.enabled,
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -128,7 +129,8 @@ pub async fn update(
                   wait_for = $7, blocked_selector = $8, json = $9, max_pages = $10, stuck_timeout_secs = $11,
                   max_attempts = $12, max_requests_per_sec = $13, max_concurrent_runs = $14,
                   stop_on_seen = $15, keep_session = $16, exclusive_session = $17, user_agent = $18,
-                  header_names = $19, proxy = $20, expect_items = $21, updated_at = now()
+                  header_names = $19, proxy = $20, expect_items = $21, enabled = $22,
+                  updated_at = now()
            WHERE id = $1
            RETURNING id, created_at, updated_at,
                      (SELECT saved_at FROM site_sessions WHERE site_id = $1) AS session_saved_at"#,
@@ -153,6 +155,7 @@ pub async fn update(
         &c.header_names,
         c.proxy,
         spec.expect_items,
+        spec.enabled,
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -206,7 +209,7 @@ async fn select(
                   s.fields AS "fields: Json<BTreeMap<String, FieldSpec>>",
                   s.wait_for, s.blocked_selector, s.json AS "json: Json<JsonInput>",
                   s.max_pages, s.stuck_timeout_secs, s.max_attempts, s.max_requests_per_sec,
-                  s.max_concurrent_runs, s.stop_on_seen, s.expect_items, s.keep_session,
+                  s.max_concurrent_runs, s.stop_on_seen, s.expect_items, s.enabled, s.keep_session,
                   s.exclusive_session,
                   s.user_agent, s.proxy, s.secrets_nonce, s.secrets_sealed,
                   s.unsealed_headers AS "unsealed_headers: Json<BTreeMap<String, String>>",
@@ -286,6 +289,7 @@ struct SiteRow {
     max_concurrent_runs: i32,
     stop_on_seen: bool,
     expect_items: bool,
+    enabled: bool,
     keep_session: bool,
     exclusive_session: bool,
     user_agent: Option<String>,
@@ -368,6 +372,7 @@ impl SiteRow {
             },
             stop_on_seen: self.stop_on_seen,
             expect_items: self.expect_items,
+            enabled: self.enabled,
             session: SessionPolicy {
                 keep: self.keep_session,
                 exclusive: self.exclusive_session,
