@@ -67,7 +67,13 @@ async fn main() -> anyhow::Result<()> {
         .spawn()
         .context("starting crawlfleet")?;
     let api = format!("http://127.0.0.1:{api_port}");
-    let shot = shoot(&api, &format!("http://127.0.0.1:{demo_port}"), &out).await;
+    // Its own task: a page that does not show what it should panics there,
+    // and the fleet below is still stopped the clean way (its Chrome with it).
+    let shop = format!("http://127.0.0.1:{demo_port}");
+    let shot = match tokio::spawn(async move { shoot(&api, &shop, &out).await }).await {
+        Ok(shot) => shot,
+        Err(panicked) => Err(anyhow::anyhow!("a page was not shown as expected: {panicked}")),
+    };
     if let Some(pid) = fleet.id() {
         // SIGTERM: the worker closes its browsers.
         unsafe { libc::kill(pid as i32, libc::SIGTERM) };

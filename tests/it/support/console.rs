@@ -22,7 +22,7 @@ pub struct ConsoleBrowser {
     pub downloads: PathBuf,
     base: String,
     root: PathBuf,
-    chromedriver: ChromeDriver,
+    chromedriver: Option<ChromeDriver>,
     stop: CancellationToken,
 }
 
@@ -58,7 +58,7 @@ impl ConsoleBrowser {
             downloads,
             base: base.to_owned(),
             root,
-            chromedriver,
+            chromedriver: Some(chromedriver),
             stop,
         }
     }
@@ -149,11 +149,21 @@ impl ConsoleBrowser {
     }
 
     /// Ends the session, chromedriver and every Chrome it started; removes the folders.
-    pub async fn close(self) {
-        let _ = self.client.close().await;
+    pub async fn close(mut self) {
+        let _ = self.client.clone().close().await;
         self.stop.cancel();
-        self.chromedriver.stopped().await;
+        if let Some(chromedriver) = self.chromedriver.take() {
+            chromedriver.stopped().await;
+        }
         processes::kill_chrome_under_and_wait(&self.root, Duration::from_secs(10)).await;
+    }
+}
+
+/// A test that fails midway leaves no Chrome and no folder behind either.
+impl Drop for ConsoleBrowser {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        processes::kill_chrome_under(&self.root);
         let _ = std::fs::remove_dir_all(&self.root);
     }
 }
