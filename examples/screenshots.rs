@@ -72,7 +72,9 @@ async fn main() -> anyhow::Result<()> {
     let shop = format!("http://127.0.0.1:{demo_port}");
     let shot = match tokio::spawn(async move { shoot(&api, &shop, &out).await }).await {
         Ok(shot) => shot,
-        Err(panicked) => Err(anyhow::anyhow!("a page was not shown as expected: {panicked}")),
+        Err(panicked) => Err(anyhow::anyhow!(
+            "a page was not shown as expected: {panicked}"
+        )),
     };
     if let Some(pid) = fleet.id() {
         // SIGTERM: the worker closes its browsers.

@@ -201,6 +201,12 @@ pub struct ApiConfig {
     /// (checked when a keyword is created or changed).
     #[arg(long, env = "MIN_SCHEDULE_INTERVAL_SECS", default_value_t = 60)]
     pub min_schedule_interval_secs: u32,
+
+    /// How long `POST /api/sites/preview` waits for a worker to take the
+    /// preview and crawl it; after that the answer is 503 and a worker that
+    /// takes it later drops it.
+    #[arg(long, env = "PREVIEW_TIMEOUT_SECS", default_value_t = 30)]
+    pub preview_timeout_secs: u32,
 }
 
 /// The scheduler's settings: its side port, the dispatcher's window, the

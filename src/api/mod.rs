@@ -72,6 +72,10 @@ pub struct AppState {
     pub session_key: Option<crate::store::sealing::SessionKey>,
     /// Shortest interval a keyword's schedule may fire at.
     pub min_schedule_interval: chrono::TimeDelta,
+    /// How long a site preview waits for a worker's answer.
+    pub preview_timeout: Duration,
+    /// The fleet's queue: previews go through its lanes.
+    pub queue_name: String,
 }
 
 /// Events a slow live client may fall behind by before it is told it lagged.
@@ -122,6 +126,8 @@ impl AppState {
             min_schedule_interval: chrono::TimeDelta::seconds(
                 config.min_schedule_interval_secs.into(),
             ),
+            preview_timeout: Duration::from_secs(config.preview_timeout_secs.max(1).into()),
+            queue_name: common.queue_name.clone(),
         })
     }
 }

@@ -7,7 +7,8 @@ use serde::Deserialize;
 use super::{FieldError, text};
 
 /// Longest keyword text.
-const MAX_KEYWORD_CHARS: usize = 500;
+/// Longest keyword, in characters.
+pub const MAX_KEYWORD_CHARS: usize = 500;
 /// Longest schedule text: a cron expression is a few dozen characters.
 const MAX_SCHEDULE_CHARS: usize = 200;
 /// Fire times read to find a schedule's shortest interval. Its gaps repeat

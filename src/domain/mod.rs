@@ -6,6 +6,7 @@ pub mod failure;
 mod field_error;
 pub mod keyword;
 pub mod page;
+pub mod preview;
 pub mod run;
 pub mod site;
 pub mod target;

@@ -1,4 +1,4 @@
-//! The worker room: takes crawl jobs from Redis and crawls them in headless
+//! The worker room: takes crawl (and site preview) jobs from Redis and crawls them in headless
 //! Chrome (with its own supervised chromedriver) or over plain HTTP, each kind
 //! from its own lane with its own slots. `browser/` owns Chrome, `crawl/` one
 //! attempt, `fetch/` one page, `extract/` the items of a page.
@@ -9,6 +9,7 @@ pub mod browser;
 pub mod crawl;
 mod extract;
 mod fetch;
+mod preview;
 mod scale_in;
 
 pub use extract::content_hash;
@@ -118,6 +119,8 @@ pub async fn run(
         limiter: crawl::limiter::SiteLimiter::new(redis.clone(), &common.queue_name),
         guard: common.target_guard(),
         session_key: common.session_key.clone(),
+        redis: redis.clone(),
+        queue_name: common.queue_name.clone(),
     });
     tracing::info!(%worker_id, browser_slots = slots.browser, http_slots = slots.http, "worker started");
 
@@ -283,7 +286,12 @@ async fn handle_job(job: Job, ctx: Data<Arc<CrawlContext>>) -> Result<(), BoxDyn
     // use both cores, and a consumer that dies does not take its crawls along.
     let crawl = ctx.crawls.spawn({
         let ctx = ctx.clone();
-        async move { crawl::handle(job, &ctx).await }
+        async move {
+            match job {
+                Job::CrawlV1 { run_id, attempt } => crawl::handle(run_id, attempt, &ctx).await,
+                Job::PreviewV1 { preview_id } => preview::handle(preview_id, &ctx).await,
+            }
+        }
     });
     if let Err(e) = crawl.await {
         tracing::error!(error = ?e, ?job, "crawl task panicked");

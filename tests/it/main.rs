@@ -20,6 +20,7 @@ mod openapi;
 mod operations;
 mod operator_views;
 mod politeness;
+mod preview;
 mod render_modes;
 mod results_export;
 mod scheduling;

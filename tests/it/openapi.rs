@@ -16,6 +16,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("delete", "/api/sites/{id}/session"),
     ("get", "/api/sites/{id}/health"),
     ("get", "/api/sites/health"),
+    ("post", "/api/sites/preview"),
     ("get", "/api/keywords"),
     ("post", "/api/keywords"),
     ("get", "/api/keywords/{id}"),

@@ -1,6 +1,8 @@
-//! Sites: create, read, replace, delete, and forget a kept session.
+//! Sites: create, read, replace, delete, forget a kept session, and try one
+//! on a worker before saving it (`preview`).
 
 mod body;
+mod preview;
 mod view;
 
 use axum::{Json, extract::State, http::StatusCode};
@@ -37,6 +39,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(forget_session))
         .routes(routes!(health))
         .routes(routes!(health_of_all))
+        .routes(routes!(preview::preview))
 }
 
 /// The rules a site must pass beyond its own: where it points must be a
@@ -155,24 +158,7 @@ async fn update(
     ApiJson(body): ApiJson<SiteBody>,
 ) -> Result<Json<SiteView>, ApiError> {
     let mut input = SiteInput::from(body);
-    if !store::sites::exists(&state.pool, id).await? {
-        return Err(ApiError::not_found("site", id));
-    }
-    // Secrets sent back as a response showed them (masked) keep their stored value.
-    if masks(&input) {
-        let stored = match store::sites::get(&state.pool, id, state.session_key.as_ref()).await {
-            Ok(Some(site)) => site,
-            Ok(None) => return Err(ApiError::not_found("site", id)),
-            Err(LoadError::Secrets { source, .. }) => {
-                return Err(ApiError::Conflict {
-                    message: format!("{source}; send the real header values and proxy"),
-                    field: Some("headers".into()),
-                });
-            }
-            Err(e) => return Err(e.into()),
-        };
-        restore_masked(&mut input.headers, &mut input.proxy, &stored.spec.identity);
-    }
+    restore_stored_secrets(&state, id, &mut input).await?;
     let spec = input.parse()?;
     check_reachable(&state, &spec).await?;
     match store::sites::update(&state.pool, id, &spec, state.session_key.as_ref()).await {
@@ -181,6 +167,34 @@ async fn update(
         Err(e) if store::violates(&e, NAME_TAKEN) => Err(name_taken()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Secrets sent back in the masked form a response showed them in keep
+/// stored site `id`'s values; 404 when there is no such site.
+async fn restore_stored_secrets(
+    state: &AppState,
+    id: i64,
+    input: &mut SiteInput,
+) -> Result<(), ApiError> {
+    if !store::sites::exists(&state.pool, id).await? {
+        return Err(ApiError::not_found("site", id));
+    }
+    if !masks(input) {
+        return Ok(());
+    }
+    let stored = match store::sites::get(&state.pool, id, state.session_key.as_ref()).await {
+        Ok(Some(site)) => site,
+        Ok(None) => return Err(ApiError::not_found("site", id)),
+        Err(LoadError::Secrets { source, .. }) => {
+            return Err(ApiError::Conflict {
+                message: format!("{source}; send the real header values and proxy"),
+                field: Some("headers".into()),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    restore_masked(&mut input.headers, &mut input.proxy, &stored.spec.identity);
+    Ok(())
 }
 
 /// Delete a site with its runs and results (409 while it has active runs).

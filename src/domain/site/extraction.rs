@@ -50,7 +50,7 @@ impl FieldSpec {
 }
 
 /// A field as a client sends it (see [`FieldSpec`]).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FieldInput {
     /// CSS selector inside the item (browser, http).

@@ -84,7 +84,7 @@ pub struct SessionPolicy {
 }
 
 /// A site as a client sends it; [`SiteInput::parse`] checks every rule.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SiteInput {
     pub name: String,

@@ -83,6 +83,30 @@ redis.call('PEXPIRE', KEYS[1], 3600000 + math.ceil((pause_until - now) / 1000))
 return pause_until - now
 "#;
 
+/// Whose pace a request counts against: a stored site's, or (a preview of a
+/// site not saved yet) the host of its search URL's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PaceKey {
+    Site(i64),
+    Host(String),
+}
+
+impl From<i64> for PaceKey {
+    fn from(site_id: i64) -> Self {
+        PaceKey::Site(site_id)
+    }
+}
+
+impl PaceKey {
+    /// The `site` label of the rate-limit metrics (bounded: hosts are not labels).
+    fn label(&self) -> String {
+        match self {
+            PaceKey::Site(id) => id.to_string(),
+            PaceKey::Host(_) => "preview".to_owned(),
+        }
+    }
+}
+
 /// The fleet's limiter; cheap to clone.
 #[derive(Clone)]
 pub struct SiteLimiter {
@@ -101,24 +125,27 @@ impl SiteLimiter {
     pub fn with_ramp_step(conn: ConnectionManager, queue_name: &str, ramp_step: Duration) -> Self {
         Self {
             conn,
-            prefix: format!("{queue_name}:limit:site:"),
+            prefix: format!("{queue_name}:limit:"),
             ramp_step,
         }
     }
 
-    fn key(&self, site_id: i64) -> String {
-        format!("{}{site_id}", self.prefix)
+    fn key(&self, key: &PaceKey) -> String {
+        match key {
+            PaceKey::Site(id) => format!("{}site:{id}", self.prefix),
+            PaceKey::Host(host) => format!("{}host:{host}", self.prefix),
+        }
     }
 
     /// Asks once whether a request to the site may go now; how long to wait otherwise.
     pub async fn try_acquire(
         &self,
-        site_id: i64,
+        key: impl Into<PaceKey>,
         max_requests_per_sec: Option<f64>,
     ) -> redis::RedisResult<Duration> {
         let interval_us = max_requests_per_sec.map_or(0, |rate| (1e6 / rate).round() as u64);
         let wait_us: u64 = redis::Script::new(ACQUIRE)
-            .key(self.key(site_id))
+            .key(self.key(&key.into()))
             .arg(interval_us)
             .arg(self.ramp_step.as_micros() as u64)
             .arg(UNLIMITED_RAMP_INTERVAL.as_micros() as u64)
@@ -130,13 +157,14 @@ impl SiteLimiter {
     /// Waits until a request to the site may go; returns how long it waited.
     pub async fn acquire(
         &self,
-        site_id: i64,
+        key: impl Into<PaceKey>,
         max_requests_per_sec: Option<f64>,
     ) -> anyhow::Result<Duration> {
+        let key = key.into();
         let started = Instant::now();
         let mut redis_down_since: Option<Instant> = None;
         loop {
-            match self.try_acquire(site_id, max_requests_per_sec).await {
+            match self.try_acquire(key.clone(), max_requests_per_sec).await {
                 Ok(wait) if wait.is_zero() => return Ok(started.elapsed()),
                 // Others may take the slot meanwhile: ask again after the wait.
                 Ok(wait) => {
@@ -148,7 +176,7 @@ impl SiteLimiter {
                     if since.elapsed() > REDIS_PATIENCE {
                         anyhow::bail!("the rate limiter (Redis) is unreachable: {e}");
                     }
-                    tracing::warn!(error = %e, site_id, "rate limiter unreachable; waiting");
+                    tracing::warn!(error = %e, ?key, "rate limiter unreachable; waiting");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
             }
@@ -160,11 +188,11 @@ impl SiteLimiter {
     /// Returns the pause.
     pub async fn refuse(
         &self,
-        site_id: i64,
+        key: impl Into<PaceKey>,
         retry_after: Option<Duration>,
     ) -> redis::RedisResult<Duration> {
         let pause_us: u64 = redis::Script::new(REFUSE)
-            .key(self.key(site_id))
+            .key(self.key(&key.into()))
             .arg(retry_after.map_or(0, |d| d.as_micros().max(1) as u64))
             .arg(DEFAULT_PAUSE.as_micros() as u64)
             .arg(MAX_PAUSE.as_micros() as u64)
@@ -181,7 +209,7 @@ impl SiteLimiter {
 #[derive(Clone)]
 pub struct SitePace {
     pub limiter: SiteLimiter,
-    pub site_id: i64,
+    pub key: PaceKey,
     pub max_requests_per_sec: Option<f64>,
 }
 
@@ -192,12 +220,12 @@ impl SitePace {
     pub async fn wait(&self) -> Result<Duration, CrawlError> {
         let waited = self
             .limiter
-            .acquire(self.site_id, self.max_requests_per_sec)
+            .acquire(self.key.clone(), self.max_requests_per_sec)
             .await
             .map_err(|e| CrawlError::failed(FailureKind::Internal, format!("{e:#}")))?;
         metrics()
             .rate_limit_wait
-            .with_label_values(&[&self.site_id.to_string()])
+            .with_label_values(&[&self.key.label()])
             .observe(waited.as_secs_f64());
         Ok(waited)
     }

@@ -28,10 +28,9 @@ use crate::{
     events::EventPublisher,
     net::target_guard::TargetGuard,
     ops::metrics::metrics,
-    queue::Job,
     store::{
         self,
-        runs::{Evidence, Fence, FenceError},
+        runs::{Evidence, Fence, FenceError, MAX_EVIDENCE_SCREENSHOT},
         sealing::SessionKey,
         sites::LoadError,
     },
@@ -67,13 +66,16 @@ pub struct CrawlContext {
     /// Refuses private and metadata targets unless allowed.
     pub guard: TargetGuard,
     /// Seals kept site sessions; `None`: sites that keep one cannot be crawled.
+    /// Also opens preview requests, which the api seals with it.
     pub session_key: Option<SessionKey>,
+    /// Where preview requests wait and their answers go (`queue::preview`).
+    pub redis: apalis_redis::ConnectionManager,
+    pub queue_name: String,
 }
 
 /// Handles one job message. Failures are recorded in Postgres (our state
 /// machine owns retries), so this never asks apalis to retry.
-pub async fn handle(job: Job, ctx: &CrawlContext) {
-    let Job::CrawlV1 { run_id, attempt } = job;
+pub async fn handle(run_id: i64, attempt: i32, ctx: &CrawlContext) {
     let claimed = match store::runs::claim(&ctx.pool, run_id, attempt, &ctx.worker_id).await {
         Ok(Some(claimed)) => claimed,
         Ok(None) => {
@@ -396,10 +398,7 @@ async fn keep_browser_evidence(crawl: &Crawl<'_>, session: &BrowserSession) {
         .ok()
         .and_then(Result::ok);
     let screenshot = match html {
-        Some(_) => tokio::time::timeout(EVIDENCE_TIMEOUT, client.screenshot())
-            .await
-            .ok()
-            .and_then(Result::ok),
+        Some(_) => screenshot(session).await,
         None => None,
     };
     let evidence = Evidence {
@@ -408,6 +407,16 @@ async fn keep_browser_evidence(crawl: &Crawl<'_>, session: &BrowserSession) {
         screenshot,
     };
     keep_evidence(crawl, evidence.capped()).await;
+}
+
+/// The page as the browser shows it (PNG), within [`EVIDENCE_TIMEOUT`] and
+/// the evidence's size cap; `None` when it cannot be had.
+pub(super) async fn screenshot(session: &BrowserSession) -> Option<Vec<u8>> {
+    tokio::time::timeout(EVIDENCE_TIMEOUT, session.client.screenshot())
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .filter(|png| png.len() <= MAX_EVIDENCE_SCREENSHOT)
 }
 
 /// Keeps a failed attempt's evidence; a failure to keep it is logged, and

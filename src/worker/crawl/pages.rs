@@ -8,7 +8,12 @@ use std::time::{Duration, Instant};
 
 use url::Url;
 
-use super::{CrawlContext, OUTAGE_PATIENCE, error::CrawlError, limiter::SitePace, persist};
+use super::{
+    CrawlContext, OUTAGE_PATIENCE,
+    error::CrawlError,
+    limiter::{PaceKey, SitePace},
+    persist,
+};
 use crate::domain::{
     failure::FailureKind,
     page::{CrawledPage, PageItem},
@@ -44,7 +49,7 @@ impl Crawl<'_> {
     pub fn pace(&self) -> SitePace {
         SitePace {
             limiter: self.ctx.limiter.clone(),
-            site_id: self.run.site_id,
+            key: PaceKey::Site(self.run.site_id),
             max_requests_per_sec: self.spec.politeness.max_requests_per_sec,
         }
     }

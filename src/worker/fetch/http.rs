@@ -33,6 +33,9 @@ pub struct HttpClient {
     /// The answer that failed the attempt, kept as its evidence (only a
     /// failure pays for the copy).
     pub failed_answer: Option<Box<(Url, String)>>,
+    /// Where the last page fetched was served from (after redirects); boxed:
+    /// a `Url` inline would make every `PageSource` as large.
+    pub last_url: Option<Box<Url>>,
 }
 
 /// A page as the server sent it.
@@ -101,6 +104,7 @@ impl HttpClient {
                 .any(|name| name.eq_ignore_ascii_case("accept")),
             pace,
             failed_answer: None,
+            last_url: None,
         })
     }
 

@@ -119,6 +119,21 @@ pub enum PageSource<'a> {
 }
 
 impl PageSource<'_> {
+    /// Where the last page fetched ended: the browser's address, or the URL
+    /// the last HTTP answer came from.
+    pub async fn last_url(&self) -> Option<Url> {
+        match self {
+            // Bounded: a hung renderer does not hold the answer up.
+            PageSource::Browser(browser) => {
+                tokio::time::timeout(Duration::from_secs(3), browser.session.client.current_url())
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+            }
+            PageSource::Http(client) => client.last_url.as_deref().cloned(),
+        }
+    }
+
     /// Fetches page number `page` at `url` and reads its items.
     pub async fn fetch(
         &mut self,
@@ -147,6 +162,7 @@ impl PageSource<'_> {
                 let answer = client
                     .get(url, "text/html,application/xhtml+xml,*/*;q=0.8")
                     .await?;
+                client.last_url = Some(Box::new(answer.url.clone()));
                 if let Some(judged) =
                     client.keep_if_failed(&answer, judge_status(answer.status, page, url))?
                 {
@@ -173,6 +189,7 @@ impl PageSource<'_> {
                 },
             ) => {
                 let answer = client.get(url, "application/json").await?;
+                client.last_url = Some(Box::new(answer.url.clone()));
                 if let Some(judged) =
                     client.keep_if_failed(&answer, judge_status(answer.status, page, url))?
                 {

@@ -60,6 +60,7 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
             cloudwatch_namespace: "CrawlerService".into(),
             metric_interval_secs: 60,
             min_schedule_interval_secs: 60,
+            preview_timeout_secs: 60,
         },
         scheduler: SchedulerConfig {
             scheduler_port: 0,

@@ -1,6 +1,9 @@
 //! The job contract over Redis (apalis-redis), configured around its measured
 //! defects (QUEUE-NOTES.md): Redis only ever holds a bounded window of jobs,
 //! retries belong to our state machine, and the message only names the run.
+//! `preview` carries a site preview's request and answer beside its job.
+
+pub mod preview;
 
 use std::time::Duration;
 
@@ -17,6 +20,10 @@ use crate::domain::site::RenderMode;
 pub enum Job {
     /// Crawl attempt `attempt` of run `run_id`.
     CrawlV1 { run_id: i64, attempt: i32 },
+    /// Preview `preview_id` ("test this site"): its request waits in Redis
+    /// (`preview`). A worker older than this variant cannot read the message
+    /// and drops it; the api then answers 503 after its timeout.
+    PreviewV1 { preview_id: u64 },
 }
 
 /// The queue backend of this crate's jobs.

@@ -1,0 +1,247 @@
+//! `POST /api/sites/preview`: "test this site" before saving it. The api
+//! checks the site as creating it would, then hands it to a worker through
+//! the lane a crawl of it would take (`queue::preview`), and waits for what
+//! the worker read; it never fetches the site itself.
+
+use std::{collections::BTreeMap, time::Instant};
+
+use axum::{Json, extract::State};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::{body::SiteBody, check_reachable, restore_stored_secrets};
+use crate::{
+    api::{ApiError, AppState, error::ErrorBody, extract::ApiJson},
+    domain::{
+        FieldError,
+        keyword::MAX_KEYWORD_CHARS,
+        preview::{
+            MAX_PREVIEW_PAGES, PreviewItem, PreviewOutcome, PreviewPage, PreviewRefusal,
+            PreviewRequest,
+        },
+        site::SiteInput,
+        text,
+    },
+    queue::{self, Job, Lane, preview},
+    store::sealing,
+};
+use apalis::prelude::TaskSink;
+
+/// A site to try, as `POST /api/sites` takes it, with a keyword.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PreviewBody {
+    site: SiteBody,
+    keyword: String,
+    /// 1 (default) or 2.
+    pages: Option<u8>,
+    /// The stored site this is an edit of: masked secrets keep its stored
+    /// values, and its fleet-wide pace is the one the preview waits for.
+    site_id: Option<i64>,
+}
+
+/// What a worker read.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct PreviewView {
+    render: &'static str,
+    worker_id: String,
+    /// Where the last page fetched ended (after redirects).
+    final_url: Option<String>,
+    pages: Vec<PreviewPageView>,
+    items: Vec<PreviewItemView>,
+    /// Every field of the site: how many items had it empty or missing.
+    empty_fields: BTreeMap<String, usize>,
+    /// The last page as the browser showed it (browser mode): a base64 PNG.
+    screenshot_png: Option<String>,
+    /// What stopped the preview early: `blocked` (the site refused: 429, 503
+    /// or its blocked selector; not tried again), or the failure kind an
+    /// attempt would have failed with (`target_refused`, `stuck`, ...).
+    refusal: Option<PreviewRefusalView>,
+    timings: PreviewTimings,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+struct PreviewPageView {
+    page: u8,
+    /// The URL asked for.
+    url: String,
+    final_url: Option<String>,
+    items: usize,
+    took_ms: u64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+struct PreviewItemView {
+    fields: serde_json::Value,
+    item_url: Option<String>,
+    page: u8,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+struct PreviewRefusalView {
+    kind: String,
+    message: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+struct PreviewTimings {
+    /// From the request until a worker had crawled it, less the crawl: the
+    /// wait for a free slot of the lane, and the way through Redis.
+    waited_ms: u64,
+    /// The crawl on the worker.
+    crawl_ms: u64,
+    total_ms: u64,
+}
+
+/// Test a site before saving it: a worker crawls page 1 (or 1 and 2) for
+/// `keyword` as the fleet would (its lane, the SSRF guard, the fleet-wide
+/// pace, the site's identity) and stores nothing. The site is checked as
+/// `POST /api/sites` checks it; errors name its fields as `site.<field>`.
+#[utoipa::path(post, path = "/sites/preview", tag = "sites", security(("bearer" = [])), request_body = PreviewBody,
+    responses((status = 200, body = PreviewView), (status = 404, description = "No such site_id", body = ErrorBody),
+              (status = 422, description = "A rule broken; `field` names it (`site.item_selector`, `keyword`, `pages`)", body = ErrorBody),
+              (status = 503, description = "No worker answered within PREVIEW_TIMEOUT_SECS", body = ErrorBody),
+              (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+pub(super) async fn preview(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<PreviewBody>,
+) -> Result<Json<PreviewView>, ApiError> {
+    let started = Instant::now();
+    let pages = body.pages.unwrap_or(1);
+    if !(1..=MAX_PREVIEW_PAGES).contains(&pages) {
+        return Err(FieldError::new("pages", format!("1 to {MAX_PREVIEW_PAGES}")).into());
+    }
+    let keyword = text::non_empty(&body.keyword, "keyword", MAX_KEYWORD_CHARS)?.to_owned();
+    let mut site = SiteInput::from(body.site);
+    if let Some(id) = body.site_id {
+        restore_stored_secrets(&state, id, &mut site).await?;
+    }
+    let spec = site.clone().parse().map_err(of_the_site)?;
+    check_reachable(&state, &spec).await.map_err(|e| match e {
+        ApiError::Invalid(e) => of_the_site(e),
+        other => other,
+    })?;
+    let render = spec.render.as_str();
+    let lane = Lane::ALL
+        .into_iter()
+        .find(|lane| lane.render_modes().contains(&spec.render))
+        .expect("every render mode has a lane");
+
+    let preview_id: u64 = rand::random();
+    let request = PreviewRequest {
+        site,
+        site_id: body.site_id,
+        keyword,
+        pages,
+        deadline: chrono::Utc::now() + state.preview_timeout,
+    };
+    let plain = serde_json::to_vec(&request).expect("a preview request serializes");
+    // Header values and proxy credentials are secrets: sealed in Redis too.
+    let request = match &state.session_key {
+        Some(key) => {
+            let sealed = sealing::seal(key, &preview::sealed_to(preview_id), &plain);
+            [sealed.nonce, sealed.sealed].concat()
+        }
+        None => plain,
+    };
+    let mut conn = state.redis.clone();
+    preview::leave_request(
+        &mut conn,
+        &state.queue_name,
+        preview_id,
+        &request,
+        state.preview_timeout,
+    )
+    .await?;
+    let mut lane_queue = queue::storage(conn.clone(), &lane.queue_name(&state.queue_name), 1);
+    lane_queue
+        .push(Job::PreviewV1 { preview_id })
+        .await
+        .map_err(|e| anyhow::anyhow!("pushing a preview job: {e:?}"))?;
+    let answer = preview::wait_for_answer(
+        &mut conn,
+        &state.queue_name,
+        preview_id,
+        state.preview_timeout,
+    )
+    .await?;
+    let Some(answer) = answer else {
+        // A worker that takes the job later finds nothing to crawl.
+        preview::withdraw_request(&mut conn, &state.queue_name, preview_id).await?;
+        return Err(ApiError::Overloaded(format!(
+            "no worker answered the preview within {} s: are workers of the {} lane running, and free?",
+            state.preview_timeout.as_secs(),
+            lane.as_str()
+        )));
+    };
+    let outcome: PreviewOutcome = serde_json::from_slice(&answer)
+        .map_err(|e| anyhow::anyhow!("reading a worker's preview answer: {e}"))?;
+    let total_ms = started.elapsed().as_millis() as u64;
+    Ok(Json(PreviewView::new(render, outcome, total_ms)))
+}
+
+/// A rule of the site broken: named as a field of `site`.
+fn of_the_site(mut e: FieldError) -> ApiError {
+    e.field = format!("site.{}", e.field);
+    e.into()
+}
+
+impl PreviewView {
+    fn new(render: &'static str, outcome: PreviewOutcome, total_ms: u64) -> Self {
+        use base64::{Engine, engine::general_purpose::STANDARD};
+        PreviewView {
+            render,
+            worker_id: outcome.worker_id,
+            final_url: outcome.final_url,
+            pages: outcome
+                .pages
+                .into_iter()
+                .map(PreviewPageView::from)
+                .collect(),
+            items: outcome
+                .items
+                .into_iter()
+                .map(PreviewItemView::from)
+                .collect(),
+            empty_fields: outcome.empty_fields,
+            screenshot_png: outcome.screenshot_png.map(|png| STANDARD.encode(png)),
+            refusal: outcome.refusal.map(PreviewRefusalView::from),
+            timings: PreviewTimings {
+                waited_ms: total_ms.saturating_sub(outcome.crawl_ms),
+                crawl_ms: outcome.crawl_ms,
+                total_ms,
+            },
+        }
+    }
+}
+
+impl From<PreviewPage> for PreviewPageView {
+    fn from(page: PreviewPage) -> Self {
+        PreviewPageView {
+            page: page.page,
+            url: page.url,
+            final_url: page.final_url,
+            items: page.items,
+            took_ms: page.took_ms,
+        }
+    }
+}
+
+impl From<PreviewItem> for PreviewItemView {
+    fn from(item: PreviewItem) -> Self {
+        PreviewItemView {
+            fields: item.fields,
+            item_url: item.item_url,
+            page: item.page,
+        }
+    }
+}
+
+impl From<PreviewRefusal> for PreviewRefusalView {
+    fn from(refusal: PreviewRefusal) -> Self {
+        PreviewRefusalView {
+            kind: refusal.kind,
+            message: refusal.message,
+        }
+    }
+}

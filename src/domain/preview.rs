@@ -1,0 +1,163 @@
+//! "Test this site": what the api asks a worker (a site as a client sent it,
+//! a keyword, one or two pages) and what the worker answers (the items of
+//! each page, which fields came out empty, where the pages ended, what
+//! stopped it). Nothing of it is stored; it travels through the fleet's queue.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::site::SiteInput;
+
+/// Pages a preview reads at most.
+pub const MAX_PREVIEW_PAGES: u8 = 2;
+
+/// A preview as the api hands it to a worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PreviewRequest {
+    /// The site as the client sent it, its masked secrets restored: the worker
+    /// parses it with the rules the api already checked it against.
+    pub site: SiteInput,
+    /// The stored site previewed, if any: its fleet-wide pace is the one used.
+    pub site_id: Option<i64>,
+    pub keyword: String,
+    /// 1 or 2.
+    pub pages: u8,
+    /// The api stops waiting then; a worker that takes the request later drops it.
+    pub deadline: DateTime<Utc>,
+}
+
+/// What a worker found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreviewOutcome {
+    pub worker_id: String,
+    /// Where the last page fetched ended (after redirects).
+    pub final_url: Option<String>,
+    pub pages: Vec<PreviewPage>,
+    pub items: Vec<PreviewItem>,
+    /// Every field of the site: how many items had it empty or missing.
+    pub empty_fields: BTreeMap<String, usize>,
+    /// The last page as the browser showed it (browser mode), PNG.
+    #[serde(default, with = "base64_png")]
+    pub screenshot_png: Option<Vec<u8>>,
+    /// What stopped the preview before its last page, if anything.
+    pub refusal: Option<PreviewRefusal>,
+    /// How long the crawl took on the worker, from taking the request.
+    pub crawl_ms: u64,
+}
+
+/// One page a preview fetched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreviewPage {
+    pub page: u8,
+    /// The URL asked for.
+    pub url: String,
+    /// Where it ended (after redirects).
+    pub final_url: Option<String>,
+    pub items: usize,
+    pub took_ms: u64,
+}
+
+/// One extracted item, with the page it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreviewItem {
+    pub fields: serde_json::Value,
+    pub item_url: Option<String>,
+    pub page: u8,
+}
+
+/// Why a preview stopped early: the site refused it (`blocked`: 429, 503 or
+/// its blocked selector; not tried again, unlike a crawl), or the page failed
+/// as an attempt would (`kind` is that failure kind: `target_refused`,
+/// `stuck`, `http_status`, `no_items`...).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreviewRefusal {
+    pub kind: String,
+    pub message: String,
+}
+
+impl PreviewOutcome {
+    /// How many items left each of `fields` empty (missing, null, or blank text).
+    pub fn count_empty<'a>(
+        fields: impl IntoIterator<Item = &'a String>,
+        items: &[PreviewItem],
+    ) -> BTreeMap<String, usize> {
+        fields
+            .into_iter()
+            .map(|name| {
+                let empty = items
+                    .iter()
+                    .filter(|item| match item.fields.get(name) {
+                        None | Some(serde_json::Value::Null) => true,
+                        Some(serde_json::Value::String(text)) => text.trim().is_empty(),
+                        Some(_) => false,
+                    })
+                    .count();
+                (name.clone(), empty)
+            })
+            .collect()
+    }
+}
+
+/// A PNG travels as base64 text inside the JSON answer.
+mod base64_png {
+    use base64::{Engine, engine::general_purpose::STANDARD};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(png: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+        match png {
+            Some(bytes) => s.serialize_some(&STANDARD.encode(bytes)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|text| STANDARD.decode(text).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_field_is_empty_when_missing_null_or_blank() {
+        let item = |fields| PreviewItem {
+            fields,
+            item_url: None,
+            page: 1,
+        };
+        let items = [
+            item(json!({"title": "Lamp", "price": ""})),
+            item(json!({"title": " ", "price": null})),
+            item(json!({"title": "Desk", "price": 3})),
+        ];
+        let names = ["title".to_owned(), "price".to_owned(), "sku".to_owned()];
+        let empty = PreviewOutcome::count_empty(&names, &items);
+        assert_eq!(empty["title"], 1);
+        assert_eq!(empty["price"], 2);
+        assert_eq!(empty["sku"], 3);
+    }
+
+    #[test]
+    fn a_screenshot_travels_as_base64() {
+        let outcome = PreviewOutcome {
+            worker_id: "w".into(),
+            final_url: None,
+            pages: vec![],
+            items: vec![],
+            empty_fields: BTreeMap::new(),
+            screenshot_png: Some(vec![0x89, b'P', b'N', b'G']),
+            refusal: None,
+            crawl_ms: 0,
+        };
+        let text = serde_json::to_value(&outcome).unwrap();
+        assert_eq!(text["screenshot_png"], "iVBORw==");
+        let back: PreviewOutcome = serde_json::from_value(text).unwrap();
+        assert_eq!(back, outcome);
+    }
+}

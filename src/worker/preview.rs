@@ -1,0 +1,277 @@
+//! "Test this site" on a worker: page 1 (and 2) of a site the api has not
+//! necessarily stored, fetched as a crawl fetches them (this lane's slot, the
+//! guard on every connection, the fleet-wide pace, the site's identity, a
+//! pooled browser) and read with its selectors; nothing is stored. A refusal
+//! is reported, not waited out: an operator is looking at the screen.
+
+use std::time::{Duration, Instant};
+
+use url::Url;
+
+use super::{
+    crawl::{
+        CrawlContext,
+        error::CrawlError,
+        limiter::{PaceKey, SitePace},
+        screenshot,
+    },
+    fetch::{BrowserPage, Fetched, HttpClient, PageSource, prepare_for_crawl},
+};
+use crate::{
+    domain::{
+        preview::{PreviewItem, PreviewOutcome, PreviewPage, PreviewRefusal, PreviewRequest},
+        site::{RenderMode, SiteSpec, with_query_param},
+    },
+    queue::preview,
+    store::sealing::{self, Sealed},
+    worker::crawl::session::SessionCookies,
+};
+
+/// Takes preview `preview_id`'s request, crawls it, and answers; a request
+/// already expired, withdrawn or taken is dropped.
+pub async fn handle(preview_id: u64, ctx: &CrawlContext) {
+    let mut conn = ctx.redis.clone();
+    let request = match preview::take_request(&mut conn, &ctx.queue_name, preview_id).await {
+        Ok(Some(request)) => request,
+        Ok(None) => {
+            tracing::info!(preview_id, "preview expired, withdrawn or taken; dropped");
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(preview_id, error = ?e, "preview request not read");
+            return;
+        }
+    };
+    let request = match open(&request, preview_id, ctx) {
+        Ok(request) => request,
+        Err(why) => {
+            tracing::warn!(preview_id, %why, "preview request not opened; dropped");
+            return;
+        }
+    };
+    if request.deadline < chrono::Utc::now() {
+        tracing::info!(preview_id, "preview taken after its deadline; not crawled");
+        return;
+    }
+    let spec = match request.site.clone().parse() {
+        Ok(spec) => spec,
+        Err(e) => {
+            // The api checked the same rules: only a version skew gets here.
+            tracing::warn!(preview_id, error = %e, "preview site does not parse here; dropped");
+            return;
+        }
+    };
+    let outcome = crawl(ctx, &request, &spec).await;
+    let answer = serde_json::to_vec(&outcome).expect("a preview outcome serializes");
+    if let Err(e) = preview::answer(&mut conn, &ctx.queue_name, preview_id, &answer).await {
+        tracing::warn!(preview_id, error = ?e, "preview answer not delivered");
+    }
+}
+
+/// The request as the api left it: sealed when this fleet has a key.
+fn open(bytes: &[u8], preview_id: u64, ctx: &CrawlContext) -> Result<PreviewRequest, String> {
+    let plain = match &ctx.session_key {
+        Some(key) => {
+            let (nonce, sealed) = bytes.split_at_checked(12).ok_or("too short")?;
+            let sealed = Sealed {
+                nonce: nonce.to_vec(),
+                sealed: sealed.to_vec(),
+            };
+            sealing::open(&sealed, key, &preview::sealed_to(preview_id))
+                .map_err(|e| e.to_string())?
+        }
+        None => bytes.to_vec(),
+    };
+    serde_json::from_slice(&plain).map_err(|e| e.to_string())
+}
+
+async fn crawl(ctx: &CrawlContext, request: &PreviewRequest, spec: &SiteSpec) -> PreviewOutcome {
+    let started = Instant::now();
+    let mut read = Read::default();
+    let stuck_timeout = spec
+        .stuck_timeout_secs
+        .map(|s| Duration::from_secs(s as u64))
+        .unwrap_or(ctx.default_stuck_timeout);
+    let pace = SitePace {
+        limiter: ctx.limiter.clone(),
+        key: match request.site_id {
+            Some(id) => PaceKey::Site(id),
+            None => PaceKey::Host(
+                spec.search_url
+                    .sample_url()
+                    .host_str()
+                    .unwrap_or("")
+                    .to_owned(),
+            ),
+        },
+        max_requests_per_sec: spec.politeness.max_requests_per_sec,
+    };
+    let screenshot_png = match spec.render {
+        RenderMode::Browser => match ctx.browsers.lease(spec.identity.proxy.as_ref()).await {
+            Ok(mut lease) => {
+                let session = lease.session();
+                let prepared = async {
+                    session.set_page_load_timeout(stuck_timeout).await?;
+                    prepare_for_crawl(session, spec, None).await
+                }
+                .await;
+                let result = match prepared {
+                    Ok(()) => {
+                        let mut source = PageSource::Browser(BrowserPage {
+                            session: &mut *session,
+                        });
+                        read.pages(ctx, request, spec, &pace, &mut source, stuck_timeout)
+                            .await
+                    }
+                    Err(e) => Err(CrawlError::browser(format!("preparing the browser: {e:#}"))),
+                };
+                read.stopped_by(result);
+                let png = screenshot(lease.session()).await;
+                let healthy = read
+                    .refusal
+                    .as_ref()
+                    .is_none_or(|r| r.kind != "browser_crashed");
+                ctx.browsers.give_back(lease, healthy).await;
+                png
+            }
+            Err(e) => {
+                read.stopped_by(Err(CrawlError::browser(format!("no browser: {e:#}"))));
+                None
+            }
+        },
+        RenderMode::Http | RenderMode::Json => {
+            let client = HttpClient::new(
+                &spec.identity,
+                ctx.guard.clone(),
+                stuck_timeout,
+                SessionCookies::empty(),
+                pace.clone(),
+            )
+            .await;
+            let result = match client {
+                Ok(client) => {
+                    let mut source = PageSource::Http(client);
+                    read.pages(ctx, request, spec, &pace, &mut source, stuck_timeout)
+                        .await
+                }
+                Err(e) => Err(e),
+            };
+            read.stopped_by(result);
+            None
+        }
+    };
+    PreviewOutcome {
+        worker_id: ctx.worker_id.clone(),
+        final_url: read.pages.last().and_then(|p| p.final_url.clone()),
+        empty_fields: PreviewOutcome::count_empty(spec.extraction.fields().keys(), &read.items),
+        pages: read.pages,
+        items: read.items,
+        screenshot_png,
+        refusal: read.refusal,
+        crawl_ms: started.elapsed().as_millis() as u64,
+    }
+}
+
+/// What the preview read, page by page, and what stopped it.
+#[derive(Default)]
+struct Read {
+    pages: Vec<PreviewPage>,
+    items: Vec<PreviewItem>,
+    refusal: Option<PreviewRefusal>,
+}
+
+impl Read {
+    /// Fetches the pages asked for, as a crawl would (the guard, the pace),
+    /// but each once: a refusal ends the preview.
+    async fn pages(
+        &mut self,
+        ctx: &CrawlContext,
+        request: &PreviewRequest,
+        spec: &SiteSpec,
+        pace: &SitePace,
+        source: &mut PageSource<'_>,
+        stuck_timeout: Duration,
+    ) -> Result<(), CrawlError> {
+        let first = spec
+            .search_url
+            .url_for(&request.keyword, 1)
+            .map_err(|e| misconfigured(format!("the search URL for {:?}: {e}", request.keyword)))?;
+        let mut url = first.clone();
+        for page in 1..=request.pages {
+            ctx.guard.check(&url).await?;
+            pace.wait().await?;
+            let started = Instant::now();
+            let fetched = source
+                .fetch(spec, &url, i32::from(page), stuck_timeout, &ctx.guard)
+                .await;
+            let final_url = source.last_url().await.map(String::from);
+            let took_ms = started.elapsed().as_millis() as u64;
+            let (items, next_token) = match fetched? {
+                Fetched::Items { items, next_token } => (items, next_token),
+                Fetched::PastTheEnd => (Vec::new(), None),
+                Fetched::Refused { reason, .. } => {
+                    self.page(page, &url, final_url, 0, took_ms);
+                    self.refusal = Some(PreviewRefusal {
+                        kind: "blocked".to_owned(),
+                        message: reason,
+                    });
+                    return Ok(());
+                }
+            };
+            self.page(page, &url, final_url, items.len(), took_ms);
+            let found_none = items.is_empty();
+            self.items.extend(items.into_iter().map(|item| PreviewItem {
+                fields: item.fields,
+                item_url: item.item_url,
+                page,
+            }));
+            if found_none || page == request.pages {
+                return Ok(());
+            }
+            url = match (spec.extraction.token_paging(), next_token) {
+                (Some(paging), Some(token)) => {
+                    with_query_param(&first, &paging.token_param, &token)
+                }
+                (Some(_), None) => return Ok(()),
+                (None, _) if spec.search_url.is_paged() => spec
+                    .search_url
+                    .url_for(&request.keyword, u32::from(page) + 1)
+                    .map_err(|e| {
+                        misconfigured(format!("the search URL for page {}: {e}", page + 1))
+                    })?,
+                (None, _) => return Ok(()),
+            };
+        }
+        Ok(())
+    }
+
+    fn page(&mut self, page: u8, url: &Url, final_url: Option<String>, items: usize, took_ms: u64) {
+        self.pages.push(PreviewPage {
+            page,
+            url: url.to_string(),
+            final_url,
+            items,
+            took_ms,
+        });
+    }
+
+    /// Records what ended the pages early, if anything did.
+    fn stopped_by(&mut self, result: Result<(), CrawlError>) {
+        let refusal = match result {
+            Ok(()) => return,
+            Err(CrawlError::Attempt { failure, .. }) => PreviewRefusal {
+                kind: failure.kind.as_str().to_owned(),
+                message: failure.message,
+            },
+            Err(other) => PreviewRefusal {
+                kind: "internal".to_owned(),
+                message: other.to_string(),
+            },
+        };
+        self.refusal = Some(refusal);
+    }
+}
+
+fn misconfigured(message: String) -> CrawlError {
+    CrawlError::failed(crate::domain::failure::FailureKind::Misconfigured, message)
+}
