@@ -212,6 +212,7 @@ async fn bad_ids(api: &Api, routes: &[Route], targets: &Targets) {
 
 async fn bad_queries(api: &Api, routes: &[Route]) {
     let long = "9".repeat(10_000);
+    let over_search_limit = "a".repeat(201);
     // /ws is left out: its one parameter is the token, and without an
     // upgrade it answers 400 whatever the query.
     let listings = routes
@@ -239,10 +240,17 @@ async fn bad_queries(api: &Api, routes: &[Route]) {
                     "%00",
                 ],
                 "state" => vec!["bogus", "%00", "QUEUED"],
+                // Free text: only a control character or too much of it is wrong.
+                "q" => vec!["%00", "%07lamp", &over_search_limit],
                 _ => vec!["text", "%00", "1e3", "99999999999999999999", "-1"],
             };
             for value in values {
-                let path = format!("{}?{name}={value}", route.path);
+                // A required parameter given, so the one under test is judged.
+                let required = match route.query.iter().any(|q| q == "format") {
+                    true => "format=csv&",
+                    false => "",
+                };
+                let path = format!("{}?{required}{name}={value}", route.path);
                 // A negative id or cursor may simply match nothing.
                 let expect = if value == "-1" && name != "limit" {
                     Expect::NotServerError

@@ -104,9 +104,22 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
         let de = serde_urlencoded::Deserializer::new(url::form_urlencoded::parse(query.as_bytes()));
         serde_path_to_error::deserialize(de)
             .map(ApiQuery)
-            .map_err(|e| ApiError::BadRequest {
-                field: Some(e.path().to_string()),
-                message: format!("invalid query parameter {}: {}", e.path(), e.inner()),
+            .map_err(|e| {
+                let field = match e.path().to_string().as_str() {
+                    // The query as a whole: a parameter missing or unknown.
+                    // serde names it only in its message ("missing field
+                    // `format`", "unknown field `evil`").
+                    "." => e.inner().to_string().split('`').nth(1).map(str::to_owned),
+                    path => Some(path.to_owned()),
+                };
+                ApiError::BadRequest {
+                    message: format!(
+                        "invalid query parameter {}: {}",
+                        field.as_deref().unwrap_or("."),
+                        e.inner()
+                    ),
+                    field,
+                }
             })
     }
 }

@@ -170,9 +170,15 @@ async fn an_export_without_a_known_format_is_refused_naming_the_field() {
         let body: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(body["error"]["code"], "bad_request", "{query}: {body}");
     }
-    let (_, _, body) = export(&app, "format=xml").await;
-    let body: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(body["error"]["field"], "format", "{body}");
+    for (query, field) in [
+        ("format=xml", "format"),
+        ("q=lamp", "format"),
+        ("format=csv&limit=5", "limit"),
+    ] {
+        let (_, _, body) = export(&app, query).await;
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["error"]["field"], field, "{query}: {body}");
+    }
     let (status, _, empty) = export(&app, "format=csv&site_id=999").await;
     assert_eq!(
         (status, empty.lines().count()),
