@@ -78,6 +78,9 @@ pub struct AppState {
     pub queue_name: String,
 }
 
+/// Longest a request may take (a site preview's may take longer).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Events a slow live client may fall behind by before it is told it lagged.
 const LIVE_BUFFER: usize = 1024;
 
@@ -257,9 +260,10 @@ pub fn router(state: AppState) -> Router {
         // Before the body is awaited: a declared size over the limit is a 413
         // at once, not a wait for bytes that will be refused anyway.
         .layer(middleware::from_fn(extract::refuse_oversized_declared_body))
+        // Long enough for a site preview to answer its 503 itself.
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
-            Duration::from_secs(30),
+            REQUEST_TIMEOUT.max(state.preview_timeout + Duration::from_secs(5)),
         ))
         .layer(TraceLayer::new_for_http().make_span_with(observe::request_span))
         // A route layer: it sees the matched route pattern (bounded labels).

@@ -2,7 +2,8 @@
 //! necessarily stored, fetched as a crawl fetches them (this lane's slot, the
 //! guard on every connection, the fleet-wide pace, the site's identity, a
 //! pooled browser) and read with its selectors; nothing is stored. A refusal
-//! is reported, not waited out: an operator is looking at the screen.
+//! is reported, not waited out (an operator is looking at the screen), and
+//! paces the fleet as a crawl's refusal does.
 
 use std::time::{Duration, Instant};
 
@@ -88,10 +89,16 @@ fn open(bytes: &[u8], preview_id: u64, ctx: &CrawlContext) -> Result<PreviewRequ
 async fn crawl(ctx: &CrawlContext, request: &PreviewRequest, spec: &SiteSpec) -> PreviewOutcome {
     let started = Instant::now();
     let mut read = Read::default();
+    // Each page within its share of the time the api still waits: an answer
+    // after that would be read by nobody.
+    let time_left = (request.deadline - chrono::Utc::now())
+        .to_std()
+        .unwrap_or_default();
     let stuck_timeout = spec
         .stuck_timeout_secs
         .map(|s| Duration::from_secs(s as u64))
-        .unwrap_or(ctx.default_stuck_timeout);
+        .unwrap_or(ctx.default_stuck_timeout)
+        .min((time_left / u32::from(request.pages)).max(Duration::from_secs(1)));
     let pace = SitePace {
         limiter: ctx.limiter.clone(),
         key: match request.site_id {
@@ -209,7 +216,16 @@ impl Read {
             let (items, next_token) = match fetched? {
                 Fetched::Items { items, next_token } => (items, next_token),
                 Fetched::PastTheEnd => (Vec::new(), None),
-                Fetched::Refused { reason, .. } => {
+                Fetched::Refused {
+                    reason,
+                    retry_after,
+                    ..
+                } => {
+                    // Not waited out, but the fleet slows down for the site
+                    // as it would after a crawl's refusal.
+                    if let Err(e) = ctx.limiter.refuse(pace.key.clone(), retry_after).await {
+                        tracing::warn!(error = %e, "a preview's refusal did not pause the site");
+                    }
                     self.page(page, &url, final_url, 0, took_ms);
                     self.refusal = Some(PreviewRefusal {
                         kind: "blocked".to_owned(),

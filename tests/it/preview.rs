@@ -87,6 +87,8 @@ async fn http_and_json_previews_read_their_items_without_a_browser() {
     let app = TestApp::spawn_without_browsers(worker_only(), |_| {}).await;
     let mut site = app.site_body("shop", "/search");
     site["render"] = json!("http");
+    site["user_agent"] = json!("crawlfleet-preview-test/1.0");
+    site["headers"] = json!({"X-Api-Key": "stored-secret"});
     let (status, answer) = preview(&app, json!({"site": site, "keyword": "desk"})).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     assert_eq!(answer["render"], "http");
@@ -97,6 +99,25 @@ async fn http_and_json_previews_read_their_items_without_a_browser() {
     );
     assert!(!answer["items"].as_array().unwrap().is_empty(), "{answer}");
     assert_eq!(answer["screenshot_png"], Value::Null);
+    // The site's identity, as a crawl would send it.
+    let seen = app.site.requests("/search");
+    let header = |name: &str| seen[0].headers[name].to_str().unwrap().to_owned();
+    assert_eq!(header("user-agent"), "crawlfleet-preview-test/1.0");
+    assert_eq!(header("x-api-key"), "stored-secret");
+
+    // An edit of the stored site, its secret sent back masked as a response
+    // shows it: the stored value is the one sent.
+    let stored = app.create_site(site.clone()).await;
+    let (_, shown) = app.get(&format!("/api/sites/{stored}")).await;
+    let mut edited = site.clone();
+    edited["headers"] = shown["headers"].clone();
+    assert_eq!(edited["headers"]["X-Api-Key"], "***");
+    let body = json!({"site": edited, "keyword": "chair", "site_id": stored});
+    let (status, answer) = preview(&app, body).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let seen = app.site.requests("/search");
+    assert_eq!(seen[1].headers["x-api-key"], "stored-secret");
+    app.delete(&format!("/api/sites/{stored}")).await;
 
     let api = json!({
         "name": "api",
@@ -146,6 +167,17 @@ async fn a_refusal_is_reported_at_once_not_waited_out() {
             .contains("429")
     );
     assert_eq!(app.site.hits("/status/429"), 1, "not tried again");
+    // Not waited out, but the fleet slows down for that host as after a
+    // crawl's refusal (an unsaved site is paced by its host).
+    let mut redis = crawlfleet::queue::connect(&redis_url()).await.unwrap();
+    let key = format!("{}:limit:host:127.0.0.1", app.config.common.queue_name);
+    let paused: Option<String> = redis::cmd("HGET")
+        .arg(&key)
+        .arg("pause_until")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert!(paused.is_some(), "{key} paused");
     app.stop().await;
 }
 
