@@ -13,7 +13,10 @@ use crate::{
         failure::FailureKind,
         run::{CrawlRun, RunState},
     },
-    store::stats::{QueueCounts, WorkerSeen},
+    store::{
+        self,
+        stats::{QueueCounts, WorkerSeen},
+    },
 };
 
 /// One live event, as WebSocket clients receive it.
@@ -66,6 +69,20 @@ pub struct QueueStats {
     pub backlog: i64,
     #[serde(default)]
     pub workers: Vec<WorkerSeen>,
+}
+
+impl QueueStats {
+    /// As of now, from Postgres: what `/api/jobs/queue` answers and the live
+    /// feed sends every 5 s.
+    pub async fn read(pool: &sqlx::PgPool) -> sqlx::Result<QueueStats> {
+        let counts = store::stats::queue_counts(pool).await?;
+        let workers = store::stats::workers_seen(pool).await?;
+        Ok(QueueStats {
+            backlog: counts.backlog(),
+            counts,
+            workers,
+        })
+    }
 }
 
 impl Event {

@@ -9,6 +9,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{ApiError, AppState, error::ErrorBody};
 use crate::{
+    events::QueueStats,
     ops::metrics::metrics,
     store::{
         self,
@@ -73,12 +74,15 @@ async fn history(State(state): State<AppState>) -> Result<Json<Vec<MinuteCountsV
 
 impl QueueReport {
     async fn read(pool: &sqlx::PgPool) -> sqlx::Result<QueueReport> {
-        let counts = store::stats::queue_counts(pool).await?;
-        let workers = store::stats::workers_seen(pool).await?;
+        let stats = QueueStats::read(pool).await?;
         Ok(QueueReport {
-            backlog: counts.backlog(),
-            counts: counts.into(),
-            workers: workers.into_iter().map(WorkerSeenView::from).collect(),
+            backlog: stats.backlog,
+            counts: stats.counts.into(),
+            workers: stats
+                .workers
+                .into_iter()
+                .map(WorkerSeenView::from)
+                .collect(),
         })
     }
 }

@@ -38,9 +38,9 @@ pub struct PreviewOutcome {
     pub items: Vec<PreviewItem>,
     /// Every field of the site: how many items had it empty or missing.
     pub empty_fields: BTreeMap<String, usize>,
-    /// The last page as the browser showed it (browser mode), PNG.
-    #[serde(default, with = "base64_png")]
-    pub screenshot_png: Option<Vec<u8>>,
+    /// The last page as the browser showed it (browser mode): a PNG, in
+    /// base64 as the api's answer carries it (encoded once, on the worker).
+    pub screenshot_png: Option<String>,
     /// What stopped the preview before its last page, if anything.
     pub refusal: Option<PreviewRefusal>,
     /// How long the crawl took on the worker, from taking the request.
@@ -100,25 +100,6 @@ impl PreviewOutcome {
     }
 }
 
-/// A PNG travels as base64 text inside the JSON answer.
-mod base64_png {
-    use base64::{Engine, engine::general_purpose::STANDARD};
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(png: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
-        match png {
-            Some(bytes) => s.serialize_some(&STANDARD.encode(bytes)),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
-        Option::<String>::deserialize(d)?
-            .map(|text| STANDARD.decode(text).map_err(serde::de::Error::custom))
-            .transpose()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,23 +122,5 @@ mod tests {
         assert_eq!(empty["title"], 1);
         assert_eq!(empty["price"], 2);
         assert_eq!(empty["sku"], 3);
-    }
-
-    #[test]
-    fn a_screenshot_travels_as_base64() {
-        let outcome = PreviewOutcome {
-            worker_id: "w".into(),
-            final_url: None,
-            pages: vec![],
-            items: vec![],
-            empty_fields: BTreeMap::new(),
-            screenshot_png: Some(vec![0x89, b'P', b'N', b'G']),
-            refusal: None,
-            crawl_ms: 0,
-        };
-        let text = serde_json::to_value(&outcome).unwrap();
-        assert_eq!(text["screenshot_png"], "iVBORw==");
-        let back: PreviewOutcome = serde_json::from_value(text).unwrap();
-        assert_eq!(back, outcome);
     }
 }

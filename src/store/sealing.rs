@@ -46,6 +46,26 @@ pub struct Sealed {
     pub sealed: Vec<u8>,
 }
 
+impl Sealed {
+    /// Nonce and ciphertext as one value, where there is one place for it
+    /// (a Redis key): the 12-byte nonce first.
+    pub fn into_bytes(self) -> Vec<u8> {
+        [self.nonce, self.sealed].concat()
+    }
+
+    /// What [`Sealed::into_bytes`] made; `None` when it is too short to be one.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Sealed> {
+        let (nonce, sealed) = bytes.split_at_checked(NONCE_BYTES)?;
+        Some(Sealed {
+            nonce: nonce.to_vec(),
+            sealed: sealed.to_vec(),
+        })
+    }
+}
+
+/// AES-GCM's nonce.
+const NONCE_BYTES: usize = 12;
+
 /// The key does not open the value: another key, another row, or tampered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error(
@@ -59,7 +79,7 @@ fn cipher(key: &SessionKey) -> Aes256Gcm {
 
 /// Seals `plain`, bound to `bound_to` (what it belongs to).
 pub fn seal(key: &SessionKey, bound_to: &[u8], plain: &[u8]) -> Sealed {
-    let nonce: [u8; 12] = rand::random();
+    let nonce: [u8; NONCE_BYTES] = rand::random();
     let sealed = cipher(key)
         .encrypt(
             Nonce::from_slice(&nonce),
@@ -77,7 +97,7 @@ pub fn seal(key: &SessionKey, bound_to: &[u8], plain: &[u8]) -> Sealed {
 
 /// Opens what [`seal`] sealed with the same key and `bound_to`.
 pub fn open(sealed: &Sealed, key: &SessionKey, bound_to: &[u8]) -> Result<Vec<u8>, NotOpened> {
-    if sealed.nonce.len() != 12 {
+    if sealed.nonce.len() != NONCE_BYTES {
         return Err(NotOpened);
     }
     cipher(key)

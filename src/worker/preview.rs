@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant};
 
+use base64::{Engine, engine::general_purpose::STANDARD};
 use url::Url;
 
 use super::{
@@ -21,7 +22,7 @@ use super::{
 use crate::{
     domain::{
         preview::{PreviewItem, PreviewOutcome, PreviewPage, PreviewRefusal, PreviewRequest},
-        site::{RenderMode, SiteSpec, with_query_param},
+        site::{RenderMode, SiteSpec},
     },
     queue::preview,
     store::sealing::{self, Sealed},
@@ -73,11 +74,7 @@ pub async fn handle(preview_id: u64, ctx: &CrawlContext) {
 fn open(bytes: &[u8], preview_id: u64, ctx: &CrawlContext) -> Result<PreviewRequest, String> {
     let plain = match &ctx.session_key {
         Some(key) => {
-            let (nonce, sealed) = bytes.split_at_checked(12).ok_or("too short")?;
-            let sealed = Sealed {
-                nonce: nonce.to_vec(),
-                sealed: sealed.to_vec(),
-            };
+            let sealed = Sealed::from_bytes(bytes).ok_or("too short to be sealed")?;
             sealing::open(&sealed, key, &preview::sealed_to(preview_id))
                 .map_err(|e| e.to_string())?
         }
@@ -133,7 +130,9 @@ async fn crawl(ctx: &CrawlContext, request: &PreviewRequest, spec: &SiteSpec) ->
                     Err(e) => Err(CrawlError::browser(format!("preparing the browser: {e:#}"))),
                 };
                 read.stopped_by(result);
-                let png = screenshot(lease.session()).await;
+                let png = screenshot(lease.session())
+                    .await
+                    .map(|png| STANDARD.encode(png));
                 let healthy = read
                     .refusal
                     .as_ref()
@@ -244,19 +243,18 @@ impl Read {
             if found_none || page == request.pages {
                 return Ok(());
             }
-            url = match (spec.extraction.token_paging(), next_token) {
-                (Some(paging), Some(token)) => {
-                    with_query_param(&first, &paging.token_param, &token)
-                }
-                (Some(_), None) => return Ok(()),
-                (None, _) if spec.search_url.is_paged() => spec
-                    .search_url
-                    .url_for(&request.keyword, u32::from(page) + 1)
-                    .map_err(|e| {
-                        misconfigured(format!("the search URL for page {}: {e}", page + 1))
-                    })?,
-                (None, _) => return Ok(()),
-            };
+            let next = spec
+                .next_page_url(
+                    &request.keyword,
+                    &first,
+                    u32::from(page),
+                    next_token.as_deref(),
+                )
+                .map_err(|e| misconfigured(format!("the search URL for page {}: {e}", page + 1)))?;
+            match next {
+                Some(next) => url = next,
+                None => return Ok(()),
+            }
         }
         Ok(())
     }

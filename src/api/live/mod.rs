@@ -31,7 +31,6 @@ use super::{ApiError, AppState, auth::TokenKey};
 use crate::{
     events::{Event, QueueStats},
     ops::metrics::metrics,
-    store,
 };
 pub use slots::LiveSlots;
 use subscription::{Filter, read_subscription};
@@ -273,16 +272,7 @@ pub async fn publish_queue_stats(state: AppState) {
             _ = state.shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let read = async {
-            let counts = store::stats::queue_counts(&state.pool).await?;
-            let workers = store::stats::workers_seen(&state.pool).await?;
-            Ok::<_, sqlx::Error>(QueueStats {
-                backlog: counts.backlog(),
-                counts,
-                workers,
-            })
-        };
-        match read.await {
+        match QueueStats::read(&state.pool).await {
             Ok(stats) => {
                 let _ = state.live.send(Event::QueueStats(stats));
             }

@@ -138,10 +138,7 @@ pub(super) async fn preview(
     let plain = serde_json::to_vec(&request).expect("a preview request serializes");
     // Header values and proxy credentials are secrets: sealed in Redis too.
     let request = match &state.session_key {
-        Some(key) => {
-            let sealed = sealing::seal(key, &preview::sealed_to(preview_id), &plain);
-            [sealed.nonce, sealed.sealed].concat()
-        }
+        Some(key) => sealing::seal(key, &preview::sealed_to(preview_id), &plain).into_bytes(),
         None => plain,
     };
     let mut conn = state.redis.clone();
@@ -188,7 +185,6 @@ fn of_the_site(mut e: FieldError) -> ApiError {
 
 impl PreviewView {
     fn new(render: &'static str, outcome: PreviewOutcome, total_ms: u64) -> Self {
-        use base64::{Engine, engine::general_purpose::STANDARD};
         PreviewView {
             render,
             worker_id: outcome.worker_id,
@@ -204,7 +200,7 @@ impl PreviewView {
                 .map(PreviewItemView::from)
                 .collect(),
             empty_fields: outcome.empty_fields,
-            screenshot_png: outcome.screenshot_png.map(|png| STANDARD.encode(png)),
+            screenshot_png: outcome.screenshot_png,
             refusal: outcome.refusal.map(PreviewRefusalView::from),
             timings: PreviewTimings {
                 waited_ms: total_ms.saturating_sub(outcome.crawl_ms),

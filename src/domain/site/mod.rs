@@ -160,6 +160,29 @@ pub struct SiteSpec {
     pub identity: Identity,
 }
 
+impl SiteSpec {
+    /// The page after page `page` of a search for `keyword` whose first page
+    /// is `first`: by the JSON API's token (none: that was the last page), or
+    /// by `{page}`; `None` when the search has no next page.
+    pub fn next_page_url(
+        &self,
+        keyword: &str,
+        first: &url::Url,
+        page: u32,
+        next_token: Option<&str>,
+    ) -> Result<Option<url::Url>, url::ParseError> {
+        match self.extraction.token_paging() {
+            Some(paging) => {
+                Ok(next_token.map(|token| with_query_param(first, &paging.token_param, token)))
+            }
+            None if self.search_url.is_paged() => {
+                self.search_url.url_for(keyword, page + 1).map(Some)
+            }
+            None => Ok(None),
+        }
+    }
+}
+
 impl SiteInput {
     pub fn parse(self) -> Result<SiteSpec, FieldError> {
         let name = text::non_empty(&self.name, "name", MAX_NAME_CHARS)?;

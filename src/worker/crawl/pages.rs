@@ -21,7 +21,7 @@ use crate::domain::{
 };
 use crate::worker::fetch::{Fetched, PageSource};
 use crate::{
-    domain::site::{SiteSpec, with_query_param},
+    domain::site::SiteSpec,
     events::Event,
     ops::metrics::metrics,
     store::{
@@ -121,29 +121,20 @@ impl Crawl<'_> {
             if items.is_empty() || reached_stored {
                 return Ok(page);
             }
-            let next = match self.spec.extraction.token_paging() {
-                Some(paging) => match next_token {
-                    // A token that does not move is the end, not a loop.
-                    Some(token) if last_token.as_ref() != Some(&token) => {
-                        let next = with_query_param(&first, &paging.token_param, &token);
-                        last_token = Some(token);
-                        Some(next)
-                    }
-                    _ => None,
-                },
-                None if self.spec.search_url.is_paged() => Some(
-                    self.spec
-                        .search_url
-                        .url_for(self.keyword, page as u32 + 1)
-                        .map_err(|e| {
-                            CrawlError::failed(
-                                FailureKind::Misconfigured,
-                                format!("search URL for page {}: {e}", page + 1),
-                            )
-                        })?,
-                ),
-                None => None,
-            };
+            // A token that does not move is the end, not a loop.
+            let next_token = next_token.filter(|token| last_token.as_ref() != Some(token));
+            let next = self
+                .spec
+                .next_page_url(self.keyword, &first, page as u32, next_token.as_deref())
+                .map_err(|e| {
+                    CrawlError::failed(
+                        FailureKind::Misconfigured,
+                        format!("search URL for page {}: {e}", page + 1),
+                    )
+                })?;
+            if next_token.is_some() {
+                last_token = next_token;
+            }
             match next {
                 Some(next) => url = next,
                 None => return Ok(page),
