@@ -91,8 +91,11 @@ async fn a_production_history(app: &TestApp) -> (Vec<i64>, Vec<i64>) {
     // Each item first seen when its run was queued: over the first half hour
     // of the two days.
     sqlx::query(
-        r#"INSERT INTO seen_items (keyword_id, site_id, item_key, first_seen_at, last_seen_at)
-           SELECT r.keyword_id, r.site_id, r.item_key, c.queued_at, c.queued_at
+        r#"INSERT INTO items (keyword_id, site_id, identified_by, item_key, item_url, fields,
+                              content_hash, first_seen_at, last_seen_at, last_changed_at,
+                              last_page, last_position, last_page_url)
+           SELECT r.keyword_id, r.site_id, 'url', r.item_key, r.item_url, r.fields, r.content_hash,
+                  c.queued_at, c.queued_at, c.queued_at, r.page, r.position, r.page_url
            FROM crawl_results r JOIN crawl_runs c ON c.id = r.run_id
            ON CONFLICT DO NOTHING"#,
     )

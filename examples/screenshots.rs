@@ -140,6 +140,7 @@ async fn shoot(api: &str, shop: &str, out: &std::path::Path) -> anyhow::Result<(
         "/api/keywords",
         Some(json!({
             "keyword": "desk lamp", "site_ids": [hanging["id"]], "schedule": "0 0 6 * * *",
+            "timezone": "Asia/Seoul", "jitter_secs": 600,
         })),
     )
     .await?;

@@ -11,7 +11,7 @@ locals {
     "redis-password"    = "Redis requirepass (hex, URL-safe)."
     "database-url"      = "DATABASE_URL of the Fargate workers: postgres://crawlfleet:<password>@<ec2_private_ip>:5432/crawlfleet"
     "redis-url"         = "REDIS_URL of the Fargate workers: redis://:<password>@<ec2_private_ip>:6379"
-    "session-key"       = "SESSION_KEY: 32 random bytes as 64 hex characters; seals kept site sessions and sites' header values and proxy credentials (api and every worker)."
+    "session-key"       = "SESSION_KEY: 32 random bytes as 64 hex characters; seals kept site sessions, sites' header values and proxy credentials, and webhook secrets (api, scheduler and every worker)."
     "api-tokens"        = "API_TOKENS of the api alone: bearer tokens allowed to read and write, comma-separated (openssl rand -hex 32 each)."
     "api-read-tokens"   = "API_READ_TOKENS of the api alone: read-only bearer tokens, comma-separated. Optional: the placeholder means none."
   }

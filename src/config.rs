@@ -247,6 +247,37 @@ pub struct SchedulerConfig {
     /// How often the scheduler re-reads keywords so API changes take effect.
     #[arg(long, env = "SCHEDULE_SYNC_INTERVAL_MS", default_value_t = 1000)]
     pub schedule_sync_interval_ms: u64,
+
+    /// A scheduler that becomes the leader fires the keywords whose fire it
+    /// missed by at most this many seconds (the previous leader died or was
+    /// being replaced); a fire that fails to queue is retried that long. A
+    /// period is fired once either way.
+    #[arg(long, env = "SCHEDULE_CATCH_UP_SECS", default_value_t = 300)]
+    pub schedule_catch_up_secs: u64,
+    /// Webhook deliveries the scheduler's leader sends at once.
+    #[arg(long, env = "WEBHOOK_CONCURRENCY", default_value_t = 16)]
+    pub webhook_concurrency: usize,
+
+    /// Webhook deliveries in flight to one endpoint at most, so an endpoint
+    /// that is slow or down cannot hold up the others.
+    #[arg(long, env = "WEBHOOK_ENDPOINT_CONCURRENCY", default_value_t = 4)]
+    pub webhook_endpoint_concurrency: usize,
+
+    /// A webhook endpoint must answer within this many seconds, or the
+    /// attempt failed (and is retried).
+    #[arg(long, env = "WEBHOOK_TIMEOUT_SECS", default_value_t = 10)]
+    pub webhook_timeout_secs: u64,
+
+    /// Seconds before each retry of a failed webhook delivery (comma-separated):
+    /// about a day in all. After the last, the delivery is failed, and an
+    /// endpoint with no success in all that time is disabled.
+    #[arg(
+        long,
+        env = "WEBHOOK_RETRY_SCHEDULE_SECS",
+        value_delimiter = ',',
+        default_value = "5,300,1800,7200,18000,36000,36000"
+    )]
+    pub webhook_retry_schedule_secs: Vec<u64>,
 }
 
 /// The worker's settings: its side port, its concurrency, chromedriver and
@@ -294,6 +325,11 @@ pub struct WorkerConfig {
     /// How often a worker writes the heartbeat of each run it holds.
     #[arg(long, env = "HEARTBEAT_INTERVAL_SECS", default_value_t = 15)]
     pub heartbeat_interval_secs: u64,
+
+    /// How long a worker keeps an origin's robots.txt before asking for it
+    /// again (one that could not be read: a minute at most; 0: before every page).
+    #[arg(long, env = "ROBOTS_CACHE_SECS", default_value_t = 3600)]
+    pub robots_cache_secs: u64,
 }
 
 impl CommonConfig {
@@ -321,6 +357,12 @@ impl SchedulerConfig {
     pub fn schedule_sync_interval(&self) -> Duration {
         Duration::from_millis(self.schedule_sync_interval_ms)
     }
+    pub fn schedule_catch_up(&self) -> Duration {
+        Duration::from_secs(self.schedule_catch_up_secs)
+    }
+    pub fn webhook_timeout(&self) -> Duration {
+        Duration::from_secs(self.webhook_timeout_secs.max(1))
+    }
 }
 
 #[cfg(test)]
@@ -338,6 +380,21 @@ mod tests {
         assert_eq!(b64.parse::<SessionKey>().unwrap(), key);
         assert!("short".parse::<SessionKey>().is_err());
         assert_eq!(format!("{key:?}"), "SessionKey(***)");
+    }
+
+    /// Like Svix's: eight attempts over about a day.
+    #[test]
+    fn webhook_retries_default_to_about_a_day() {
+        let config = Config::try_parse_from([
+            "crawlfleet",
+            "--database-url=postgres://x",
+            "--redis-url=redis://x",
+        ])
+        .unwrap();
+        let schedule = &config.scheduler.webhook_retry_schedule_secs;
+        assert_eq!(schedule.len(), 7);
+        let hours = schedule.iter().sum::<u64>() as f64 / 3600.0;
+        assert!((24.0..=28.0).contains(&hours), "{hours}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     domain::{
+        change::ChangeSummary,
         failure::FailureKind,
         run::{CrawlRun, RunState},
     },
@@ -44,6 +45,23 @@ pub enum Event {
         /// Why the last attempt failed, as a program matches on it.
         #[serde(default)]
         error_kind: Option<FailureKind>,
+        /// Once completed: `healthy` or `degraded`.
+        #[serde(default)]
+        health: Option<String>,
+        /// Why a degraded run is degraded.
+        #[serde(default)]
+        health_reason: Option<String>,
+        /// Items new to the keyword/site, changed and removed (so far).
+        #[serde(default)]
+        items_new: i32,
+        #[serde(default)]
+        items_changed: i32,
+        #[serde(default)]
+        items_removed: i32,
+        /// Only on the event of its completion: what it found changed,
+        /// with the first new, changed and removed items and their diffs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        changes: Option<ChangeSummary>,
     },
     /// A page's results were stored.
     #[serde(rename = "result.stored")]
@@ -99,7 +117,26 @@ impl Event {
             items: run.items_found,
             error: run.error.clone(),
             error_kind: run.error_kind,
+            health: run.health.as_ref().map(|h| h.as_str().to_owned()),
+            health_reason: run
+                .health
+                .as_ref()
+                .and_then(|h| h.reason())
+                .map(str::to_owned),
+            items_new: run.items_new,
+            items_changed: run.items_changed,
+            items_removed: run.items_removed,
+            changes: None,
         }
+    }
+
+    /// The `run.updated` of a run's completion, with what it found changed.
+    pub fn run_completed(run: &CrawlRun, changes: &ChangeSummary) -> Self {
+        let mut event = Event::run_updated(run);
+        if let Event::RunUpdated { changes: slot, .. } = &mut event {
+            *slot = Some(changes.clone());
+        }
+        event
     }
 
     /// (run, keyword, site) the event is about, for subscription filters.
@@ -161,5 +198,10 @@ impl EventPublisher {
 
     pub async fn run_updated(&self, run: &CrawlRun) {
         self.publish(&Event::run_updated(run)).await;
+    }
+
+    /// Announces a run's completion and what it found changed.
+    pub async fn run_completed(&self, run: &CrawlRun, changes: &ChangeSummary) {
+        self.publish(&Event::run_completed(run, changes)).await;
     }
 }

@@ -74,7 +74,6 @@ const IO_CRATES: &[&str] = &[
     "tungstenite",
     "aws_config",
     "aws_sdk_cloudwatch",
-    "tokio_cron_scheduler",
     "prometheus",
     "libc",
     "std::fs",

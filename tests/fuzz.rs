@@ -1,6 +1,6 @@
-//! Property tests of everything crawlfleet parses from a client: site and
-//! keyword bodies, selectors, JSON pointers, cron schedules, URL templates
-//! and proxies, and the SSRF guard's judgement of addresses in every
+//! Property tests of everything crawlfleet parses from a client: site,
+//! keyword and webhook bodies, selectors, JSON pointers, cron schedules, URL
+//! templates and proxies, and the SSRF guard's judgement of addresses in every
 //! notation. Any input gives `Ok` or a field error, never a panic (nor a
 //! stack overflow, which would abort the whole binary).
 //!
@@ -20,9 +20,11 @@ use std::{
 use chrono::TimeDelta;
 use crawlfleet::{
     domain::{
-        keyword::{CronSchedule, KeywordInput},
+        keyword::KeywordInput,
+        schedule::CronSchedule,
         site::{CssSelector, JsonPointer, ProxyUrl, SearchUrlTemplate, SiteInput},
         target,
+        webhook::{WebhookEventType, WebhookInput, WebhookSecret},
     },
     net::target_guard::{Refused, TargetGuard},
 };
@@ -104,6 +106,32 @@ fn cron() -> impl Strategy<Value = String> {
         4 => proptest::collection::vec(cron_field(), 6).prop_map(|fields| fields.join(" ")),
         1 => proptest::collection::vec(cron_field(), 0..9).prop_map(|fields| fields.join(" ")),
         1 => text(40),
+    ]
+}
+
+/// Valid crons firing around the hours clocks change at (01:00-03:00).
+fn near_dst_cron() -> impl Strategy<Value = String> {
+    let pick = |options: &'static [&'static str]| proptest::sample::select(options);
+    (
+        pick(&["0", "30", "*/20", "59"]),
+        pick(&["0", "30", "*/15", "*", "59", "0,30"]),
+        pick(&["*", "1", "2", "3", "1,2", "2,3", "*/3", "0-4"]),
+        pick(&["*", "1", "8", "1-10"]),
+        pick(&["*", "3", "10,11", "4"]),
+        pick(&["*", "SUN", "1-5"]),
+    )
+        .prop_map(|(s, m, h, dom, mon, dow)| format!("{s} {m} {h} {dom} {mon} {dow}"))
+}
+
+/// Zone names: real ones, near misses and anything.
+fn zone() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("UTC".to_owned()),
+        Just("Asia/Seoul".to_owned()),
+        Just("America/New_York".to_owned()),
+        Just("asia/seoul".to_owned()),
+        Just("Mars/Olympus".to_owned()),
+        text(40),
     ]
 }
 
@@ -237,20 +265,63 @@ proptest! {
     }
 
     /// A schedule parses or is refused, its interval is found, and the
-    /// minimum interval is kept.
+    /// minimum interval is kept; its jitter is shorter than that interval.
     #[test]
-    fn schedules_parse_or_are_refused_and_keep_the_minimum(schedule in cron(), keyword in text(30)) {
+    fn schedules_parse_or_are_refused_and_keep_the_minimum(
+        schedule in cron(),
+        keyword in text(30),
+        timezone in zone(),
+        jitter_secs in prop_oneof![0i64..4000, any::<i64>()],
+    ) {
         let _ = CronSchedule::parse(&schedule);
         let input = KeywordInput {
             keyword,
             site_ids: vec![1],
             schedule: schedule.clone(),
+            timezone,
+            jitter_secs,
             enabled: true,
             priority: 0,
         };
         if let Ok(spec) = input.parse(TimeDelta::seconds(60)) {
             let shortest = spec.schedule.shortest_interval(chrono::Utc::now()).unwrap();
             prop_assert!(shortest.is_none_or(|s| s >= TimeDelta::seconds(60)), "{schedule}");
+            let jitter = TimeDelta::seconds(spec.schedule.jitter().secs().into());
+            prop_assert!(shortest.is_none_or(|s| jitter < s), "{schedule} {jitter}");
+        }
+    }
+
+    /// Any schedule in a zone with daylight-saving changes, from up to two
+    /// days before one of 2026's changes: its fires strictly follow one
+    /// another, each is the start of its own period, and the jitter delays
+    /// each by the same offset.
+    #[test]
+    fn fires_in_a_zone_never_repeat_and_start_their_period(
+        schedule in prop_oneof![1 => cron(), 3 => near_dst_cron()],
+        timezone in prop_oneof![Just("America/New_York"), Just("Europe/Berlin"), Just("Australia/Lord_Howe"), Just("Asia/Seoul")],
+        change in proptest::sample::select(&[
+            "2026-03-08T07:00:00Z", "2026-11-01T06:00:00Z", // New York
+            "2026-03-29T01:00:00Z", "2026-10-25T01:00:00Z", // Berlin
+            "2026-04-04T15:00:00Z", "2026-10-03T15:30:00Z", // Lord Howe (30 min)
+        ][..]),
+        before in 0i64..48 * 3600,
+        jitter_secs in 0i64..60,
+        id in 1i64..1000,
+    ) {
+        let Ok(spec) = crawlfleet::domain::schedule::KeywordSchedule::parse(&schedule, timezone, jitter_secs) else {
+            return Ok(());
+        };
+        let from = chrono::DateTime::parse_from_rfc3339(change).unwrap().to_utc()
+            - TimeDelta::seconds(before);
+        let fires = spec.next_fires(id, from, 12);
+        let offset = spec.jitter().offset_for(id);
+        for pair in fires.windows(2) {
+            prop_assert!(pair[0].at < pair[1].at, "{schedule} {timezone}: {pair:?}");
+        }
+        for fire in &fires {
+            prop_assert!(fire.at > from);
+            prop_assert_eq!(fire.at - fire.nominal, offset);
+            prop_assert_eq!(spec.period_start(fire.nominal), Some(fire.nominal), "{} {}", schedule, timezone);
         }
     }
 
@@ -263,6 +334,52 @@ proptest! {
         if let Ok(template) = SearchUrlTemplate::parse(&template) {
             let _ = template.url_for(&keyword, page);
             let _ = template.sample_url();
+        }
+    }
+
+    /// A webhook endpoint parses or names the field at fault; an accepted
+    /// secret reads back as itself and signs any body.
+    #[test]
+    fn webhook_endpoints_parse_or_name_the_field(
+        url in prop_oneof![text(80), text(40).prop_map(|t| format!("https://hooks.example/{t}"))],
+        events in proptest::collection::vec(
+            prop_oneof![
+                text(20),
+                proptest::sample::select(WebhookEventType::ALL.map(WebhookEventType::as_str).to_vec())
+                    .prop_map(str::to_owned),
+            ],
+            0..4,
+        ),
+        secret in proptest::option::of(prop_oneof![
+            text(60),
+            proptest::collection::vec(any::<u8>(), 0..80).prop_map(|key| {
+                use base64::Engine as _;
+                format!("whsec_{}", base64::engine::general_purpose::STANDARD.encode(key))
+            }),
+        ]),
+        ids in proptest::collection::vec(any::<i64>(), 0..5),
+        description in text(40),
+        body in text(200),
+    ) {
+        let input = WebhookInput {
+            url,
+            events,
+            site_ids: ids.clone(),
+            keyword_ids: ids,
+            secret,
+            description,
+            enabled: true,
+        };
+        match input.parse() {
+            Ok(spec) => {
+                prop_assert!(matches!(spec.url.scheme(), "http" | "https"));
+                prop_assert!(!spec.events.is_empty());
+                if let Some(secret) = spec.secret {
+                    prop_assert_eq!(&WebhookSecret::parse(&secret.expose()).unwrap(), &secret);
+                    prop_assert!(secret.sign("msg_1", 1, body.as_bytes()).starts_with("v1,"));
+                }
+            }
+            Err(e) => prop_assert!(!e.field.is_empty()),
         }
     }
 

@@ -133,3 +133,7 @@ export function sparkline(values, label) {
 export function failure(error) {
   return h("p", { class: "error", role: "alert" }, error.message || String(error));
 }
+
+/** A site's status (`healthy`, `degraded`, `failing`, `blocked`, `unknown`), or a degraded run, as a badge. */
+export const healthBadge = (status, title) =>
+  (status ? h("span", { class: `badge health-${status}`, title: title || "" }, status) : null);

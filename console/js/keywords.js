@@ -1,8 +1,9 @@
-// Keywords: what is searched, on which sites, on which schedule; enable or
-// disable one, crawl it now, and see its next five fire times.
+// Keywords: what is searched, on which sites, on which schedule (on the
+// clocks of the keyword's time zone); enable or disable one, crawl it now,
+// and see its next five fire times, on its clocks and in UTC.
 
 import { get, post, put, del } from "./api.js";
-import { h, show, time, when, failure } from "./dom.js";
+import { h, show, failure } from "./dom.js";
 
 export function renderList(root, _params, ctx) {
   const body = h("tbody", { id: "keywords" });
@@ -11,7 +12,7 @@ export function renderList(root, _params, ctx) {
     h("div", { class: "actions" }, h("h1", {}, "Keywords"),
       h("a", { href: "#/keywords/new", class: "button write-only", id: "new-keyword" }, "New keyword")),
     h("table", {}, h("thead", {}, h("tr", {},
-      h("th", {}, "keyword"), h("th", {}, "sites"), h("th", {}, "schedule (UTC)"), h("th", {}, "next run"),
+      h("th", {}, "keyword"), h("th", {}, "sites"), h("th", {}, "schedule"), h("th", {}, "next run (its clock)"),
       h("th", { class: "num" }, "priority"), h("th", {}, "enabled"), h("th", { class: "write-only" }, ""))), body),
     status);
 
@@ -21,8 +22,9 @@ export function renderList(root, _params, ctx) {
       show(body, keywords.items.map((k) => h("tr", { dataset: { keyword: k.id } },
         h("td", {}, h("a", { href: `#/keywords/${k.id}` }, k.keyword)),
         h("td", {}, k.site_ids.map((id) => catalog.siteName(id)).join(", ")),
-        h("td", { class: "mono" }, k.schedule),
-        h("td", {}, k.next_fire_times[0] ? time(k.next_fire_times[0]) : "—"),
+        h("td", {}, h("span", { class: "mono" }, k.schedule), h("span", { class: "muted" }, ` ${k.timezone}`,
+          k.jitter_secs ? ` · jitter ${k.jitter_secs} s` : "")),
+        h("td", {}, k.next_fire_times[0] ? wallTime(k.next_fire_times_local[0], k.next_fire_times[0]) : "—"),
         h("td", { class: "num" }, k.priority),
         h("td", {}, h("input", {
           type: "checkbox", checked: k.enabled, disabled: ctx.access === "read", "aria-label": `${k.keyword} enabled`,
@@ -69,7 +71,22 @@ async function crawlNow(keyword, button, ctx) {
   }
 }
 
-const bodyOf = (k) => ({ keyword: k.keyword, site_ids: k.site_ids, schedule: k.schedule, enabled: k.enabled, priority: k.priority });
+const bodyOf = (k) => ({
+  keyword: k.keyword, site_ids: k.site_ids, schedule: k.schedule, timezone: k.timezone,
+  jitter_secs: k.jitter_secs, enabled: k.enabled, priority: k.priority,
+});
+
+/** A fire time as the keyword's clocks show it ("2026-11-26 06:00:00 +09:00"), UTC on hover. */
+function wallTime(local, utc) {
+  return h("time", { datetime: utc, title: `${utc.slice(0, 19).replace("T", " ")} UTC` },
+    `${local.slice(0, 10)} ${local.slice(11, 19)} ${local.slice(19)}`);
+}
+
+/** Zone names the browser knows, for the time zone field's suggestions. */
+function zoneNames() {
+  const names = typeof Intl.supportedValuesOf === "function" ? Intl.supportedValuesOf("timeZone") : [];
+  return ["UTC", ...names.filter((n) => n !== "UTC")];
+}
 
 export function renderEditor(root, { id }, ctx) {
   const form = h("form", { class: "form panel", id: "keyword-form", novalidate: true });
@@ -86,7 +103,11 @@ export function renderEditor(root, { id }, ctx) {
 
   const build = async () => {
     const catalog = await ctx.catalog.load();
-    const keyword = id ? await get(`/api/keywords/${id}`) : { keyword: "", site_ids: [], schedule: "0 0 8 * * *", enabled: true, priority: 0, next_fire_times: [] };
+    const keyword = id ? await get(`/api/keywords/${id}`) : {
+      keyword: "", site_ids: [], schedule: "0 0 8 * * *", enabled: true, priority: 0, next_fire_times: [],
+      // A new keyword's clock is the viewer's: the mornings they mean are theirs.
+      timezone: Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC", jitter_secs: 0,
+    };
     show(form,
       field("keyword", "keyword", { required: true, value: keyword.keyword }),
       h("fieldset", { dataset: { field: "site_ids" } }, h("legend", {}, "sites"),
@@ -95,7 +116,12 @@ export function renderEditor(root, { id }, ctx) {
           h("input", { type: "checkbox", name: "site_ids", value: s.id, checked: keyword.site_ids.includes(s.id) }), s.name)),
         h("span", { class: "field-error", dataset: { errorFor: "site_ids" }, role: "alert" })),
       field("schedule", "schedule", { required: true, value: keyword.schedule, class: "mono" },
-        "cron with seconds, in UTC: \"0 0 8 * * *\" is every day at 08:00 UTC"),
+        "cron with seconds, on the clocks of the time zone below: \"0 0 8 * * *\" is every day at 08:00"),
+      field("timezone", "time zone", { required: true, value: keyword.timezone, list: "zone-names", autocomplete: "off" },
+        "IANA name (Asia/Seoul, America/New_York, UTC); a time the clocks skip runs as they jump, one they show twice runs once"),
+      h("datalist", { id: "zone-names" }, zoneNames().map((name) => h("option", { value: name }))),
+      field("jitter_secs", "jitter (seconds)", { type: "number", min: 0, max: 3600, value: keyword.jitter_secs },
+        "each run starts up to this late, the same delay every time, so keywords on one schedule do not all start at once"),
       field("priority", "priority (higher first)", { type: "number", value: keyword.priority }),
       h("label", { class: "check" }, h("input", { type: "checkbox", name: "enabled", checked: keyword.enabled }), "enabled"),
       formError,
@@ -109,7 +135,9 @@ export function renderEditor(root, { id }, ctx) {
   const showFires = (keyword) => show(fires, h("h2", {}, "Next runs"),
     !id ? h("p", { class: "muted" }, "Shown once the keyword is saved.") :
       keyword.next_fire_times.length === 0 ? h("p", { class: "muted" }, keyword.enabled ? "The schedule does not fire again." : "Disabled: it does not run on its schedule.") :
-        h("ol", { id: "next-fire-times" }, keyword.next_fire_times.map((t) => h("li", {}, time(t), h("span", { class: "muted" }, ` (${new Date(t).toISOString().slice(0, 19).replace("T", " ")} UTC)`)))));
+        h("ol", { id: "next-fire-times" }, keyword.next_fire_times.map((t, i) => h("li", {},
+          wallTime(keyword.next_fire_times_local[i], t),
+          h("span", { class: "muted" }, ` (${new Date(t).toISOString().slice(0, 19).replace("T", " ")} UTC)`)))));
 
   async function remove() {
     if (!confirm("Delete this keyword with its runs and results?")) return;
@@ -131,13 +159,15 @@ export function renderEditor(root, { id }, ctx) {
       keyword: form.elements.keyword.value.trim(),
       site_ids: [...form.querySelectorAll("input[name=site_ids]:checked")].map((b) => Number(b.value)),
       schedule: form.elements.schedule.value.trim(),
+      timezone: form.elements.timezone.value.trim(),
+      jitter_secs: Number(form.elements.jitter_secs.value || 0),
       enabled: form.elements.enabled.checked,
       priority: Number(form.elements.priority.value || 0),
     };
     try {
       const saved = id ? await put(`/api/keywords/${id}`, body) : await post("/api/keywords", body);
       ctx.catalog.forget();
-      ctx.toast(`Saved; next run ${saved.next_fire_times[0] ? when(saved.next_fire_times[0]) : "never"}`);
+      ctx.toast(`Saved; next run ${saved.next_fire_times[0] ? wallTime(saved.next_fire_times_local[0], saved.next_fire_times[0]).textContent : "never"}`);
       if (!id) ctx.go(`#/keywords/${saved.id}`);
       else showFires(saved);
     } catch (error) {

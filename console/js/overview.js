@@ -4,7 +4,7 @@
 
 import { get } from "./api.js";
 import * as live from "./live.js";
-import { h, show, duration, ago, percent, minuteChart, failure } from "./dom.js";
+import { h, show, duration, ago, percent, minuteChart, failure, healthBadge } from "./dom.js";
 
 const SLOW_REFRESH_MS = 15000;
 
@@ -97,17 +97,19 @@ function showWorkers(root, workers) {
 
 function showTrouble(root, health) {
   const troubled = health
-    .filter((s) => (s.blocked_rate_24h ?? 0) > 0 || (s.success_rate_24h !== null && s.success_rate_24h < TROUBLE_SUCCESS_RATE))
+    .filter((s) => ["degraded", "failing", "blocked"].includes(s.status) || (s.blocked_rate_24h ?? 0) > 0
+      || (s.success_rate_24h !== null && s.success_rate_24h < TROUBLE_SUCCESS_RATE))
     .sort((a, b) => (a.success_rate_24h ?? 1) - (b.success_rate_24h ?? 1));
   if (troubled.length === 0) {
     show(root, h("p", { class: "muted" }, "Every site is doing well over the last 24 hours."));
     return;
   }
   show(root, h("table", {},
-    h("thead", {}, h("tr", {}, h("th", {}, "site"), h("th", { class: "num" }, "success, 24 h"),
+    h("thead", {}, h("tr", {}, h("th", {}, "site"), h("th", {}, "status"), h("th", { class: "num" }, "success, 24 h"),
       h("th", { class: "num" }, "blocked, 24 h"), h("th", {}, "last success"))),
     h("tbody", {}, troubled.map((s) => h("tr", { dataset: { site: s.site_id } },
       h("td", {}, h("a", { href: `#/sites/${s.site_id}` }, s.name)),
+      h("td", { class: "status" }, healthBadge(s.status)),
       h("td", { class: "num" }, percent(s.success_rate_24h)),
       h("td", { class: "num" }, percent(s.blocked_rate_24h)),
       h("td", {}, ago(s.last_success_at)))))));

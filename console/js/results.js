@@ -1,12 +1,16 @@
-// Results: filter by keyword, site, run and when items were first seen,
-// search the fields' text, page through, and download what the filters
-// select as CSV or NDJSON (the API streams it).
+// Results: filter by keyword, site, run, when items were first seen and
+// what they were to their run (new, changed with the fields' old and new
+// values, removed), search the fields' text, page through, and download what
+// the filters select as CSV or NDJSON (the API streams it).
 
 import { get, blob, withQuery } from "./api.js";
 import { h, show, time, select, failure } from "./dom.js";
 import { localToIso } from "./runs.js";
 
 const PAGE = 50;
+
+/** A field's value as text. */
+const text = (v) => (typeof v === "string" ? v : JSON.stringify(v));
 
 export function render(root, { query }, ctx) {
   const filters = h("form", { class: "filters", id: "result-filters" });
@@ -16,7 +20,7 @@ export function render(root, { query }, ctx) {
   show(root, h("h1", {}, "Results"), filters,
     h("table", {}, h("thead", {}, h("tr", {},
       h("th", { class: "num" }, "result"), h("th", {}, "first seen"), h("th", {}, "keyword"), h("th", {}, "site"),
-      h("th", { class: "num" }, "run"), h("th", {}, "fields"), h("th", {}, "item URL"))), body),
+      h("th", { class: "num" }, "run"), h("th", {}, "change"), h("th", {}, "fields"), h("th", {}, "item URL"))), body),
     status, more);
 
   let cursor = null;
@@ -44,8 +48,12 @@ export function render(root, { query }, ctx) {
           h("td", {}, catalog.keywordText(r.keyword_id)),
           h("td", {}, catalog.siteName(r.site_id)),
           h("td", { class: "num" }, h("a", { href: `#/runs/${r.run_id}` }, r.run_id)),
-          h("td", {}, h("div", { class: "fields-list" }, Object.entries(r.fields).map(([k, v]) =>
-            h("span", {}, h("span", { class: "muted" }, `${k}: `), typeof v === "string" ? v : JSON.stringify(v))))),
+          h("td", {}, r.change ? h("span", { class: `badge change-${r.change}` }, r.change) : "—"),
+          h("td", {}, h("div", { class: "fields-list" }, Object.entries(r.fields).map(([k, v]) => {
+            const was = r.diff?.[k];
+            return h("span", { class: was ? "changed-field" : "" }, h("span", { class: "muted" }, `${k}: `),
+              was ? [h("del", {}, text(was.old)), " → "] : null, text(v));
+          }))),
           h("td", { class: "mono" }, r.item_url ? h("a", { href: r.item_url, rel: "noopener noreferrer", target: "_blank" }, r.item_url) : "—")));
       }
       cursor = page.next_cursor ?? null;
@@ -87,6 +95,7 @@ export function render(root, { query }, ctx) {
       h("label", {}, "keyword", select("keyword_id", catalog.keywords.map((k) => [k.id, k.keyword]), { value: initial.keyword_id })),
       h("label", {}, "site", select("site_id", catalog.sites.map((s) => [s.id, s.name]), { value: initial.site_id })),
       h("label", {}, "run", h("input", { type: "number", name: "run_id", id: "run_id", min: 1, value: initial.run_id ?? "" })),
+      h("label", {}, "change", select("change", [["new", "new"], ["changed", "changed"], ["removed", "removed"]], { value: initial.change })),
       h("label", {}, "first seen after", h("input", { type: "datetime-local", name: "first_seen_after", step: 1 })),
       h("label", {}, "first seen before", h("input", { type: "datetime-local", name: "first_seen_before", step: 1 })),
       h("button", { type: "submit" }, "Search"),

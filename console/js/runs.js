@@ -3,7 +3,7 @@
 
 import { get, post, blob, withQuery, ApiError } from "./api.js";
 import * as live from "./live.js";
-import { h, show, time, duration, stateBadge, select, failure } from "./dom.js";
+import { h, show, time, duration, stateBadge, select, failure, healthBadge } from "./dom.js";
 
 const PAGE = 50;
 const ACTIVE = ["queued", "running", "url_call", "call_done"];
@@ -70,7 +70,8 @@ export function renderList(root, { query }, ctx) {
     h("td", { class: "num" }, run.pages_crawled ?? run.pages),
     h("td", { class: "num" }, run.items_found ?? run.items),
     h("td", {}, run.queued_at ? time(run.queued_at) : "just now"),
-    h("td", { class: "error" }, kindBadge(run.error_kind), run.error || ""));
+    h("td", { class: "error" }, kindBadge(run.error_kind), run.error || "",
+      run.health === "degraded" ? [healthBadge("degraded", run.health_reason), " ", run.health_reason] : null));
     return tr;
   };
 
@@ -180,16 +181,21 @@ export function renderDetail(root, { id }, ctx) {
             h("dt", {}, "trigger"), h("dd", {}, run.trigger),
             h("dt", {}, "attempt"), h("dd", {}, `${run.attempt} of ${run.max_attempts}`),
             h("dt", {}, "pages / items"), h("dd", {}, `${run.pages_crawled} / ${run.items_found}`),
+            h("dt", {}, "new / changed / removed"), h("dd", { id: "run-changes" }, changes(run)),
             h("dt", {}, "queued"), h("dd", {}, time(run.queued_at)),
             h("dt", {}, "started"), h("dd", {}, time(run.started_at)),
             h("dt", {}, "finished"), h("dd", {}, time(run.finished_at)),
             h("dt", {}, "worker"), h("dd", { class: "mono" }, run.worker_id || "—"),
             h("dt", {}, "current URL"), h("dd", { class: "mono" }, run.current_url || "—"),
-            run.error ? [h("dt", {}, "error"), h("dd", { class: "error", id: "run-error" }, kindBadge(run.error_kind), run.error)] : null)),
+            run.error ? [h("dt", {}, "error"), h("dd", { class: "error", id: "run-error" }, kindBadge(run.error_kind), run.error)] : null,
+            run.health ? [h("dt", {}, "health"), h("dd", { id: "run-health" }, healthBadge(run.health), " ", run.health_reason || "")] : null,
+            run.refusals ? [h("dt", {}, "refusals"), h("dd", {}, `${run.refusals} page request(s) refused, each tried again`)] : null,
+            run.stopped_at_url ? [h("dt", {}, "stopped before"), h("dd", { class: "mono", id: "run-stopped" }, kindBadge(run.stop_reason), run.stopped_at_url)] : null)),
         h("div", { class: "actions" },
           ACTIVE.includes(run.state) ? act("Cancel", `/api/runs/${id}/cancel`, "danger") : null,
           ["failed", "cancelled"].includes(run.state) ? act("Retry", `/api/runs/${id}/retry`, "") : null,
-          h("a", { href: `#/results?run_id=${id}` }, "Its results"))));
+          h("a", { href: `#/results?run_id=${id}` }, "Its results"),
+          h("a", { href: `#/results?run_id=${id}&change=changed` }, "What changed"))));
     if (run.attempts.length === 0) {
       show(attempts, h("li", { class: "muted" }, "No attempt yet: the run waits for a worker."));
       return;
@@ -213,6 +219,16 @@ export function renderDetail(root, { id }, ctx) {
     stop.forEach((unsubscribe) => unsubscribe());
     clearTimeout(refreshTimer);
   };
+}
+
+/** A run's items new, changed and removed, and whether it could tell what was removed. */
+function changes(run) {
+  const counts = `${run.items_new} / ${run.items_changed} / ${run.items_removed}`;
+  const why = {
+    max_pages: "removals not judged: it stopped at its page limit",
+    seen_before: "removals not judged: it stopped where an earlier run had been",
+  }[run.paging_ended];
+  return why ? [counts, " ", h("span", { class: "muted" }, `(${why})`)] : counts;
 }
 
 function attemptItem(a) {

@@ -3,7 +3,7 @@
 // shows what it found); and, for a stored site, how it is doing.
 
 import { get, post, put, del } from "./api.js";
-import { h, show, ago, percent, sparkline, failure } from "./dom.js";
+import { h, show, ago, time, percent, sparkline, failure, healthBadge } from "./dom.js";
 
 /** The form's inputs, each named as the API names the field (error `field`). */
 function input(field, label, attributes = {}, hint) {
@@ -64,7 +64,9 @@ export function render(root, { id }, ctx) {
         input("json.token_param", "token query parameter")),
       h("h3", {}, "Fields"), h("span", { class: "field-error", dataset: { errorFor: "fields" } }),
       fields,
-      h("button", { type: "button", class: "secondary write-only", id: "add-field", onclick: () => { fields.append(fieldRow()); applyRender(); } }, "Add a field")),
+      h("button", { type: "button", class: "secondary write-only", id: "add-field", onclick: () => { fields.append(fieldRow()); applyRender(); } }, "Add a field"),
+      input("item_key", "item key (a field's name)", { placeholder: "sku" },
+        "identifies an item without a URL from one crawl to the next (else its content does)")),
     h("fieldset", {}, h("legend", {}, "Paging and pace"),
       h("div", { class: "row" },
         input("max_pages", "pages at most", { type: "number", min: 1 }),
@@ -74,7 +76,13 @@ export function render(root, { id }, ctx) {
         input("max_concurrent_runs", "runs at once (fleet)", { type: "number", min: 1 })),
       h("div", { class: "row" },
         check("stop_on_seen", "stop where an earlier run stopped (newest-first feeds)"),
-        check("expect_items", "the first page must have items"))),
+        check("expect_items", "the first page must have items"),
+        check("respect_robots", "obey its robots.txt: pages it disallows are not fetched, a stricter Crawl-delay paces the site"))),
+    h("fieldset", {}, h("legend", {}, "Data health (a completed run below these is degraded)"),
+      h("div", { class: "row" },
+        input("expect.min_items", "items at least", { type: "number", min: 1 }),
+        input("expect.required_fields", "fields every item has", { placeholder: "title, price" }),
+        input("expect.max_empty_runs", "empty runs in a row at most", { type: "number", min: 0 }))),
     h("fieldset", {}, h("legend", {}, "Identity"),
       input("user_agent", "user agent"),
       h("label", { for: "site-headers" }, "extra headers, one \"Name: value\" per line (values are kept secret; *** keeps the stored one)",
@@ -146,6 +154,7 @@ export function render(root, { id }, ctx) {
   } else {
     fields.append(fieldRow("title", { selector: "" }));
     form.elements.enabled.checked = true;
+    form.elements.respect_robots.checked = true;
     applyRender();
   }
 }
@@ -181,6 +190,7 @@ function body(form) {
       ? { items: text("json.items") ?? "", next_token: text("json.next_token"), token_param: text("json.token_param") }
       : undefined,
     fields,
+    item_key: text("item_key"),
     max_pages: number("max_pages"),
     stuck_timeout_secs: number("stuck_timeout_secs"),
     max_attempts: number("max_attempts"),
@@ -189,6 +199,12 @@ function body(form) {
     enabled: flag("enabled"),
     stop_on_seen: flag("stop_on_seen"),
     expect_items: flag("expect_items"),
+    expect: {
+      min_items: number("expect.min_items"),
+      required_fields: (text("expect.required_fields") || "").split(",").map((f) => f.trim()).filter(Boolean),
+      max_empty_runs: number("expect.max_empty_runs"),
+    },
+    respect_robots: flag("respect_robots"),
     keep_session: flag("keep_session"),
     exclusive_session: flag("exclusive_session"),
     user_agent: text("user_agent"),
@@ -204,9 +220,12 @@ function fill(form, fields, site) {
     if (el.type === "checkbox") el.checked = !!value;
     else el.value = value ?? "";
   };
-  for (const name of ["name", "search_url", "render", "item_selector", "wait_for", "blocked_selector", "max_pages",
+  for (const name of ["name", "search_url", "render", "item_selector", "item_key", "wait_for", "blocked_selector", "max_pages",
     "stuck_timeout_secs", "max_attempts", "max_requests_per_sec", "max_concurrent_runs", "enabled", "stop_on_seen",
-    "expect_items", "keep_session", "exclusive_session", "user_agent", "proxy"]) set(name, site[name]);
+    "expect_items", "respect_robots", "keep_session", "exclusive_session", "user_agent", "proxy"]) set(name, site[name]);
+  set("expect.min_items", site.expect?.min_items);
+  set("expect.required_fields", (site.expect?.required_fields || []).join(", "));
+  set("expect.max_empty_runs", site.expect?.max_empty_runs);
   set("json.items", site.json?.items);
   set("json.next_token", site.json?.next_token);
   set("json.token_param", site.json?.token_param);
@@ -323,10 +342,14 @@ async function showHealth(root, id) {
   try {
     const s = await get(`/api/sites/${id}/health`);
     show(root, h("h2", {}, "How it is doing"),
-      h("dl", { class: "facts" },
+      h("dl", { class: "facts", id: "site-health" },
+        h("dt", {}, "status"), h("dd", { id: "site-status" }, healthBadge(s.status),
+          s.blocked_since ? ` since ${time(s.blocked_since)}` : ""),
+        h("dt", {}, "streak"), h("dd", {}, s.streak ? `${s.streak.runs} ${s.streak.verdict} run(s) in a row, since ${time(s.streak.since)}` : "—"),
         h("dt", {}, "last success"), h("dd", {}, ago(s.last_success_at)),
-        h("dt", {}, "success, 24 h"), h("dd", {}, `${percent(s.success_rate_24h)} of ${s.runs_ended_24h} runs`),
-        h("dt", {}, "blocked, 24 h"), h("dd", {}, `${percent(s.blocked_rate_24h)} of ${s.attempts_ended_24h} attempts`),
+        ...[["24 h", s.last_24h], ["7 days", s.last_7d]].flatMap(([span, w]) => [
+          h("dt", {}, `success, ${span}`), h("dd", {}, `${percent(w.success_rate)} of ${w.runs_ended} runs, ${percent(w.degraded_rate)} degraded`),
+          h("dt", {}, `blocked, ${span}`), h("dd", {}, `${percent(w.blocked_rate)} of ${w.attempts_ended} attempts`)]),
         h("dt", {}, "items per run"), h("dd", {}, sparkline(s.recent_runs.map((r) => r.items_found), "items per run, last 20 runs"))),
       h("p", {}, h("a", { href: `#/runs?site_id=${id}` }, "Its runs"), " · ", h("a", { href: `#/results?site_id=${id}` }, "Its results")));
   } catch (e) {

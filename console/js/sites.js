@@ -1,9 +1,9 @@
-// Sites: each with how it is doing (last success, success and blocked rates
+// Sites: each with how it is doing (its status, last success, success and blocked rates
 // over 24 h, items per run over its last 20 runs), and the way to its editor.
 
 import { get } from "./api.js";
 import * as live from "./live.js";
-import { h, show, ago, percent, sparkline, failure } from "./dom.js";
+import { h, show, ago, percent, sparkline, failure, healthBadge } from "./dom.js";
 
 const REFRESH_MS = 30000;
 
@@ -14,7 +14,7 @@ export function render(root, _params, ctx) {
     h("div", { class: "actions" }, h("h1", {}, "Sites"),
       h("a", { href: "#/sites/new", class: "button write-only", id: "new-site" }, "New site")),
     h("table", {}, h("thead", {}, h("tr", {},
-      h("th", {}, "site"), h("th", {}, "render"), h("th", {}, "search URL"), h("th", {}, "last success"),
+      h("th", {}, "site"), h("th", {}, "status"), h("th", {}, "render"), h("th", {}, "search URL"), h("th", {}, "last success"),
       h("th", { class: "num" }, "success, 24 h"), h("th", { class: "num" }, "blocked, 24 h"), h("th", {}, "items per run, last 20"))), body),
     status);
 
@@ -29,6 +29,7 @@ export function render(root, _params, ctx) {
           onkeydown: (e) => { if (e.key === "Enter") ctx.go(`#/sites/${site.id}`); } },
         h("td", {}, h("a", { href: `#/sites/${site.id}` }, site.name),
           site.enabled ? null : [" ", h("span", { class: "badge state-cancelled" }, "disabled")]),
+        h("td", { class: "status" }, healthBadge(s.status, s.streak ? `${s.streak.runs} ${s.streak.verdict} run(s) in a row` : "")),
         h("td", {}, site.render),
         h("td", { class: "mono" }, site.search_url),
         h("td", {}, ago(s.last_success_at)),

@@ -210,6 +210,26 @@ async fn control_characters(api: &Api, targets: &Targets, id: i64, target: &Valu
             Expect::invalid("schedule"),
         )
         .await;
+        let body = json!({"keyword": "laptop", "site_ids": [id], "schedule": "0 0 0 1 1 *",
+                          "timezone": format!("Asia/{c}Seoul")});
+        post_keyword(
+            api,
+            &format!("{name} in timezone"),
+            &body,
+            Expect::invalid("timezone"),
+        )
+        .await;
+    }
+    for jitter in [json!(-1), json!(3601), json!(i64::MAX), json!(u64::MAX)] {
+        let body = json!({"keyword": "laptop", "site_ids": [id], "schedule": "0 0 0 1 1 *",
+                          "jitter_secs": jitter});
+        post_keyword(
+            api,
+            &format!("jitter_secs {jitter}"),
+            &body,
+            Expect::invalid("jitter_secs"),
+        )
+        .await;
     }
 }
 

@@ -81,7 +81,7 @@ pub async fn run(api: &Api, targets: &Targets) -> anyhow::Result<()> {
         }
     }
     bad_ids(api, &routes, targets).await;
-    bad_queries(api, &routes).await;
+    bad_queries(api, &routes, &owned).await;
     Ok(())
 }
 
@@ -210,9 +210,11 @@ async fn bad_ids(api: &Api, routes: &[Route], targets: &Targets) {
     }
 }
 
-async fn bad_queries(api: &Api, routes: &[Route]) {
+async fn bad_queries(api: &Api, routes: &[Route], owned: &Owned) {
     let long = "9".repeat(10_000);
     let over_search_limit = "a".repeat(201);
+    // A listing under an id (a webhook's deliveries) gets a real one, so what
+    // is judged is the parameter, not the path.
     // /ws is left out: its one parameter is the token, and without an
     // upgrade it answers 400 whatever the query.
     let listings = routes
@@ -250,7 +252,7 @@ async fn bad_queries(api: &Api, routes: &[Route]) {
                     true => "format=csv&",
                     false => "",
                 };
-                let path = format!("{}?{required}{name}={value}", route.path);
+                let path = format!("{}?{required}{name}={value}", concrete(&route.path, owned));
                 // A negative id or cursor may simply match nothing.
                 let expect = if value == "-1" && name != "limit" {
                     Expect::NotServerError
@@ -272,7 +274,7 @@ async fn bad_queries(api: &Api, routes: &[Route]) {
             "cursor=1&cursor=%00",
             &format!("limit={long}"),
         ] {
-            let path = format!("{}?{query}", route.path);
+            let path = format!("{}?{query}", concrete(&route.path, owned));
             api.call(
                 "odd query",
                 api.request(Method::GET, &path, Token::Read),

@@ -155,30 +155,56 @@ impl<S: Send + Sync> FromRequestParts<S> for RunAttempt {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let axum::extract::Path((id, attempt)) =
-            axum::extract::Path::<(String, String)>::from_request_parts(parts, state)
-                .await
-                .map_err(|e| ApiError::BadRequest {
-                    message: e.body_text(),
-                    field: Some("id".into()),
-                })?;
-        let number = |raw: &str, field: &str| {
-            raw.parse::<i64>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| ApiError::BadRequest {
-                    message: format!("{field} must be a positive integer, got {raw:?}"),
-                    field: Some(field.into()),
-                })
-        };
+        let [id, attempt] = two_ids(parts, state, ["id", "attempt"]).await?;
         Ok(RunAttempt {
-            run_id: number(&id, "id")?,
-            attempt: i32::try_from(number(&attempt, "attempt")?).map_err(|_| {
-                ApiError::BadRequest {
-                    message: format!("attempt is out of range: {attempt:?}"),
-                    field: Some("attempt".into()),
-                }
+            run_id: id,
+            attempt: i32::try_from(attempt).map_err(|_| ApiError::BadRequest {
+                message: format!("attempt is out of range: {attempt}"),
+                field: Some("attempt".into()),
             })?,
         })
     }
+}
+
+/// The `{id}` and `{delivery_id}` of a webhook's delivery path.
+pub struct WebhookDelivery {
+    pub webhook_id: i64,
+    pub delivery_id: i64,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for WebhookDelivery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let [webhook_id, delivery_id] = two_ids(parts, state, ["id", "delivery_id"]).await?;
+        Ok(WebhookDelivery {
+            webhook_id,
+            delivery_id,
+        })
+    }
+}
+
+/// The two positive numbers of a path, each error naming its `fields`.
+async fn two_ids<S: Send + Sync>(
+    parts: &mut Parts,
+    state: &S,
+    fields: [&str; 2],
+) -> Result<[i64; 2], ApiError> {
+    let axum::extract::Path((first, second)) =
+        axum::extract::Path::<(String, String)>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::BadRequest {
+                message: e.body_text(),
+                field: Some(fields[0].into()),
+            })?;
+    let number = |raw: &str, field: &str| {
+        raw.parse::<i64>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| ApiError::BadRequest {
+                message: format!("{field} must be a positive integer, got {raw:?}"),
+                field: Some(field.into()),
+            })
+    };
+    Ok([number(&first, fields[0])?, number(&second, fields[1])?])
 }

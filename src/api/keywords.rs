@@ -11,11 +11,7 @@ use super::{
     runs::QueueOutcomeView,
 };
 use crate::{
-    domain::{
-        FieldError,
-        keyword::{CronSchedule, KeywordInput},
-        run::Trigger,
-    },
+    domain::{FieldError, keyword::KeywordInput, run::Trigger, schedule::KeywordSchedule},
     store::{
         self,
         keywords::{Keyword, WriteError},
@@ -132,14 +128,24 @@ pub struct KeywordView {
     pub id: i64,
     pub keyword: String,
     pub site_ids: Vec<i64>,
+    /// 6-field cron expression, seconds first, read on the clocks of `timezone`.
     pub schedule: String,
+    /// IANA time zone of the schedule.
+    #[schema(example = "Asia/Seoul")]
+    pub timezone: String,
+    /// Each fire is delayed by this keyword's own share of this window, the
+    /// same every time (derived from its id).
+    pub jitter_secs: i32,
     pub enabled: bool,
     pub priority: i32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-    /// The next 5 times the schedule fires (UTC), from now; empty while the
-    /// keyword is disabled.
+    /// The next 5 times the keyword fires (UTC, jitter included), from now;
+    /// empty while the keyword is disabled.
     pub next_fire_times: Vec<DateTime<Utc>>,
+    /// The same times on the keyword's clocks: RFC 3339 with the zone's
+    /// offset then (`2026-11-26T06:00:00+09:00`).
+    pub next_fire_times_local: Vec<String>,
 }
 
 /// Fire times a keyword shows ahead.
@@ -148,16 +154,26 @@ const FIRE_TIMES_SHOWN: usize = 5;
 /// The keyword as of now (its next fire times count from now).
 impl From<Keyword> for KeywordView {
     fn from(from: Keyword) -> Self {
-        let next_fire_times = match (from.enabled, CronSchedule::parse(&from.schedule)) {
-            (true, Ok(schedule)) => schedule.next_fire_times(Utc::now(), FIRE_TIMES_SHOWN),
-            _ => Vec::new(),
+        let schedule = from.enabled.then(|| {
+            KeywordSchedule::parse(&from.schedule, &from.timezone, from.jitter_secs.into()).ok()
+        });
+        let (next_fire_times, next_fire_times_local) = match schedule.flatten() {
+            Some(schedule) => schedule
+                .next_fires(from.id, Utc::now(), FIRE_TIMES_SHOWN)
+                .into_iter()
+                .map(|fire| (fire.at, schedule.zone().local_rfc3339(fire.at)))
+                .unzip(),
+            None => (Vec::new(), Vec::new()),
         };
         KeywordView {
             next_fire_times,
+            next_fire_times_local,
             id: from.id,
             keyword: from.keyword,
             site_ids: from.site_ids,
             schedule: from.schedule,
+            timezone: from.timezone,
+            jitter_secs: from.jitter_secs,
             enabled: from.enabled,
             priority: from.priority,
             created_at: from.created_at,
@@ -166,15 +182,29 @@ impl From<Keyword> for KeywordView {
     }
 }
 
-/// A keyword as a client sends it; `schedule` is a 6-field cron expression,
-/// seconds first, in UTC.
+/// A keyword as a client sends it.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = KeywordInput)]
 pub struct KeywordBody {
     pub keyword: String,
     pub site_ids: Vec<i64>,
+    /// 6-field cron expression, seconds first (`0 0 6 * * *`: 06:00 every
+    /// day), read on the clocks of `timezone`. A time the clocks skip (set
+    /// forward) fires when they jump past it; a time they show twice (set
+    /// back) fires the first time only.
+    #[schema(example = "0 0 6 * * *")]
     pub schedule: String,
+    /// IANA time zone the schedule is read in.
+    #[serde(default = "utc")]
+    #[schema(default = "UTC", example = "Asia/Seoul")]
+    pub timezone: String,
+    /// Spreads keywords on the same cron: each fire of this keyword is
+    /// delayed by a fixed share of this many seconds (0 to 3600, and shorter
+    /// than the schedule's shortest interval).
+    #[serde(default)]
+    #[schema(default = 0, minimum = 0, maximum = 3600)]
+    pub jitter_secs: i64,
     #[serde(default = "enabled_by_default")]
     pub enabled: bool,
     #[serde(default)]
@@ -187,6 +217,8 @@ impl From<KeywordBody> for KeywordInput {
             keyword: body.keyword,
             site_ids: body.site_ids,
             schedule: body.schedule,
+            timezone: body.timezone,
+            jitter_secs: body.jitter_secs,
             enabled: body.enabled,
             priority: body.priority,
         }
@@ -195,4 +227,8 @@ impl From<KeywordBody> for KeywordInput {
 
 fn enabled_by_default() -> bool {
     true
+}
+
+fn utc() -> String {
+    "UTC".to_owned()
 }

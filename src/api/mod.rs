@@ -1,4 +1,4 @@
-//! The api room: REST under `/api`, WebSocket `/ws` (live events), the
+//! The api room: REST under `/api` (webhook endpoints included), WebSocket `/ws` (live events), the
 //! operator's console at `/`, `/health`,
 //! `/ready`, `/metrics`, and the CloudWatch backlog metric. Owns the wire types
 //! (and their OpenAPI schemas) and maps the store's domain types to them.
@@ -11,6 +11,7 @@ mod console;
 mod error;
 mod extract;
 mod health;
+mod items;
 mod keywords;
 mod live;
 mod observe;
@@ -18,6 +19,7 @@ mod queue;
 mod results;
 mod runs;
 mod sites;
+mod webhooks;
 
 use std::{net::SocketAddr, time::Duration};
 
@@ -209,7 +211,9 @@ fn routes() -> Routes {
             .merge(keywords::router())
             .merge(runs::router())
             .merge(results::router())
+            .merge(items::router())
             .merge(queue::router())
+            .merge(webhooks::router())
             .merge(auth::router())
             .routes(routes!(openapi_json)),
         live: live::router(),

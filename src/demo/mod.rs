@@ -62,6 +62,8 @@ pub async fn start(config: &Config, pool: &PgPool) -> anyhow::Result<DemoSite> {
         keyword: "laptop".into(),
         site_ids: vec![demo_site.id],
         schedule: "0 */10 * * * *".into(),
+        timezone: "UTC".into(),
+        jitter_secs: 0,
         enabled: true,
         priority: 0,
     }

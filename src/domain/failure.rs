@@ -43,10 +43,13 @@ pub enum FailureKind {
     Internal,
     /// A user cancelled the run during the attempt.
     Cancelled,
+    /// The site's robots.txt disallows the first page for our user agent
+    /// (and the site respects robots.txt): the page is not fetched.
+    RobotsDisallowed,
 }
 
 impl FailureKind {
-    pub const ALL: [FailureKind; 14] = [
+    pub const ALL: [FailureKind; 15] = [
         FailureKind::Stuck,
         FailureKind::WorkerLost,
         FailureKind::BrowserCrashed,
@@ -61,6 +64,7 @@ impl FailureKind {
         FailureKind::Misconfigured,
         FailureKind::Internal,
         FailureKind::Cancelled,
+        FailureKind::RobotsDisallowed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -79,6 +83,7 @@ impl FailureKind {
             FailureKind::Misconfigured => "misconfigured",
             FailureKind::Internal => "internal",
             FailureKind::Cancelled => "cancelled",
+            FailureKind::RobotsDisallowed => "robots_disallowed",
         }
     }
 
@@ -100,7 +105,10 @@ impl FailureKind {
             | FailureKind::TargetRefused
             | FailureKind::PageTooLarge
             | FailureKind::Misconfigured
-            | FailureKind::Cancelled => false,
+            | FailureKind::Cancelled
+            // A robots.txt changes on the site's schedule, not within a run's
+            // backoff; the next scheduled run asks it again.
+            | FailureKind::RobotsDisallowed => false,
         }
     }
 }
@@ -170,5 +178,6 @@ mod tests {
         assert!(!FailureKind::HttpStatus.may_succeed_later());
         assert!(!FailureKind::TargetRefused.may_succeed_later());
         assert!(!FailureKind::Cancelled.may_succeed_later());
+        assert!(!FailureKind::RobotsDisallowed.may_succeed_later());
     }
 }

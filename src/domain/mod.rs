@@ -2,14 +2,19 @@
 //! state machine, failures, pages, outbound targets. No I/O here: imports no
 //! other module of the crate, and no database, network or runtime crate.
 
+pub mod change;
 pub mod failure;
 mod field_error;
+pub mod item;
 pub mod keyword;
 pub mod page;
 pub mod preview;
+pub mod robots;
 pub mod run;
+pub mod schedule;
 pub mod site;
 pub mod target;
 pub mod text;
+pub mod webhook;
 
 pub use field_error::FieldError;

@@ -1,5 +1,10 @@
-//! A crawled page and its items, and the incremental-crawl rule: an item an
-//! earlier completed run stored is seen again, not stored again.
+//! A crawled page and its items, the incremental-crawl rule (an item an
+//! earlier completed run stored is seen again, not stored again, unless it
+//! changed), and why a crawl stopped paging.
+
+use std::{fmt, str::FromStr};
+
+use super::{item::ItemIdentity, run::EarlyStop};
 
 /// One item extracted from a page, ready to store.
 #[derive(Debug, Clone, PartialEq)]
@@ -10,9 +15,10 @@ pub struct PageItem {
 }
 
 impl PageItem {
-    /// What identifies the item across runs: its URL, else its content.
-    pub fn key(&self) -> &str {
-        self.item_url.as_deref().unwrap_or(&self.content_hash)
+    /// What identifies the item across runs on a site whose key field is
+    /// `item_key` (see [`ItemIdentity::of`]).
+    pub fn identity(&self, item_key: Option<&str>) -> ItemIdentity {
+        ItemIdentity::of(self, item_key)
     }
 }
 
@@ -22,19 +28,143 @@ pub struct CrawledPage<'a> {
     pub page: i32,
     pub url: &'a str,
     pub items: &'a [PageItem],
-    /// Keys of the items an earlier completed run stored (an incremental
-    /// crawl): those are marked seen again, not stored again.
+    /// The site's key field (`item_key`): identifies items without a URL.
+    pub item_key: Option<&'a str>,
+    /// Identity keys of the items an earlier completed run stored (an
+    /// incremental crawl): those are stored again only if they changed.
     pub stored_before: &'a [String],
 }
 
 impl CrawledPage<'_> {
-    /// Whether an earlier completed run stored `item`.
-    pub fn stored_before(&self, item: &PageItem) -> bool {
-        self.stored_before.iter().any(|key| key == item.key())
+    /// The identity of one of the page's items.
+    pub fn identity(&self, item: &PageItem) -> ItemIdentity {
+        item.identity(self.item_key)
     }
 
-    /// The items this run stores as its results: those no earlier run stored.
-    pub fn new_items(&self) -> impl Iterator<Item = &PageItem> {
-        self.items.iter().filter(|item| !self.stored_before(item))
+    /// Whether an earlier completed run stored `item`.
+    pub fn stored_before(&self, item: &PageItem) -> bool {
+        let key = self.identity(item).key;
+        self.stored_before.contains(&key)
+    }
+}
+
+/// Why a crawl stopped asking for pages. Only a crawl that went through to
+/// the last page can tell that an item it did not see is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PagingEnd {
+    /// No next page: an empty page, no `{page}` in the search, no next
+    /// token (or the same one twice).
+    LastPage,
+    /// The site's `max_pages` were read and there was more.
+    MaxPages,
+    /// An incremental crawl (`stop_on_seen`) reached what an earlier run stored.
+    SeenBefore,
+    /// The site's robots.txt disallows the next page (the run says which).
+    Disallowed,
+}
+
+impl PagingEnd {
+    pub const ALL: [PagingEnd; 4] = [
+        PagingEnd::LastPage,
+        PagingEnd::MaxPages,
+        PagingEnd::SeenBefore,
+        PagingEnd::Disallowed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PagingEnd::LastPage => "last_page",
+            PagingEnd::MaxPages => "max_pages",
+            PagingEnd::SeenBefore => "seen_before",
+            PagingEnd::Disallowed => "disallowed",
+        }
+    }
+}
+
+impl fmt::Display for PagingEnd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("unknown paging end {0:?}")]
+pub struct UnknownPagingEnd(pub String);
+
+impl FromStr for PagingEnd {
+    type Err = UnknownPagingEnd;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        PagingEnd::ALL
+            .into_iter()
+            .find(|end| end.as_str() == s)
+            .ok_or_else(|| UnknownPagingEnd(s.to_owned()))
+    }
+}
+
+/// The pages a completed crawl read: up to which, and why it stopped there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PagesRead {
+    pub last_page: i32,
+    pub end: PagingEnd,
+    /// The first page it did not read, when it was not allowed to.
+    pub stopped: Option<EarlyStop>,
+}
+
+impl PagesRead {
+    pub fn new(last_page: i32, end: PagingEnd) -> Self {
+        PagesRead {
+            last_page,
+            end,
+            stopped: None,
+        }
+    }
+
+    /// The pages before `stopped`, the page the crawl was not allowed to read.
+    pub fn stopped_before(stopped: EarlyStop, last_page: i32) -> Self {
+        PagesRead {
+            last_page,
+            end: PagingEnd::Disallowed,
+            stopped: Some(stopped),
+        }
+    }
+
+    /// Whether every page was read, so what was not seen is gone.
+    pub fn read_every_page(&self) -> bool {
+        self.end == PagingEnd::LastPage
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_item_stored_before_is_recognised_by_its_identity_on_the_site() {
+        let item = PageItem {
+            fields: json!({"sku": "A1", "price": "$6"}),
+            item_url: None,
+            content_hash: "h2".into(),
+        };
+        let stored = ["key:A1".to_owned()];
+        let page = |item_key| CrawledPage {
+            page: 1,
+            url: "http://x/",
+            items: std::slice::from_ref(&item),
+            item_key,
+            stored_before: &stored,
+        };
+        assert!(page(Some("sku")).stored_before(&item));
+        assert!(!page(None).stored_before(&item), "by content: another item");
+    }
+
+    #[test]
+    fn only_a_crawl_that_reached_the_last_page_read_every_page() {
+        assert!(PagesRead::new(3, PagingEnd::LastPage).read_every_page());
+        assert!(!PagesRead::new(5, PagingEnd::MaxPages).read_every_page());
+        assert!(!PagesRead::new(1, PagingEnd::SeenBefore).read_every_page());
+        for end in PagingEnd::ALL {
+            assert_eq!(end.as_str().parse::<PagingEnd>().unwrap(), end);
+        }
     }
 }

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use super::failure::FailureKind;
+use super::{failure::FailureKind, page::PagingEnd};
 
 /// Where a crawl run is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -129,6 +129,15 @@ pub struct CrawlRun {
     pub worker_id: Option<String>,
     pub pages_crawled: i32,
     pub items_found: i32,
+    /// Items the run found that its keyword/site had not stored (change tracking).
+    pub items_new: i32,
+    /// Items stored before that it found with other values.
+    pub items_changed: i32,
+    /// Items stored before that it did not find, having read every page.
+    pub items_removed: i32,
+    /// Why its paging ended (`None` until it completes): only a run that
+    /// reached the last page judges removals.
+    pub paging_ended: Option<PagingEnd>,
     pub current_url: Option<String>,
     /// Why the last attempt failed, as a person reads it.
     pub error: Option<String>,
@@ -142,6 +151,80 @@ pub struct CrawlRun {
     pub heartbeat_at: Option<DateTime<Utc>>,
     pub state_changed_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// How the run measured up to its site's expectations, once completed.
+    pub health: Option<RunHealth>,
+    /// Page requests the site refused during the run (each tried again).
+    pub refusals: i32,
+    /// A completed run that did not read all its pages: where it stopped and why.
+    pub stopped_early: Option<EarlyStop>,
+}
+
+/// How a completed run measured up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunHealth {
+    Healthy,
+    Degraded {
+        /// Every unmet expectation, as a person reads it.
+        reason: String,
+        /// The site's refusals are why: it is blocking us.
+        blocked: bool,
+    },
+}
+
+impl RunHealth {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RunHealth::Healthy => "healthy",
+            RunHealth::Degraded { .. } => "degraded",
+        }
+    }
+
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            RunHealth::Healthy => None,
+            RunHealth::Degraded { reason, .. } => Some(reason),
+        }
+    }
+}
+
+/// Why a run stopped reading pages before its last one, and still completed
+/// with what it read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The site's robots.txt disallows the next page for our user agent.
+    RobotsDisallowed,
+}
+
+impl StopReason {
+    pub const ALL: [StopReason; 1] = [StopReason::RobotsDisallowed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::RobotsDisallowed => "robots_disallowed",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("unknown stop reason {0:?}")]
+pub struct UnknownStopReason(pub String);
+
+impl FromStr for StopReason {
+    type Err = UnknownStopReason;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        StopReason::ALL
+            .into_iter()
+            .find(|reason| reason.as_str() == s)
+            .ok_or_else(|| UnknownStopReason(s.to_owned()))
+    }
+}
+
+/// The first page a completed run did not read, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EarlyStop {
+    pub url: String,
+    pub reason: StopReason,
 }
 
 /// How an attempt ended.
@@ -228,6 +311,9 @@ mod tests {
         }
         for outcome in AttemptOutcome::ALL {
             assert_eq!(outcome.as_str().parse::<AttemptOutcome>().unwrap(), outcome);
+        }
+        for reason in StopReason::ALL {
+            assert_eq!(reason.as_str().parse::<StopReason>().unwrap(), reason);
         }
     }
 

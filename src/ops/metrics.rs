@@ -6,8 +6,8 @@
 use std::sync::LazyLock;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 use crate::domain::run::RunState;
@@ -21,6 +21,7 @@ pub struct Metrics {
     pub queue_runs: IntGaugeVec,
     pub queue_oldest_queued_age: IntGauge,
     pub queue_workers: IntGauge,
+    pub site_health: IntGaugeVec,
     pub cloudwatch_publishes: IntCounter,
     pub cloudwatch_failures: IntCounter,
     pub websocket_clients: IntGauge,
@@ -38,12 +39,20 @@ pub struct Metrics {
     pub rate_limit_wait: HistogramVec,
     pub site_refusals: IntCounterVec,
     pub refused_targets: IntCounter,
+    pub robots_fetches: IntCounterVec,
+    pub robots_disallowed: IntCounterVec,
+    pub robots_crawl_delay: GaugeVec,
     pub browser_connections: IntCounterVec,
     // scheduler
     pub dispatch_window: IntGaugeVec,
     pub dispatched: IntCounter,
     pub watchdog_actions: IntCounterVec,
     pub scheduled_runs: IntCounterVec,
+    pub webhook_deliveries: IntCounterVec,
+    pub webhook_attempt_duration: HistogramVec,
+    pub webhook_endpoints_disabled: IntCounter,
+    pub webhook_pending: IntGauge,
+    pub webhook_oldest_due_age: IntGauge,
 }
 
 fn counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -111,6 +120,13 @@ impl Metrics {
                 vec![
                     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                 ],
+            ),
+            site_health: gauge_vec(
+                &r,
+                "crawlfleet_site_health",
+                "Each site's status (api, from Postgres): 2 healthy, 1 degraded (runs below \
+                 its expectations), 0 failing or blocked; no sample before a run ended.",
+                &["site"],
             ),
             queue_runs: gauge_vec(
                 &r,
@@ -216,6 +232,33 @@ impl Metrics {
                 "crawlfleet_refused_targets_total",
                 "Requests not made because the target is private or a metadata address.",
             ),
+            robots_fetches: counter_vec(
+                &r,
+                "crawlfleet_robots_fetches_total",
+                "robots.txt files fetched (once per origin per ROBOTS_CACHE_SECS), by outcome: \
+                 served, missing (4xx: everything allowed), unreadable (5xx, 429, no answer: \
+                 everything allowed, asked again soon).",
+                &["outcome"],
+            ),
+            robots_disallowed: counter_vec(
+                &r,
+                "crawlfleet_robots_disallowed_total",
+                "Pages not fetched because the site's robots.txt disallows them, by site.",
+                &["site"],
+            ),
+            robots_crawl_delay: {
+                let gauge = GaugeVec::new(
+                    Opts::new(
+                        "crawlfleet_robots_crawl_delay_seconds",
+                        "The robots.txt Crawl-delay pacing a site fleet-wide, stricter than its \
+                         own max_requests_per_sec, as of its last crawl on this worker (0: none).",
+                    ),
+                    &["site"],
+                )
+                .expect("valid metric");
+                r.register(Box::new(gauge.clone())).expect("unique metric");
+                gauge
+            },
             browser_connections: counter_vec(
                 &r,
                 "crawlfleet_browser_connections_total",
@@ -246,6 +289,35 @@ impl Metrics {
                 "crawlfleet_scheduled_runs_total",
                 "Cron fires by outcome per site.",
                 &["outcome"],
+            ),
+            webhook_deliveries: counter_vec(
+                &r,
+                "crawlfleet_webhook_deliveries_total",
+                "Webhook delivery attempts by endpoint and outcome: delivered (2xx), retried \
+                 (to be tried again), failed (the retry schedule is spent).",
+                &["webhook", "outcome"],
+            ),
+            webhook_attempt_duration: histogram_vec(
+                &r,
+                "crawlfleet_webhook_attempt_duration_seconds",
+                "Time from sending a webhook delivery to its answer (or error), by endpoint.",
+                &["webhook"],
+                vec![0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0],
+            ),
+            webhook_endpoints_disabled: counter(
+                &r,
+                "crawlfleet_webhook_endpoints_disabled_total",
+                "Webhook endpoints disabled after a whole retry schedule without a success.",
+            ),
+            webhook_pending: gauge(
+                &r,
+                "crawlfleet_webhook_deliveries_pending",
+                "Webhook deliveries waiting to be sent or retried (enabled endpoints).",
+            ),
+            webhook_oldest_due_age: gauge(
+                &r,
+                "crawlfleet_webhook_oldest_due_age_seconds",
+                "How long the oldest webhook delivery that is due has waited for a sender.",
             ),
             registry: r,
         }

@@ -1,163 +1,238 @@
-//! Keeps one tokio-cron-scheduler job per enabled keyword, in step with
-//! Postgres so API changes take effect without a restart.
+//! The cron loop: sleeps until the earliest next fire among the enabled
+//! keywords, then queues it. Keywords are re-read from Postgres every
+//! `SCHEDULE_SYNC_INTERVAL_MS`, so API changes apply without a restart. Only
+//! the leader runs it. A new leader fires what was missed within
+//! `SCHEDULE_CATCH_UP_SECS` (the previous leader died or was being replaced);
+//! `store::runs::queue_scheduled` fires each period once, whoever fires it.
+//!
+//! Our own loop rather than a cron crate's: fires are computed in each
+//! keyword's zone by `KeywordSchedule` (one instant per wall time across
+//! daylight-saving changes, jitter included), the same code the API shows
+//! the next fire times with.
 
 use std::{collections::HashMap, time::Duration};
 
-use anyhow::Context;
-use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use sqlx::PgPool;
-use tokio_cron_scheduler::{Job, JobScheduler};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 use crate::{
-    domain::{keyword::CronSchedule, run::Trigger},
+    domain::schedule::{Fire, KeywordSchedule},
     events::EventPublisher,
     ops::metrics::metrics,
-    store::{self, keywords::ScheduleEntry, runs::QueueOutcome},
+    store::{self, keywords::ScheduleEntry, runs::ScheduledFire},
 };
+
+/// How long a fire that could not be queued (Postgres unreachable) waits
+/// before it is tried again, while it is within the catch-up window.
+const RETRY_AFTER: TimeDelta = TimeDelta::seconds(5);
+
+/// How the cron loop runs.
+pub(super) struct CronSettings {
+    /// How often keywords are re-read.
+    pub sync_every: Duration,
+    /// How late a fire may still be queued.
+    pub catch_up: TimeDelta,
+    pub default_max_attempts: i32,
+}
+
+/// One enabled keyword: its schedule, and the fire it waits for.
+struct Planned {
+    entry: ScheduleEntry,
+    /// `None` when the stored schedule does not parse (logged once).
+    schedule: Option<KeywordSchedule>,
+    next: Option<Fire>,
+    /// When to try `next`: its `at`, later after a failed try.
+    wake: Option<DateTime<Utc>>,
+}
 
 pub(super) async fn run(
     pool: PgPool,
     events: EventPublisher,
-    sync_every: Duration,
-    default_max_attempts: i32,
+    settings: CronSettings,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let mut scheduler = JobScheduler::new()
-        .await
-        .context("creating the cron scheduler")?;
-    scheduler
-        .start()
-        .await
-        .context("starting the cron scheduler")?;
-    let mut jobs: HashMap<i64, (Uuid, ScheduleEntry)> = HashMap::new();
+    let mut plans: HashMap<i64, Planned> = HashMap::new();
+    let mut next_sync = Instant::now();
     loop {
-        if let Err(e) = sync(&scheduler, &mut jobs, &pool, &events, default_max_attempts).await {
-            tracing::warn!(error = ?e, "could not sync keyword schedules; retrying");
+        if Instant::now() >= next_sync {
+            if let Err(e) = sync(&mut plans, &pool, settings.catch_up).await {
+                tracing::warn!(error = ?e, "could not sync keyword schedules; retrying");
+            }
+            next_sync = Instant::now() + settings.sync_every;
         }
+        fire_due(&mut plans, &pool, &events, &settings).await;
+        // Until the soonest fire, and never past the next sync. The wall
+        // clock is read again on every turn, so a clock step is noticed at
+        // the next sync at the latest.
+        let now = Utc::now();
+        let wake = plans
+            .values()
+            .filter_map(|plan| plan.wake)
+            .min()
+            .map(|at| Instant::now() + (at - now).to_std().unwrap_or_default())
+            .map_or(next_sync, |at| at.min(next_sync));
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            _ = tokio::time::sleep(sync_every) => {}
+            _ = tokio::time::sleep_until(wake) => {}
         }
     }
-    scheduler
-        .shutdown()
-        .await
-        .context("stopping the cron scheduler")?;
     Ok(())
 }
 
-/// Adds, replaces and removes cron jobs so they match the enabled keywords.
+/// Plans the enabled keywords: drops the gone, disabled and changed ones,
+/// and plans the new and changed ones from their first fire after the
+/// catch-up window opened or they were written, whichever is later (a fire
+/// of a keyword's previous schedule is not this one's).
 async fn sync(
-    scheduler: &JobScheduler,
-    jobs: &mut HashMap<i64, (Uuid, ScheduleEntry)>,
+    plans: &mut HashMap<i64, Planned>,
     pool: &PgPool,
-    events: &EventPublisher,
-    default_max_attempts: i32,
+    catch_up: TimeDelta,
 ) -> anyhow::Result<()> {
     let wanted: HashMap<i64, ScheduleEntry> = store::keywords::enabled_schedules(pool)
         .await?
         .into_iter()
         .map(|entry| (entry.id, entry))
         .collect();
-    let stale: Vec<i64> = jobs
-        .iter()
-        .filter(|(id, (_, entry))| wanted.get(id) != Some(entry))
-        .map(|(id, _)| *id)
-        .collect();
-    for id in stale {
-        let (job_id, _) = jobs.remove(&id).expect("listed above");
-        scheduler.remove(&job_id).await?;
-        tracing::info!(keyword_id = id, "cron job removed");
-    }
+    plans.retain(|id, plan| {
+        let keep = wanted.get(id) == Some(&plan.entry);
+        if !keep {
+            tracing::info!(keyword_id = id, "keyword unscheduled");
+        }
+        keep
+    });
+    let now = Utc::now();
     for (id, entry) in wanted {
-        if jobs.contains_key(&id) {
+        if plans.contains_key(&id) {
             continue;
         }
-        let (pool, events) = (pool.clone(), events.clone());
-        let job = Job::new_async(entry.schedule.as_str(), move |_, _| {
-            let (pool, events) = (pool.clone(), events.clone());
-            Box::pin(async move {
-                match fire_keyword(&pool, id, Utc::now(), default_max_attempts).await {
-                    Ok(Some(outcome)) => {
-                        for run in outcome.queued.iter().chain(&outcome.skipped) {
-                            events.run_updated(run).await;
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        tracing::error!(keyword_id = id, error = ?e, "scheduled crawl not queued")
-                    }
-                }
-            })
-        });
-        match job {
-            Ok(job) => {
-                let job_id = scheduler.add(job).await?;
-                tracing::info!(keyword_id = id, schedule = %entry.schedule, "cron job added");
-                jobs.insert(id, (job_id, entry));
+        let parsed =
+            KeywordSchedule::parse(&entry.schedule, &entry.timezone, entry.jitter_secs.into());
+        let schedule = match parsed {
+            Ok(schedule) => Some(schedule),
+            Err(e) => {
+                // The API checked it; one that fails here is logged, not fatal.
+                tracing::error!(keyword_id = id, error = %e, "unusable schedule");
+                None
             }
-            // Stored schedules were checked by the API; one that fails here is logged, not fatal.
-            Err(e) => tracing::error!(keyword_id = id, error = ?e, "unusable schedule"),
-        }
+        };
+        let since = (now - catch_up).max(entry.updated_at);
+        let next = schedule.as_ref().and_then(|s| s.next_fire_after(id, since));
+        tracing::info!(
+            keyword_id = id,
+            schedule = %entry.schedule,
+            timezone = %entry.timezone,
+            next_fire = ?next.map(|f| f.at),
+            "keyword scheduled"
+        );
+        plans.insert(
+            id,
+            Planned {
+                entry,
+                schedule,
+                next,
+                wake: next.map(|f| f.at),
+            },
+        );
     }
     Ok(())
 }
 
-/// Queues a keyword for the schedule period that `fired_at` falls in. A site
-/// that already completed a run since the period started gets a `skipped` run:
-/// the period's result already exists. `None` when the keyword is gone or
-/// disabled.
+/// Fires every keyword whose time has come, the earliest first.
+async fn fire_due(
+    plans: &mut HashMap<i64, Planned>,
+    pool: &PgPool,
+    events: &EventPublisher,
+    settings: &CronSettings,
+) {
+    let now = Utc::now();
+    let mut due: Vec<(DateTime<Utc>, i64)> = plans
+        .iter()
+        .filter_map(|(id, plan)| plan.wake.filter(|wake| *wake <= now).map(|w| (w, *id)))
+        .collect();
+    due.sort_unstable();
+    for (_, id) in due {
+        let plan = plans.get_mut(&id).expect("listed above");
+        let (Some(schedule), Some(mut fire)) = (&plan.schedule, plan.next) else {
+            continue;
+        };
+        // Fires this loop slept through (a suspended host, a slow Postgres):
+        // only the latest is the current period's.
+        while let Some(later) = schedule.next_fire_after(id, fire.at)
+            && later.at <= now
+        {
+            fire = later;
+        }
+        plan.next = schedule.next_fire_after(id, fire.at);
+        plan.wake = plan.next.map(|f| f.at);
+        if now - fire.at > settings.catch_up {
+            tracing::warn!(keyword_id = id, fire = %fire.at, "scheduled fire too late; given up");
+            continue;
+        }
+        match fire_keyword(pool, id, fire.nominal, settings.default_max_attempts).await {
+            Ok(ScheduledFire::Queued(outcome)) => {
+                for run in outcome.queued.iter().chain(&outcome.skipped) {
+                    events.run_updated(run).await;
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!(keyword_id = id, error = ?e, "scheduled crawl not queued; will retry");
+                plan.next = Some(fire);
+                plan.wake = Some(Utc::now() + RETRY_AFTER);
+            }
+        }
+    }
+}
+
+/// Fires keyword `keyword_id` for the schedule period `at` falls in, read in
+/// the keyword's zone: a site that already completed a run since the period
+/// started gets a `skipped` run (the period's result already exists). A
+/// period already fired, by this scheduler or another, is not fired again.
 pub async fn fire_keyword(
     pool: &PgPool,
     keyword_id: i64,
-    fired_at: DateTime<Utc>,
+    at: DateTime<Utc>,
     default_max_attempts: i32,
-) -> anyhow::Result<Option<QueueOutcome>> {
-    let Some((schedule, enabled)) = store::keywords::schedule_of(pool, keyword_id).await? else {
-        return Ok(None);
+) -> anyhow::Result<ScheduledFire> {
+    let Some(entry) = store::keywords::schedule_of(pool, keyword_id).await? else {
+        return Ok(ScheduledFire::NotScheduled);
     };
-    if !enabled {
-        return Ok(None);
+    let schedule =
+        KeywordSchedule::parse(&entry.schedule, &entry.timezone, entry.jitter_secs.into())?;
+    let period_start = schedule.period_start(at).unwrap_or(at);
+    let fired =
+        store::runs::queue_scheduled(pool, keyword_id, period_start, default_max_attempts).await?;
+    match &fired {
+        ScheduledFire::Queued(outcome) => {
+            let scheduled = &metrics().scheduled_runs;
+            scheduled
+                .with_label_values(&["queued"])
+                .inc_by(outcome.queued.len() as u64);
+            scheduled
+                .with_label_values(&["skipped"])
+                .inc_by(outcome.skipped.len() as u64);
+            scheduled
+                .with_label_values(&["already_active"])
+                .inc_by(outcome.already_active.len() as u64);
+            scheduled
+                .with_label_values(&["site_disabled"])
+                .inc_by(outcome.disabled_sites.len() as u64);
+            tracing::info!(
+                keyword_id,
+                queued = outcome.queued.len(),
+                skipped = outcome.skipped.len(),
+                already_active = outcome.already_active.len(),
+                sites_disabled = outcome.disabled_sites.len(),
+                %period_start,
+                "scheduled crawl"
+            );
+        }
+        ScheduledFire::AlreadyFired { last_fired_at } => {
+            tracing::info!(keyword_id, %period_start, ?last_fired_at, "period already fired");
+        }
+        ScheduledFire::NotScheduled => {}
     }
-    let schedule = CronSchedule::parse(&schedule)?;
-    // Cron fires on whole seconds; rounding absorbs the timer's jitter either side.
-    let tick = fired_at
-        .duration_round(TimeDelta::seconds(1))
-        .unwrap_or(fired_at);
-    let period_start = schedule.period_start(tick).unwrap_or(tick);
-    let outcome = store::runs::queue_for_keyword(
-        pool,
-        keyword_id,
-        Trigger::Schedule,
-        Some(period_start),
-        default_max_attempts,
-    )
-    .await?;
-    if let Some(outcome) = &outcome {
-        let scheduled = &metrics().scheduled_runs;
-        scheduled
-            .with_label_values(&["queued"])
-            .inc_by(outcome.queued.len() as u64);
-        scheduled
-            .with_label_values(&["skipped"])
-            .inc_by(outcome.skipped.len() as u64);
-        scheduled
-            .with_label_values(&["already_active"])
-            .inc_by(outcome.already_active.len() as u64);
-        scheduled
-            .with_label_values(&["site_disabled"])
-            .inc_by(outcome.disabled_sites.len() as u64);
-        tracing::info!(
-            keyword_id,
-            queued = outcome.queued.len(),
-            skipped = outcome.skipped.len(),
-            already_active = outcome.already_active.len(),
-            sites_disabled = outcome.disabled_sites.len(),
-            %period_start,
-            "scheduled crawl"
-        );
-    }
-    Ok(outcome)
+    Ok(fired)
 }

@@ -1,6 +1,7 @@
-//! The scheduler room: one leader at a time queues keywords on their cron and
-//! dispatches the backlog from Postgres into Redis a bounded window at a time;
-//! its watchdog takes back stuck and orphaned runs, and retention prunes.
+//! The scheduler room: one leader at a time queues keywords on their cron (in
+//! each keyword's time zone) and dispatches the backlog from Postgres into
+//! Redis a bounded window at a time; its watchdog takes back stuck and
+//! orphaned runs, retention prunes, and the webhook sender delivers the outbox.
 //! May import `config`, `domain`, `store`, `queue`, `events`, `net`, `ops`;
 //! never `api` or `worker`.
 
@@ -8,10 +9,12 @@ mod cron;
 mod dispatcher;
 mod retention;
 mod watchdog;
+mod webhooks;
 
 use std::time::Duration;
 
 use apalis_redis::ConnectionManager;
+use chrono::TimeDelta;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
@@ -81,8 +84,11 @@ async fn lead(
     let cron = tokio::spawn(cron::run(
         pool.clone(),
         events.clone(),
-        config.schedule_sync_interval(),
-        common.max_attempts as i32,
+        cron::CronSettings {
+            sync_every: config.schedule_sync_interval(),
+            catch_up: TimeDelta::from_std(config.schedule_catch_up()).unwrap_or(TimeDelta::MAX),
+            default_max_attempts: common.max_attempts as i32,
+        },
         duties.clone(),
     ));
     let dispatcher = Dispatcher::new(
@@ -111,17 +117,24 @@ async fn lead(
         },
         duties.clone(),
     ));
+    let webhooks = tokio::spawn(webhooks::run(
+        pool.clone(),
+        webhooks::WebhookSettings::from_config(common, config),
+        duties.clone(),
+    ));
     tokio::select! {
         _ = shutdown.cancelled() => {}
         _ = leadership.lost() => tracing::warn!("lost the scheduler lock; standing down"),
     }
     duties.cancel();
-    let (cron, dispatch, watchdog, retention) = tokio::join!(cron, dispatch, watchdog, retention);
+    let (cron, dispatch, watchdog, retention, webhooks) =
+        tokio::join!(cron, dispatch, watchdog, retention, webhooks);
     leadership.release().await;
     cron??;
     dispatch??;
     watchdog??;
     retention??;
+    webhooks??;
     Ok(())
 }
 

@@ -1,6 +1,6 @@
 //! Keeps storage flat over months: ended runs and their results older than
-//! `RETENTION_DAYS` are deleted daily; finished job data in Redis is trimmed
-//! every few minutes.
+//! `RETENTION_DAYS` are deleted daily, and so are webhook messages whose
+//! deliveries are done; finished job data in Redis is trimmed every few minutes.
 
 use std::time::{Duration, Instant};
 
@@ -42,6 +42,15 @@ pub(super) async fn run(
                         tracing::info!(items = n, "retention: items unseen for long forgotten")
                     }
                     Err(e) => tracing::warn!(error = ?e, "retention: forgetting old items failed"),
+                }
+                match store::webhooks::delete_messages_before(&pool, keep).await {
+                    Ok(n) => tracing::info!(
+                        messages = n,
+                        "retention: old webhook messages and their deliveries deleted"
+                    ),
+                    Err(e) => {
+                        tracing::warn!(error = ?e, "retention: deleting old webhook messages failed")
+                    }
                 }
             }
         }

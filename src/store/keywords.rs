@@ -10,6 +10,9 @@ pub struct Keyword {
     pub keyword: String,
     pub site_ids: Vec<i64>,
     pub schedule: String,
+    /// The IANA zone `schedule` is read in.
+    pub timezone: String,
+    pub jitter_secs: i32,
     pub enabled: bool,
     pub priority: i32,
     pub created_at: DateTime<Utc>,
@@ -33,9 +36,12 @@ pub async fn create(pool: &PgPool, spec: &KeywordSpec) -> Result<Keyword, WriteE
         return Err(WriteError::UnknownSites(missing));
     }
     let id = sqlx::query_scalar!(
-        "INSERT INTO keywords (keyword, schedule, enabled, priority) VALUES ($1, $2, $3, $4) RETURNING id",
+        "INSERT INTO keywords (keyword, schedule, timezone, jitter_secs, enabled, priority)
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
         spec.keyword,
-        spec.schedule.as_str(),
+        spec.schedule.cron().as_str(),
+        spec.schedule.zone().name(),
+        spec.schedule.jitter().secs() as i32,
         spec.enabled,
         spec.priority
     )
@@ -57,11 +63,14 @@ pub async fn update(
 ) -> Result<Option<Keyword>, WriteError> {
     let mut tx = pool.begin().await?;
     let found = sqlx::query_scalar!(
-        "UPDATE keywords SET keyword = $2, schedule = $3, enabled = $4, priority = $5, updated_at = now()
+        "UPDATE keywords SET keyword = $2, schedule = $3, timezone = $4, jitter_secs = $5,
+                enabled = $6, priority = $7, updated_at = now()
          WHERE id = $1 RETURNING id",
         id,
         spec.keyword,
-        spec.schedule.as_str(),
+        spec.schedule.cron().as_str(),
+        spec.schedule.zone().name(),
+        spec.schedule.jitter().secs() as i32,
         spec.enabled,
         spec.priority
     )
@@ -101,7 +110,7 @@ async fn link_sites(
 async fn fetch(executor: impl sqlx::PgExecutor<'_>, id: i64) -> sqlx::Result<Option<Keyword>> {
     sqlx::query_as!(
         Keyword,
-        r#"SELECT k.id, k.keyword, k.schedule, k.enabled, k.priority, k.created_at, k.updated_at,
+        r#"SELECT k.id, k.keyword, k.schedule, k.timezone, k.jitter_secs, k.enabled, k.priority, k.created_at, k.updated_at,
                   COALESCE(ARRAY(SELECT site_id FROM keyword_sites WHERE keyword_id = k.id ORDER BY site_id),
                            '{}') AS "site_ids!"
            FROM keywords k WHERE k.id = $1"#,
@@ -118,7 +127,7 @@ pub async fn get(pool: &PgPool, id: i64) -> sqlx::Result<Option<Keyword>> {
 pub async fn list(pool: &PgPool) -> sqlx::Result<Vec<Keyword>> {
     sqlx::query_as!(
         Keyword,
-        r#"SELECT k.id, k.keyword, k.schedule, k.enabled, k.priority, k.created_at, k.updated_at,
+        r#"SELECT k.id, k.keyword, k.schedule, k.timezone, k.jitter_secs, k.enabled, k.priority, k.created_at, k.updated_at,
                   COALESCE(ARRAY(SELECT site_id FROM keyword_sites WHERE keyword_id = k.id ORDER BY site_id),
                            '{}') AS "site_ids!"
            FROM keywords k ORDER BY k.id"#
@@ -136,11 +145,14 @@ pub async fn delete(pool: &PgPool, id: i64) -> sqlx::Result<bool> {
     Ok(deleted.rows_affected() > 0)
 }
 
-/// What the scheduler needs to keep a keyword's cron job in step.
+/// What the scheduler needs to plan a keyword's fires; a change of any
+/// field (`updated_at` included) replans it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduleEntry {
     pub id: i64,
     pub schedule: String,
+    pub timezone: String,
+    pub jitter_secs: i32,
     pub updated_at: DateTime<Utc>,
 }
 
@@ -148,18 +160,21 @@ pub struct ScheduleEntry {
 pub async fn enabled_schedules(pool: &PgPool) -> sqlx::Result<Vec<ScheduleEntry>> {
     sqlx::query_as!(
         ScheduleEntry,
-        "SELECT id, schedule, updated_at FROM keywords WHERE enabled ORDER BY id"
+        "SELECT id, schedule, timezone, jitter_secs, updated_at FROM keywords WHERE enabled ORDER BY id"
     )
     .fetch_all(pool)
     .await
 }
 
-/// Whether the keyword exists and is enabled, with its schedule.
-pub async fn schedule_of(pool: &PgPool, id: i64) -> sqlx::Result<Option<(String, bool)>> {
-    let row = sqlx::query!("SELECT schedule, enabled FROM keywords WHERE id = $1", id)
-        .fetch_optional(pool)
-        .await?;
-    Ok(row.map(|r| (r.schedule, r.enabled)))
+/// A keyword's schedule, enabled or not; `None` when there is no such keyword.
+pub async fn schedule_of(pool: &PgPool, id: i64) -> sqlx::Result<Option<ScheduleEntry>> {
+    sqlx::query_as!(
+        ScheduleEntry,
+        "SELECT id, schedule, timezone, jitter_secs, updated_at FROM keywords WHERE id = $1",
+        id
+    )
+    .fetch_optional(pool)
+    .await
 }
 
 /// The keyword text of a keyword.

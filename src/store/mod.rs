@@ -2,6 +2,7 @@
 //! takes and returns domain types (rows are decoded here, once), and seals
 //! secrets at rest (`sealing`). May import `domain` only; no room.
 
+pub mod items;
 pub mod keywords;
 pub mod leader;
 pub mod names;
@@ -11,6 +12,7 @@ pub mod sealing;
 pub mod sessions;
 pub mod sites;
 pub mod stats;
+pub mod webhooks;
 pub mod workers;
 
 use std::time::Duration;

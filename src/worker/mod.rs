@@ -117,6 +117,7 @@ pub async fn run(
             .as_deref()
             .map(scale_in::ScaleInProtection::new),
         limiter: crawl::limiter::SiteLimiter::new(redis.clone(), &common.queue_name),
+        robots: crawl::robots::RobotsCache::new(Duration::from_secs(config.robots_cache_secs)),
         guard: common.target_guard(),
         session_key: common.session_key.clone(),
         redis: redis.clone(),

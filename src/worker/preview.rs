@@ -21,7 +21,9 @@ use super::{
 };
 use crate::{
     domain::{
+        failure::FailureKind,
         preview::{PreviewItem, PreviewOutcome, PreviewPage, PreviewRefusal, PreviewRequest},
+        robots::paced_rate,
         site::{RenderMode, SiteSpec},
     },
     queue::preview,
@@ -96,6 +98,10 @@ async fn crawl(ctx: &CrawlContext, request: &PreviewRequest, spec: &SiteSpec) ->
         .map(|s| Duration::from_secs(s as u64))
         .unwrap_or(ctx.default_stuck_timeout)
         .min((time_left / u32::from(request.pages)).max(Duration::from_secs(1)));
+    let crawl_delay = match spec.search_url.url_for(&request.keyword, 1) {
+        Ok(first) => ctx.robots.crawl_delay(spec, &first, &ctx.guard).await,
+        Err(_) => None,
+    };
     let pace = SitePace {
         limiter: ctx.limiter.clone(),
         key: match request.site_id {
@@ -108,7 +114,7 @@ async fn crawl(ctx: &CrawlContext, request: &PreviewRequest, spec: &SiteSpec) ->
                     .to_owned(),
             ),
         },
-        max_requests_per_sec: spec.politeness.max_requests_per_sec,
+        max_requests_per_sec: paced_rate(spec.politeness.max_requests_per_sec, crawl_delay),
     };
     let screenshot_png = match spec.render {
         RenderMode::Browser => match ctx.browsers.lease(spec.identity.proxy.as_ref()).await {
@@ -187,8 +193,8 @@ struct Read {
 }
 
 impl Read {
-    /// Fetches the pages asked for, as a crawl would (the guard, the pace),
-    /// but each once: a refusal ends the preview.
+    /// Fetches the pages asked for, as a crawl would (the guard, robots.txt,
+    /// the pace), but each once: a refusal ends the preview.
     async fn pages(
         &mut self,
         ctx: &CrawlContext,
@@ -205,6 +211,9 @@ impl Read {
         let mut url = first.clone();
         for page in 1..=request.pages {
             ctx.guard.check(&url).await?;
+            if let Some(why) = ctx.robots.disallows(spec, &url, &ctx.guard).await {
+                return Err(CrawlError::failed(FailureKind::RobotsDisallowed, why));
+            }
             pace.wait().await?;
             let started = Instant::now();
             let fetched = source
@@ -287,5 +296,5 @@ impl Read {
 }
 
 fn misconfigured(message: String) -> CrawlError {
-    CrawlError::failed(crate::domain::failure::FailureKind::Misconfigured, message)
+    CrawlError::failed(FailureKind::Misconfigured, message)
 }

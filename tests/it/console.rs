@@ -112,16 +112,7 @@ async fn the_console_is_served_from_the_binary_under_a_strict_policy_and_tells_a
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
 
     for (token, access) in [(WRITE_TOKEN, "write"), (READ_TOKEN, "read")] {
-        let answer: Value = app
-            .http
-            .get(format!("{}/api/access", app.base))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let answer = app.get_as("/api/access", token).await;
         assert_eq!(answer, json!({"access": access}));
     }
     let (status, _) = app.get("/api/access").await;

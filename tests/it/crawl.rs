@@ -7,7 +7,7 @@ use crawlfleet::{
     demo::site::expected_products,
     domain::{
         failure::{Failure, FailureKind},
-        page::{CrawledPage, PageItem},
+        page::{CrawledPage, PageItem, PagesRead, PagingEnd},
         run::{RunState, Trigger},
     },
     store::{self, runs::FenceError},
@@ -152,6 +152,7 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
             page: 1,
             url: "http://x/1",
             items: &items(5, "old"),
+            item_key: None,
             stored_before: &[],
         },
     )
@@ -179,12 +180,16 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
             page: 1,
             url: "http://x/1",
             items: &items(4, "new"),
+            item_key: None,
             stored_before: &[],
         },
     )
     .await
     .unwrap();
-    assert_eq!(found.items_found, 4, "the retried page replaced its rows");
+    assert_eq!(
+        found.run.items_found, 4,
+        "the retried page replaced its rows"
+    );
 
     // The first worker comes back: none of its writes land.
     for result in [
@@ -199,12 +204,15 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
                 page: 2,
                 url: "http://x/2",
                 items: &items(5, "late"),
+                item_key: None,
                 stored_before: &[],
             },
         )
         .await
         .map(|_| ()),
-        store::runs::complete(pool, &first, 2).await.map(|_| ()),
+        store::runs::complete(pool, &first, PagesRead::new(2, PagingEnd::LastPage))
+            .await
+            .map(|_| ()),
         store::runs::fail_attempt(pool, &first, &Failure::new(FailureKind::Network, "late"))
             .await
             .map(|_| ()),
@@ -237,9 +245,11 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
     let kept = store::sessions::load(pool, site_id).await.unwrap().unwrap();
     assert_eq!(kept.sealed, b"live");
 
-    let done = store::runs::complete(pool, &second, 1).await.unwrap();
-    assert_eq!(done.state, RunState::Completed);
-    assert_eq!(done.items_found, 4);
+    let done = store::runs::complete(pool, &second, PagesRead::new(1, PagingEnd::LastPage))
+        .await
+        .unwrap();
+    assert_eq!(done.run.state, RunState::Completed);
+    assert_eq!(done.run.items_found, 4);
     let titles: Vec<String> = sqlx::query_scalar(
         "SELECT fields->>'title' FROM crawl_results WHERE run_id = $1 ORDER BY position",
     )

@@ -20,6 +20,17 @@ async fn duplicate_results(app: &TestApp) -> i64 {
     .unwrap()
 }
 
+/// The runs a worker process is in the middle of, read while it is frozen.
+async fn runs_held_by(app: &TestApp, worker_pid: i32) -> Vec<i64> {
+    sqlx::query_scalar(
+        "SELECT id FROM crawl_runs WHERE state IN ('running', 'url_call', 'call_done') AND worker_id LIKE $1",
+    )
+    .bind(format!("%-{worker_pid}-%"))
+    .fetch_all(app.pool())
+    .await
+    .unwrap()
+}
+
 #[tokio::test]
 async fn two_worker_processes_share_a_queue_and_complete_each_run_once() {
     let _slots = browser_slots(2).await;
@@ -83,17 +94,21 @@ async fn a_worker_killed_mid_queue_loses_nothing() {
     let survivor = RoleProcess::worker(&app.config);
     let runs = app.queue_crawls(site, "item ", 20).await;
 
-    // Two worker processes, their browsers and two 0.6 s crawls: seconds.
-    eventually(Duration::from_secs(90), "the doomed worker is mid-crawl", || async {
-        let held: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM crawl_runs WHERE state IN ('running', 'url_call', 'call_done') AND worker_id LIKE $1",
-        )
-        .bind(format!("%-{}-%", doomed.pid()))
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    // Two worker processes, their browsers and two 0.6 s crawls: seconds. The
+    // doomed worker is frozen before its runs are read, so a run it was about
+    // to finish cannot end between the reading and the kill.
+    let held = eventually(Duration::from_secs(90), "the doomed worker is mid-crawl", || async {
         let completed = count_states(app.pool()).await.get("completed").copied().unwrap_or(0);
-        (held > 0 && completed >= 2).then_some(())
+        if completed < 2 {
+            return None;
+        }
+        doomed.signal(libc::SIGSTOP);
+        let held = runs_held_by(&app, doomed.pid()).await;
+        if held.is_empty() {
+            doomed.signal(libc::SIGCONT);
+            return None;
+        }
+        Some(held)
     })
     .await;
     let pid = doomed.pid();
@@ -101,7 +116,7 @@ async fn a_worker_killed_mid_queue_loses_nothing() {
     doomed.kill().await;
     clean_up_after_killed_worker(&left, pid);
 
-    // The killed worker's runs are back within ~15 s: its held run after the
+    // The killed worker's runs are back within ~15 s: its held runs after the
     // 5 s heartbeat timeout and a backoff, the messages it had fetched after the
     // 8 s claim timeout (checked every 5 s). 150 s is ten times that.
     for run in &runs {
@@ -110,14 +125,14 @@ async fn a_worker_killed_mid_queue_loses_nothing() {
             .await;
         assert_eq!(run["items_found"], 5);
     }
-    let taken_back: i64 = sqlx::query_scalar("SELECT count(*) FROM crawl_runs WHERE attempt > 1")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
-    assert!(
-        taken_back >= 1,
-        "the run held by the killed worker was retried"
-    );
+    for run in held {
+        let attempt: i32 = sqlx::query_scalar("SELECT attempt FROM crawl_runs WHERE id = $1")
+            .bind(run)
+            .fetch_one(app.pool())
+            .await
+            .unwrap();
+        assert!(attempt > 1, "run {run}, held by the killed worker, was retried");
+    }
     assert_eq!(duplicate_results(&app).await, 0);
     assert_eq!(survivor.terminate(Duration::from_secs(30)).await, 0);
     app.stop().await;

@@ -4,8 +4,10 @@
 mod support;
 
 mod api_contract;
+mod changes;
 mod cloudwatch;
 mod console;
+mod console_schedules;
 mod crawl;
 mod dispatch;
 mod faults;
@@ -23,7 +25,11 @@ mod politeness;
 mod preview;
 mod render_modes;
 mod results_export;
+mod robots;
 mod scheduling;
+mod scheduling_local;
 mod sessions;
+mod site_health;
 mod ssrf;
+mod webhooks;
 mod worker_faults;

@@ -31,8 +31,18 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/runs/{id}/attempts/{attempt}/screenshot"),
     ("get", "/api/results"),
     ("get", "/api/results/export"),
+    ("get", "/api/items/{id}"),
+    ("get", "/api/items/{id}/history"),
     ("get", "/api/jobs/queue"),
     ("get", "/api/jobs/history"),
+    ("get", "/api/webhooks"),
+    ("post", "/api/webhooks"),
+    ("get", "/api/webhooks/{id}"),
+    ("put", "/api/webhooks/{id}"),
+    ("delete", "/api/webhooks/{id}"),
+    ("get", "/api/webhooks/{id}/deliveries"),
+    ("post", "/api/webhooks/{id}/deliveries/{delivery_id}/resend"),
+    ("post", "/api/webhooks/{id}/test"),
     ("get", "/api/openapi.json"),
     ("get", "/api/access"),
     ("get", "/ws"),
@@ -66,7 +76,9 @@ async fn the_openapi_document_is_valid_and_lists_every_route_the_router_serves()
         let url = format!(
             "{}{}",
             app.base,
-            path.replace("{id}", "1").replace("{attempt}", "1")
+            path.replace("{id}", "1")
+                .replace("{attempt}", "1")
+                .replace("{delivery_id}", "1")
         );
         let method: Method = method.to_uppercase().parse().unwrap();
         let mut req = app.http.request(method.clone(), &url);

@@ -8,7 +8,7 @@ use std::{
 
 use apalis::prelude::TaskSink;
 use axum::{Json, Router, routing::put};
-use crawlfleet::domain::page::CrawledPage;
+use crawlfleet::domain::page::{CrawledPage, PagesRead, PagingEnd};
 use crawlfleet::{
     queue::{self, Job},
     store,
@@ -127,12 +127,15 @@ async fn retention_deletes_old_runs_with_their_results_and_keeps_recent_ones() {
                 page: 1,
                 url: "http://x/",
                 items: &[item],
+                item_key: None,
                 stored_before: &[],
             },
         )
         .await
         .unwrap();
-        store::runs::complete(pool, &fence, 1).await.unwrap();
+        store::runs::complete(pool, &fence, PagesRead::new(1, PagingEnd::LastPage))
+            .await
+            .unwrap();
     }
     sqlx::query(
         "UPDATE crawl_runs SET finished_at = now() - interval '31 days' WHERE keyword_id = $1",

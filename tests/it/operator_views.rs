@@ -4,7 +4,7 @@
 use crawlfleet::{
     domain::{
         failure::{Failure, FailureKind},
-        page::{CrawledPage, PageItem},
+        page::{CrawledPage, PageItem, PagesRead, PagingEnd},
     },
     store,
 };
@@ -34,10 +34,13 @@ async fn ended_run(app: &TestApp, keyword: i64, outcome: Result<usize, FailureKi
                 page: 1,
                 url: "http://127.0.0.1/",
                 items: &items,
+                item_key: None,
                 stored_before: &[],
             };
             store::runs::store_page(pool, &fence, &page).await.unwrap();
-            store::runs::complete(pool, &fence, 1).await.unwrap();
+            store::runs::complete(pool, &fence, PagesRead::new(1, PagingEnd::LastPage))
+                .await
+                .unwrap();
         }
         Err(kind) => {
             let failure = Failure::new(kind, "refused: HTTP 429 (3 tries)");

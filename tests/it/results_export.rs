@@ -2,7 +2,7 @@
 //! NDJSON, across batch boundaries, with the same filters.
 
 use crawlfleet::{
-    domain::page::{CrawledPage, PageItem},
+    domain::page::{CrawledPage, PageItem, PagesRead, PagingEnd},
     store,
 };
 use serde_json::{Value, json};
@@ -44,13 +44,16 @@ async fn run_with_results(app: &TestApp, keyword: i64, tag: &str) -> i64 {
                 page,
                 url: &url,
                 items: &items,
+                item_key: None,
                 stored_before: &[],
             },
         )
         .await
         .unwrap();
     }
-    store::runs::complete(pool, &fence, PAGES).await.unwrap();
+    store::runs::complete(pool, &fence, PagesRead::new(PAGES, PagingEnd::LastPage))
+        .await
+        .unwrap();
     run
 }
 
@@ -128,7 +131,10 @@ async fn the_export_streams_what_the_listing_shows_as_ndjson_and_csv() {
             "fetched_at",
             "first_seen_at",
             "last_seen_at",
-            "fields"
+            "fields",
+            "item_id",
+            "change",
+            "diff"
         ]
     );
     let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
@@ -147,6 +153,9 @@ async fn the_export_streams_what_the_listing_shows_as_ndjson_and_csv() {
                 listed[time].as_str().unwrap().parse().unwrap();
             assert_eq!(exported, shown, "{time}");
         }
+        assert_eq!(cell("item_id"), listed["item_id"].to_string());
+        assert_eq!(cell("change"), listed["change"].as_str().unwrap());
+        assert_eq!(cell("diff"), "", "nothing changed: no diff");
         let fields: Value = serde_json::from_str(&cell("fields")).unwrap();
         assert_eq!(
             fields, listed["fields"],

@@ -4,15 +4,29 @@ use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
 use crawlfleet::{
-    domain::run::{RunState, Trigger},
+    domain::{
+        page::{PagesRead, PagingEnd},
+        run::{RunState, Trigger},
+    },
     scheduler::fire_keyword,
-    store,
+    store::{
+        self,
+        runs::{QueueOutcome, ScheduledFire},
+    },
 };
 use serde_json::json;
 
 use crate::support::{RoleProcess, Roles, TestApp, dispatch_and_claim, eventually};
 
-async fn scheduled_runs(app: &TestApp, keyword: i64) -> i64 {
+/// The runs of a fire that queued; panics on any other outcome.
+pub fn runs_of(fired: ScheduledFire) -> QueueOutcome {
+    match fired {
+        ScheduledFire::Queued(outcome) => outcome,
+        other => panic!("expected runs, got {other:?}"),
+    }
+}
+
+pub async fn scheduled_runs(app: &TestApp, keyword: i64) -> i64 {
     sqlx::query_scalar(
         "SELECT count(*) FROM crawl_runs WHERE keyword_id = $1 AND trigger = 'schedule'",
     )
@@ -82,7 +96,7 @@ async fn a_keyword_is_queued_on_its_cron_until_disabled_and_changes_apply_live()
     let (status, _) = app.delete(&format!("/api/keywords/{keyword}")).await;
     assert_eq!(status, 204);
     // A fire after the delete finds no keyword: a slow machine only gives a
-    // wrongly kept cron job less time to show, never a false failure.
+    // wrongly kept plan less time to show, never a false failure.
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(
         scheduled_runs(&app, keyword).await,
@@ -108,7 +122,9 @@ async fn a_scheduled_run_is_skipped_when_the_period_already_has_a_result() {
     let on_a = queued.queued.iter().find(|r| r.site_id == a).unwrap().id;
     let on_b = queued.queued.iter().find(|r| r.site_id == b).unwrap().id;
     let fence = dispatch_and_claim(pool, on_a, 1, "w").await.unwrap().fence;
-    store::runs::complete(pool, &fence, 0).await.unwrap();
+    store::runs::complete(pool, &fence, PagesRead::new(0, PagingEnd::LastPage))
+        .await
+        .unwrap();
     store::runs::cancel(pool, on_b).await.unwrap();
 
     // "Today" is the day the run completed, not the clock's: a test that
@@ -119,20 +135,24 @@ async fn a_scheduled_run_is_skipped_when_the_period_already_has_a_result() {
             .fetch_one(pool)
             .await
             .unwrap();
-    let today = fire_keyword(pool, keyword, now, 3).await.unwrap().unwrap();
+    let today = runs_of(fire_keyword(pool, keyword, now, 3).await.unwrap());
     assert_eq!(today.skipped.len(), 1, "{today:?}");
     assert_eq!(today.skipped[0].site_id, a);
     assert_eq!(today.skipped[0].state, RunState::Skipped);
     assert_eq!(today.queued.len(), 1);
     assert_eq!(today.queued[0].site_id, b);
+    // The period is fired once: a second fire in it (a new leader catching
+    // up) queues nothing, even with the run cancelled in between.
+    store::runs::cancel(pool, today.queued[0].id).await.unwrap();
+    let again = fire_keyword(pool, keyword, now, 3).await.unwrap();
+    assert!(
+        matches!(again, ScheduledFire::AlreadyFired { .. }),
+        "{again:?}"
+    );
 
     // Tomorrow's period has no result yet: site a is queued again.
-    store::runs::cancel(pool, today.queued[0].id).await.unwrap();
     let tomorrow = now + TimeDelta::days(1);
-    let next = fire_keyword(pool, keyword, tomorrow, 3)
-        .await
-        .unwrap()
-        .unwrap();
+    let next = runs_of(fire_keyword(pool, keyword, tomorrow, 3).await.unwrap());
     assert_eq!(next.skipped.len(), 0, "{next:?}");
     assert_eq!(next.queued.len(), 2);
 
@@ -140,7 +160,11 @@ async fn a_scheduled_run_is_skipped_when_the_period_already_has_a_result() {
     let body =
         json!({"keyword": "sofa", "site_ids": [a, b], "schedule": "0 0 0 * * *", "enabled": false});
     app.put(&format!("/api/keywords/{keyword}"), body).await;
-    assert!(fire_keyword(pool, keyword, now, 3).await.unwrap().is_none());
+    let day_after = tomorrow + TimeDelta::days(1);
+    assert!(matches!(
+        fire_keyword(pool, keyword, day_after, 3).await.unwrap(),
+        ScheduledFire::NotScheduled
+    ));
     app.stop().await;
 }
 
@@ -217,10 +241,11 @@ async fn a_disabled_site_keeps_its_settings_and_is_queued_by_no_schedule_or_craw
     assert_eq!(now["queued"][0]["site_id"], a);
     assert_eq!(now["disabled_sites"], json!([b]));
 
-    let scheduled = fire_keyword(app.pool(), keyword, Utc::now(), 3)
-        .await
-        .unwrap()
-        .unwrap();
+    let scheduled = runs_of(
+        fire_keyword(app.pool(), keyword, Utc::now(), 3)
+            .await
+            .unwrap(),
+    );
     assert!(
         scheduled.queued.iter().all(|run| run.site_id != b),
         "{scheduled:?}"

@@ -34,7 +34,7 @@ const BATCHES_AHEAD: usize = 2;
 
 /// The columns of the CSV, in order; `fields` is the item's fields as JSON.
 const CSV_HEADER: &str = "id,run_id,keyword_id,site_id,page,position,page_url,item_url,\
-content_hash,fetched_at,first_seen_at,last_seen_at,fields\r\n";
+content_hash,fetched_at,first_seen_at,last_seen_at,fields,item_id,change,diff\r\n";
 
 /// How the export is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
@@ -58,20 +58,22 @@ pub(super) struct ExportQuery {
     q: Option<String>,
     first_seen_after: Option<DateTime<Utc>>,
     first_seen_before: Option<DateTime<Utc>>,
+    /// As in `/api/results`.
+    change: Option<String>,
 }
 
 /// Every result the filters select, oldest first, as CSV or NDJSON, streamed
 /// (constant memory on the api, however many rows).
 #[utoipa::path(get, path = "/results/export", tag = "results", security(("bearer" = [])), params(ExportQuery),
     responses((status = 200, description = "The results, streamed", content((String = "text/csv"), (String = "application/x-ndjson"))),
-              (status = 400, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+              (status = 400, body = ErrorBody), (status = 422, description = "An unknown `change`", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 pub(super) async fn export(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<ExportQuery>,
 ) -> Result<Response, ApiError> {
     let filter = super::filter(
         (query.keyword_id, query.site_id, query.run_id),
-        query.q,
+        (query.q, query.change),
         (query.first_seen_after, query.first_seen_before),
         BATCH,
     )?;
@@ -167,6 +169,12 @@ fn csv_row(out: &mut Vec<u8>, r: &CrawlResult) {
         timestamp(&r.first_seen_at),
         timestamp(&r.last_seen_at),
         r.fields.to_string(),
+        r.item_id.map(|id| id.to_string()).unwrap_or_default(),
+        r.change.map(|c| c.as_str().to_owned()).unwrap_or_default(),
+        r.diff
+            .as_ref()
+            .map(|diff| serde_json::to_string(diff).expect("diffs serialize"))
+            .unwrap_or_default(),
     ];
     for (i, cell) in cells.iter().enumerate() {
         if i > 0 {

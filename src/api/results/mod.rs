@@ -11,9 +11,12 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::{
     ApiError, AppState, Page, error::ErrorBody, extract::ApiQuery, page_limit, parse_cursor,
 };
-use crate::store::{
-    self,
-    results::{CrawlResult, ResultFilter},
+use crate::{
+    domain::change::{Change, FieldDiff},
+    store::{
+        self,
+        results::{CrawlResult, ResultFilter},
+    },
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -35,6 +38,9 @@ struct ResultQuery {
     first_seen_after: Option<DateTime<Utc>>,
     /// Items first seen before this time.
     first_seen_before: Option<DateTime<Utc>>,
+    /// `new` or `changed`: results whose item was that to its run;
+    /// `removed`: the items the runs found gone (as last seen).
+    change: Option<String>,
     limit: Option<i64>,
     cursor: Option<String>,
 }
@@ -45,10 +51,11 @@ const MAX_SEARCH_CHARS: usize = 200;
 /// The filters `/api/results` and its export share, checked.
 fn filter(
     (keyword_id, site_id, run_id): (Option<i64>, Option<i64>, Option<i64>),
-    q: Option<String>,
+    (q, change): (Option<String>, Option<String>),
     first_seen: (Option<DateTime<Utc>>, Option<DateTime<Utc>>),
     limit: i64,
 ) -> Result<ResultFilter, ApiError> {
+    let change = change.as_deref().map(Change::parse_filter).transpose()?;
     let text = match q.as_deref().map(str::trim) {
         None | Some("") => None,
         Some(q) => {
@@ -63,15 +70,19 @@ fn filter(
         text,
         first_seen_after: first_seen.0,
         first_seen_before: first_seen.1,
+        change,
         after: None,
         limit,
     })
 }
 
 /// Results in the order they were stored; pass `next_cursor` back as `cursor`
-/// for the next page.
+/// for the next page. `change=new|changed` lists the results whose item was
+/// new or changed to its run; `change=removed` the items the matching runs
+/// found gone, as they were last seen, in the order they were removed (`id`,
+/// `run_id` and the cursor are the removal's).
 #[utoipa::path(get, path = "/results", tag = "results", security(("bearer" = [])), params(ResultQuery),
-    responses((status = 200, body = Page<CrawlResultView>), (status = 400, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+    responses((status = 200, body = Page<CrawlResultView>), (status = 400, body = ErrorBody), (status = 422, description = "An unknown `change`", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<ResultQuery>,
@@ -80,7 +91,7 @@ async fn list(
         after: parse_cursor(query.cursor.as_deref())?,
         ..filter(
             (query.keyword_id, query.site_id, query.run_id),
-            query.q,
+            (query.q, query.change),
             (query.first_seen_after, query.first_seen_before),
             page_limit(query.limit)?,
         )?
@@ -109,10 +120,43 @@ pub struct CrawlResultView {
     pub fields: serde_json::Value,
     pub content_hash: String,
     pub fetched_at: DateTime<Utc>,
-    /// When any run of this keyword/site first saw the item (by URL, else content).
+    /// When any run of this keyword/site first saw the item.
     pub first_seen_at: DateTime<Utc>,
     /// When a run last saw it.
     pub last_seen_at: DateTime<Utc>,
+    /// The item (see `/api/items/{id}`); null on results stored before
+    /// change tracking.
+    pub item_id: Option<i64>,
+    /// What the item was to the run (null before change tracking).
+    pub change: Option<ChangeView>,
+    /// `changed`: each changed field's old and new value,
+    /// `{"price": {"old": "$5.99", "new": "$6.49"}}`.
+    #[schema(value_type = Option<Object>)]
+    pub diff: Option<FieldDiff>,
+}
+
+/// What an item was to a run: `new` (not stored for its keyword/site
+/// before), `changed`, `unchanged`, or `removed` (stored before, not found by
+/// a run that read every page).
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = Change)]
+pub enum ChangeView {
+    New,
+    Changed,
+    Unchanged,
+    Removed,
+}
+
+impl From<Change> for ChangeView {
+    fn from(change: Change) -> Self {
+        match change {
+            Change::New => ChangeView::New,
+            Change::Changed => ChangeView::Changed,
+            Change::Unchanged => ChangeView::Unchanged,
+            Change::Removed => ChangeView::Removed,
+        }
+    }
 }
 
 impl From<CrawlResult> for CrawlResultView {
@@ -131,6 +175,9 @@ impl From<CrawlResult> for CrawlResultView {
             fetched_at: from.fetched_at,
             first_seen_at: from.first_seen_at,
             last_seen_at: from.last_seen_at,
+            item_id: from.item_id,
+            change: from.change.map(ChangeView::from),
+            diff: from.diff,
         }
     }
 }

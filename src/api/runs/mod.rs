@@ -2,6 +2,7 @@
 
 mod view;
 
+pub(super) use view::names_schema;
 pub use view::{CrawlRunView, QueueOutcomeView};
 
 use axum::{

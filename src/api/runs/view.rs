@@ -16,7 +16,8 @@ use utoipa::{
 use crate::{
     domain::{
         failure::FailureKind,
-        run::{Attempt, AttemptOutcome, CrawlRun, RunState},
+        page::PagingEnd,
+        run::{Attempt, AttemptOutcome, CrawlRun, RunHealth, RunState, StopReason},
     },
     store::runs::QueueOutcome,
 };
@@ -84,7 +85,8 @@ impl PartialSchema for ErrorKindView {
              browser_crashed, network, site_error (5xx, 408), http_status (4xx), blocked (429, \
              503 or a block page on every try), target_refused (SSRF guard), unreadable_page, \
              page_too_large, no_items (a first page without items on a site that expects them), \
-             misconfigured, internal, cancelled.",
+             misconfigured, internal, cancelled, robots_disallowed (the site's robots.txt \
+             disallows the first page for our user agent; the page was not fetched).",
         )
     }
 }
@@ -95,8 +97,38 @@ impl ToSchema for ErrorKindView {
     }
 }
 
+/// Why a completed run stopped before its last page, on the wire: the
+/// domain's [`StopReason`], whose OpenAPI schema is the enum of its names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StopReasonView(pub StopReason);
+
+impl Serialize for StopReasonView {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.0.as_str())
+    }
+}
+
+impl PartialSchema for StopReasonView {
+    fn schema() -> RefOr<Schema> {
+        names_schema(
+            StopReason::ALL.map(StopReason::as_str),
+            "Why a completed run stopped before its last page: robots_disallowed (the site's \
+             robots.txt disallows the next page for our user agent; it was not fetched).",
+        )
+    }
+}
+
+impl ToSchema for StopReasonView {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("StopReason")
+    }
+}
+
 /// The schema of a string that is one of `names`.
-fn names_schema<const N: usize>(names: [&'static str; N], description: &str) -> RefOr<Schema> {
+pub(in crate::api) fn names_schema<const N: usize>(
+    names: [&'static str; N],
+    description: &str,
+) -> RefOr<Schema> {
     ObjectBuilder::new()
         .schema_type(Type::String)
         .enum_values(Some(names))
@@ -120,6 +152,16 @@ pub struct CrawlRunView {
     pub worker_id: Option<String>,
     pub pages_crawled: i32,
     pub items_found: i32,
+    /// Items its keyword/site had not stored (change tracking).
+    pub items_new: i32,
+    /// Items stored before that it found with other values.
+    pub items_changed: i32,
+    /// Items stored before that it did not find, having read every page.
+    pub items_removed: i32,
+    /// Why its paging ended, once it completed: `last_page` (it read every
+    /// page, so it judged removals), `max_pages` (there was more) or
+    /// `seen_before` (an incremental crawl reached what was stored).
+    pub paging_ended: Option<PagingEndView>,
     pub current_url: Option<String>,
     /// Why the last attempt failed, as a person reads it.
     pub error: Option<String>,
@@ -133,11 +175,30 @@ pub struct CrawlRunView {
     pub heartbeat_at: Option<DateTime<Utc>>,
     pub state_changed_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// Once completed: `healthy`, or `degraded` when the run fell below its
+    /// site's `expect` (null on other runs).
+    pub health: Option<&'static str>,
+    /// Why a degraded run is degraded: every unmet expectation.
+    pub health_reason: Option<String>,
+    /// Page requests the site refused during the run (each tried again
+    /// after the fleet paused the site).
+    pub refusals: i32,
+    /// A completed run that did not read all its pages: the first page it
+    /// did not read (null when it read them all).
+    pub stopped_at_url: Option<String>,
+    /// Why it stopped there (null when it read them all).
+    pub stop_reason: Option<StopReasonView>,
 }
 
 impl From<CrawlRun> for CrawlRunView {
     fn from(run: CrawlRun) -> Self {
+        let (stopped_at_url, stop_reason) = match run.stopped_early {
+            Some(stop) => (Some(stop.url), Some(StopReasonView(stop.reason))),
+            None => (None, None),
+        };
         CrawlRunView {
+            stopped_at_url,
+            stop_reason,
             id: run.id,
             keyword_id: run.keyword_id,
             site_id: run.site_id,
@@ -149,6 +210,10 @@ impl From<CrawlRun> for CrawlRunView {
             worker_id: run.worker_id,
             pages_crawled: run.pages_crawled,
             items_found: run.items_found,
+            items_new: run.items_new,
+            items_changed: run.items_changed,
+            items_removed: run.items_removed,
+            paging_ended: run.paging_ended.map(PagingEndView::from),
             current_url: run.current_url,
             error: run.error,
             error_kind: run.error_kind.map(ErrorKindView),
@@ -159,6 +224,36 @@ impl From<CrawlRun> for CrawlRunView {
             heartbeat_at: run.heartbeat_at,
             state_changed_at: run.state_changed_at,
             finished_at: run.finished_at,
+            health: run.health.as_ref().map(RunHealth::as_str),
+            health_reason: run
+                .health
+                .as_ref()
+                .and_then(RunHealth::reason)
+                .map(str::to_owned),
+            refusals: run.refusals,
+        }
+    }
+}
+
+/// Why a completed run's paging ended.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = PagingEnd)]
+pub enum PagingEndView {
+    LastPage,
+    MaxPages,
+    SeenBefore,
+    /// robots.txt disallows the next page (`stopped_at_url`).
+    Disallowed,
+}
+
+impl From<PagingEnd> for PagingEndView {
+    fn from(end: PagingEnd) -> Self {
+        match end {
+            PagingEnd::LastPage => PagingEndView::LastPage,
+            PagingEnd::MaxPages => PagingEndView::MaxPages,
+            PagingEnd::SeenBefore => PagingEndView::SeenBefore,
+            PagingEnd::Disallowed => PagingEndView::Disallowed,
         }
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::domain::site::{FieldInput, JsonInput, SiteInput};
+use crate::domain::site::{Expectations, ExpectationsInput, FieldInput, JsonInput, SiteInput};
 
 /// A site as a client sends it; [`SiteInput::parse`] checks every rule.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -21,6 +21,10 @@ pub struct SiteBody {
     /// CSS selector of one item (browser, http).
     pub item_selector: Option<String>,
     pub fields: BTreeMap<String, FieldBody>,
+    /// The field (one of `fields`) whose value identifies an item that has no
+    /// URL: a SKU, an id. Items are identified by their URL, else by this
+    /// field, else by their content (any change makes another item).
+    pub item_key: Option<String>,
     /// Element to wait for (up to 10 s) before reading a page (browser).
     pub wait_for: Option<String>,
     /// An element whose presence means the site refused us (browser, http).
@@ -41,9 +45,17 @@ pub struct SiteBody {
     /// The first page must have items: none is a failure (`no_items`: the
     /// site changed), not an empty result.
     pub expect_items: Option<bool>,
+    /// What a healthy completed run finds; a run below it is completed with
+    /// `health: "degraded"` and a reason (and the `run.degraded` event).
+    pub expect: Option<ExpectBody>,
     /// Queue runs for the site (default true). A disabled site keeps its
     /// settings and history; neither schedules nor a crawl now queue it.
     pub enabled: Option<bool>,
+    /// Obey the site's robots.txt (default true): a page it disallows for our
+    /// user agent (the product token of `user_agent`, else `crawlfleet`) is
+    /// not fetched (`robots_disallowed`), and its Crawl-delay paces the site
+    /// fleet-wide when stricter than `max_requests_per_sec`.
+    pub respect_robots: Option<bool>,
     /// Keep cookies and local storage between runs (needs SESSION_KEY).
     pub keep_session: Option<bool>,
     /// Only one run at a time uses the kept session.
@@ -68,6 +80,40 @@ pub struct FieldBody {
     pub pointer: Option<String>,
     /// The value is a URL: made absolute, and the first one is the item's URL (json).
     pub link: Option<bool>,
+}
+
+/// What a healthy completed run of a site finds. Every part is optional.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = Expectations)]
+pub struct ExpectBody {
+    /// A completed run with fewer items is degraded.
+    pub min_items: Option<i32>,
+    /// Fields every item must have (non-empty); one of the site's `fields`.
+    #[serde(default)]
+    pub required_fields: Vec<String>,
+    /// Empty runs of a keyword in a row that are still fine; the next is degraded.
+    pub max_empty_runs: Option<i32>,
+}
+
+impl From<ExpectBody> for ExpectationsInput {
+    fn from(body: ExpectBody) -> Self {
+        ExpectationsInput {
+            min_items: body.min_items,
+            required_fields: body.required_fields,
+            max_empty_runs: body.max_empty_runs,
+        }
+    }
+}
+
+impl From<Expectations> for ExpectBody {
+    fn from(expect: Expectations) -> Self {
+        ExpectBody {
+            min_items: expect.min_items,
+            required_fields: expect.required_fields,
+            max_empty_runs: expect.max_empty_runs,
+        }
+    }
 }
 
 /// Where a JSON API keeps its items and its next-page token.
@@ -97,6 +143,7 @@ impl From<SiteBody> for SiteInput {
                 .into_iter()
                 .map(|(name, field)| (name, field.into()))
                 .collect(),
+            item_key: body.item_key,
             wait_for: body.wait_for,
             blocked_selector: body.blocked_selector,
             json: body.json.map(JsonInput::from),
@@ -107,7 +154,9 @@ impl From<SiteBody> for SiteInput {
             max_concurrent_runs: body.max_concurrent_runs,
             stop_on_seen: body.stop_on_seen,
             expect_items: body.expect_items,
+            expect: body.expect.map(ExpectationsInput::from),
             enabled: body.enabled,
+            respect_robots: body.respect_robots,
             keep_session: body.keep_session,
             exclusive_session: body.exclusive_session,
             user_agent: body.user_agent,

@@ -26,6 +26,9 @@ use crate::{
 use body::SiteBody;
 use view::{SiteHealthView, SiteView};
 
+/// Longest a scrape waits for the site health gauge.
+const HEALTH_GAUGE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl From<LoadError> for ApiError {
     fn from(e: LoadError) -> Self {
         ApiError::Internal(anyhow::Error::new(e).context("reading a site"))
@@ -248,5 +251,28 @@ async fn forget_session(State(state): State<AppState>, Id(id): Id) -> Result<Sta
         Err(ApiError::not_found("site", id))
     } else {
         Err(ApiError::NotFound(format!("site {id} has no kept session")))
+    }
+}
+
+/// Sets `crawlfleet_site_health{site}` from every site's health, dropping
+/// the sites deleted since the last scrape. Bounded: a slow database leaves
+/// the previous values rather than holding the scrape.
+pub(super) async fn refresh_health_gauge(pool: &sqlx::PgPool) {
+    let all =
+        match tokio::time::timeout(HEALTH_GAUGE_TIMEOUT, store::sites::health_of_all(pool)).await {
+            Ok(Ok(all)) => all,
+            failed => {
+                tracing::warn!(?failed, "site health gauge not refreshed");
+                return;
+            }
+        };
+    let gauge = &crate::ops::metrics::metrics().site_health;
+    gauge.reset();
+    for site in all {
+        if let Some(value) = site.status.gauge() {
+            gauge
+                .with_label_values(&[&site.site_id.to_string()])
+                .set(value);
+        }
     }
 }

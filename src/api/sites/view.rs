@@ -7,10 +7,10 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::body::JsonBody;
+use super::body::{ExpectBody, JsonBody};
 use crate::{
     domain::site::{FieldSpec, ProxyUrl, Site},
-    store::sites::SiteHealth,
+    store::sites::{SiteHealth, Window},
 };
 
 /// A stored site, as the API shows it: the values of its headers and its
@@ -25,6 +25,8 @@ pub struct SiteView {
     pub render: String,
     pub item_selector: Option<String>,
     pub fields: BTreeMap<String, FieldView>,
+    /// The field whose value identifies an item that has no URL.
+    pub item_key: Option<String>,
     pub wait_for: Option<String>,
     pub blocked_selector: Option<String>,
     pub json: Option<JsonBody>,
@@ -35,8 +37,11 @@ pub struct SiteView {
     pub max_concurrent_runs: i32,
     pub stop_on_seen: bool,
     pub expect_items: bool,
+    pub expect: ExpectBody,
     /// Queued for its keywords; false: disabled.
     pub enabled: bool,
+    /// Obeys its robots.txt (disallowed pages, Crawl-delay).
+    pub respect_robots: bool,
     pub keep_session: bool,
     pub exclusive_session: bool,
     pub user_agent: Option<String>,
@@ -66,6 +71,7 @@ impl From<Site> for SiteView {
                 .iter()
                 .map(|(name, field)| (name.clone(), FieldView::from(field)))
                 .collect(),
+            item_key: spec.item_key,
             wait_for,
             blocked_selector,
             json: spec.extraction.json_input().map(JsonBody::from),
@@ -76,7 +82,9 @@ impl From<Site> for SiteView {
             max_concurrent_runs: spec.politeness.max_concurrent_runs,
             stop_on_seen: spec.stop_on_seen,
             expect_items: spec.expect_items,
+            expect: spec.expect.into(),
             enabled: spec.enabled,
+            respect_robots: spec.respect_robots,
             keep_session: spec.session.keep,
             exclusive_session: spec.session.exclusive,
             headers: spec.identity.masked_headers(),
@@ -118,14 +126,21 @@ impl From<&FieldSpec> for FieldView {
     }
 }
 
-/// How a site is doing: its last success, its success and blocked rates
-/// over the last 24 hours, and the items its last completed runs found.
+/// How a site is doing: its status in one word, its last success, its
+/// success, degraded and blocked rates over the last 24 hours and 7 days, its
+/// current streak, and the items its last completed runs found.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(as = SiteHealth)]
 pub struct SiteHealthView {
     pub site_id: i64,
     pub name: String,
-    /// When a run of the site last completed.
+    /// `healthy`, `degraded` (its last runs completed below its `expect`),
+    /// `failing` (its last runs failed), `blocked` (it refuses us), or
+    /// `unknown` (no run ended yet).
+    pub status: String,
+    /// Since when the site refuses us; cleared by the next healthy run.
+    pub blocked_since: Option<DateTime<Utc>>,
+    /// When a run of the site last completed healthy.
     pub last_success_at: Option<DateTime<Utc>>,
     /// Runs that ended (completed or failed) in the last 24 hours.
     pub runs_ended_24h: i64,
@@ -135,8 +150,40 @@ pub struct SiteHealthView {
     pub attempts_ended_24h: i64,
     /// Of those, the share the site refused on every try (`blocked`; null when none ended).
     pub blocked_rate_24h: Option<f64>,
+    pub last_24h: HealthWindowView,
+    pub last_7d: HealthWindowView,
+    /// The site's last ended runs that went the same way (null before any ended).
+    pub streak: Option<StreakView>,
     /// The last 20 completed runs, oldest first: the site's yield over time.
     pub recent_runs: Vec<RunItemsView>,
+}
+
+/// How a site's runs ended over a span of time; rates are null when no run ended.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = HealthWindow)]
+pub struct HealthWindowView {
+    pub runs_ended: i64,
+    pub runs_completed: i64,
+    pub runs_degraded: i64,
+    /// Completed runs (healthy or degraded) among those that ended.
+    pub success_rate: Option<f64>,
+    /// Degraded runs among those that ended.
+    pub degraded_rate: Option<f64>,
+    pub attempts_ended: i64,
+    /// Attempts the site refused on every try (`blocked`) among those that ended.
+    pub blocked_rate: Option<f64>,
+}
+
+/// The site's last ended runs that went the same way, newest first.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Streak)]
+pub struct StreakView {
+    /// `healthy`, `degraded` or `failed`.
+    pub verdict: String,
+    /// How many (counted over the last 1000 ended runs).
+    pub runs: i64,
+    /// When the first run of the streak ended.
+    pub since: DateTime<Utc>,
 }
 
 /// The items one completed run found.
@@ -146,19 +193,48 @@ pub struct RunItemsView {
     pub run_id: i64,
     pub finished_at: DateTime<Utc>,
     pub items_found: i32,
+    /// Completed below the site's expectations.
+    pub degraded: bool,
+}
+
+fn share(part: i64, whole: i64) -> Option<f64> {
+    (whole > 0).then(|| part as f64 / whole as f64)
+}
+
+impl From<Window> for HealthWindowView {
+    fn from(window: Window) -> Self {
+        HealthWindowView {
+            runs_ended: window.runs_ended,
+            runs_completed: window.runs_completed,
+            runs_degraded: window.runs_degraded,
+            success_rate: share(window.runs_completed, window.runs_ended),
+            degraded_rate: share(window.runs_degraded, window.runs_ended),
+            attempts_ended: window.attempts_ended,
+            blocked_rate: share(window.attempts_blocked, window.attempts_ended),
+        }
+    }
 }
 
 impl From<SiteHealth> for SiteHealthView {
     fn from(health: SiteHealth) -> Self {
-        let share = |part: i64, whole: i64| (whole > 0).then(|| part as f64 / whole as f64);
+        let day = health.last_24h;
         SiteHealthView {
             site_id: health.site_id,
             name: health.name,
+            status: health.status.as_str().to_owned(),
+            blocked_since: health.blocked_since,
             last_success_at: health.last_success_at,
-            runs_ended_24h: health.runs_ended,
-            success_rate_24h: share(health.runs_completed, health.runs_ended),
-            attempts_ended_24h: health.attempts_ended,
-            blocked_rate_24h: share(health.attempts_blocked, health.attempts_ended),
+            runs_ended_24h: day.runs_ended,
+            success_rate_24h: share(day.runs_completed, day.runs_ended),
+            attempts_ended_24h: day.attempts_ended,
+            blocked_rate_24h: share(day.attempts_blocked, day.attempts_ended),
+            last_24h: day.into(),
+            last_7d: health.last_7d.into(),
+            streak: health.streak.map(|streak| StreakView {
+                verdict: streak.verdict.as_str().to_owned(),
+                runs: streak.runs,
+                since: streak.since,
+            }),
             recent_runs: health
                 .recent_runs
                 .into_iter()
@@ -166,6 +242,7 @@ impl From<SiteHealth> for SiteHealthView {
                     run_id: run.run_id,
                     finished_at: run.finished_at,
                     items_found: run.items_found,
+                    degraded: run.degraded,
                 })
                 .collect(),
         }

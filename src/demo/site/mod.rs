@@ -2,10 +2,13 @@
 //! fixture site of the integration tests. Everything it lists is a pure
 //! function of the keyword, so callers can state the expected results with
 //! [`expected_products`] instead of hard-coding them. It keeps a bounded log
-//! of the requests it received, for tests that check what a crawler sent.
+//! of the requests it received, for tests that check what a crawler sent, and
+//! serves the robots.txt a test sets (none by default).
 
+mod catalog;
 mod feed;
 mod members;
+mod robots;
 mod shop;
 mod trouble;
 
@@ -25,8 +28,10 @@ use axum::routing::get;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use catalog::{CATALOG_SIZE, catalog_product};
 pub use feed::{INITIAL_POSTS, expected_posts};
 pub use members::member_cookie;
+pub use robots::RobotsTxt;
 pub use shop::{Product, expected_products};
 
 use shop::{INDEX, JS_SEARCH, PNG, page_html, search_html};
@@ -113,6 +118,10 @@ struct AppState {
     feed: Arc<Mutex<HashMap<String, u32>>>,
     /// Member cookies handed out.
     members: Arc<AtomicU64>,
+    /// What /robots.txt answers.
+    robots: Arc<Mutex<RobotsTxt>>,
+    /// What changed in each keyword's catalog.
+    catalogs: Arc<Mutex<HashMap<String, catalog::Catalog>>>,
 }
 
 fn router(counters: Arc<Counters>, state: AppState) -> Router {
@@ -131,6 +140,7 @@ fn router(counters: Arc<Counters>, state: AppState) -> Router {
         )
         .route("/static", get(|| async { search_html("static", 1) }))
         .route("/feed", get(feed::feed))
+        .route("/catalog", get(catalog::catalog))
         .route("/members", get(members::members))
         .route("/members/visits", get(members::visits))
         .route("/slow", get(trouble::slow))
@@ -141,6 +151,7 @@ fn router(counters: Arc<Counters>, state: AppState) -> Router {
         .route("/limited", get(trouble::limited))
         .route("/redirect", get(trouble::redirect))
         .route("/embed", get(trouble::embed))
+        .route("/robots.txt", get(robots::robots_txt))
         .with_state(state)
         .layer(middleware::from_fn_with_state(counters, count))
 }
@@ -225,6 +236,31 @@ impl DemoSite {
         let mut feed = self.state.feed.lock().unwrap();
         let total = feed::published(&feed, keyword) + n;
         feed.insert(keyword.to_owned(), total);
+    }
+
+    /// What /robots.txt answers from now on (none by default: 404).
+    pub fn serve_robots(&self, robots: RobotsTxt) {
+        *self.state.robots.lock().unwrap() = robots;
+    }
+
+    /// Gives product `n` of `keyword`'s catalog a new price.
+    pub fn reprice(&self, keyword: &str, n: u32, price: &str) {
+        self.change_catalog(keyword, |c| c.reprice(n, price));
+    }
+
+    /// Takes product `n` out of `keyword`'s catalog (the later ones move up).
+    pub fn withdraw(&self, keyword: &str, n: u32) {
+        self.change_catalog(keyword, |c| c.withdraw(n));
+    }
+
+    /// Adds `count` products at the end of `keyword`'s catalog.
+    pub fn stock(&self, keyword: &str, count: u32) {
+        self.change_catalog(keyword, |c| c.stock(count));
+    }
+
+    fn change_catalog(&self, keyword: &str, change: impl FnOnce(&mut catalog::Catalog)) {
+        let mut catalogs = self.state.catalogs.lock().unwrap();
+        change(catalogs.entry(keyword.to_owned()).or_default());
     }
 
     /// Requests currently being served (in flight), for concurrency assertions.

@@ -11,7 +11,7 @@ use crate::domain::{FieldError, text};
 /// Most fields an item may have.
 pub const MAX_FIELDS: usize = 100;
 /// Longest field name, attribute name or query parameter name.
-const MAX_NAME_CHARS: usize = 100;
+pub(super) const MAX_NAME_CHARS: usize = 100;
 
 /// How to read one field of an item. In HTML modes: the text, or the
 /// attribute `attr`, of the element `selector` finds inside the item (the item

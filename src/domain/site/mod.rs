@@ -1,8 +1,10 @@
 //! A crawl target: where to search, how to read the results, and how politely.
 
+mod expectations;
 mod extraction;
 mod identity;
 mod locator;
+mod standing;
 mod template;
 
 use std::collections::BTreeMap;
@@ -10,9 +12,11 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+pub use expectations::{Expectations, ExpectationsInput, RunTally};
 pub use extraction::{Extraction, FieldInput, FieldSpec, JsonInput, TokenPaging};
 pub use identity::{Identity, MASK, ProxyUrl, restore_masked};
 pub use locator::{CssSelector, JsonPointer};
+pub use standing::{RunVerdict, SiteStatus, Streak};
 pub use template::{SearchUrlTemplate, with_query_param};
 
 use super::{FieldError, text};
@@ -95,6 +99,10 @@ pub struct SiteInput {
     /// CSS selector of one item (browser, http).
     pub item_selector: Option<String>,
     pub fields: BTreeMap<String, FieldInput>,
+    /// The field whose value identifies an item that has no URL (a SKU, an
+    /// id); without it, such an item is identified by its content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_key: Option<String>,
     /// Element to wait for (up to 10 s) before reading a page (browser).
     pub wait_for: Option<String>,
     /// An element whose presence means the site refused us (browser, http).
@@ -115,9 +123,14 @@ pub struct SiteInput {
     /// The first page must have items: none is a failure (`no_items`: the
     /// site changed), not an empty result.
     pub expect_items: Option<bool>,
+    /// What a healthy completed run finds; a run below it is `degraded`.
+    pub expect: Option<ExpectationsInput>,
     /// Runs are queued for the site (default true); a disabled site keeps
     /// its settings and history, and is queued for no keyword.
     pub enabled: Option<bool>,
+    /// Obey the site's robots.txt (default true): pages it disallows for our
+    /// user agent are not fetched, and a stricter Crawl-delay paces the site.
+    pub respect_robots: Option<bool>,
     /// Keep cookies and local storage between runs (needs SESSION_KEY).
     pub keep_session: Option<bool>,
     /// Only one run at a time uses the kept session.
@@ -147,6 +160,9 @@ pub struct SiteSpec {
     pub search_url: SearchUrlTemplate,
     pub render: RenderMode,
     pub extraction: Extraction,
+    /// The field (one of the extraction's) whose value identifies an item
+    /// that has no URL.
+    pub item_key: Option<String>,
     pub max_pages: i32,
     pub stuck_timeout_secs: Option<i32>,
     pub max_attempts: Option<i32>,
@@ -154,8 +170,13 @@ pub struct SiteSpec {
     pub stop_on_seen: bool,
     /// A first page without items fails the attempt.
     pub expect_items: bool,
+    /// What a healthy completed run finds.
+    pub expect: Expectations,
     /// Queued for its keywords (by their schedules or a crawl now).
     pub enabled: bool,
+    /// Obeys its robots.txt: disallowed pages are not fetched, and its
+    /// Crawl-delay paces the site when stricter than `politeness`.
+    pub respect_robots: bool,
     pub session: SessionPolicy,
     pub identity: Identity,
 }
@@ -193,6 +214,7 @@ impl SiteInput {
             .map(RenderMode::parse)
             .transpose()?
             .unwrap_or_default();
+        let item_key = self.item_key;
         let extraction = ExtractionInput {
             item_selector: self.item_selector,
             fields: self.fields,
@@ -204,6 +226,23 @@ impl SiteInput {
             RenderMode::Json => extraction.parse_json()?,
             RenderMode::Browser | RenderMode::Http => extraction.parse_html()?,
         };
+        let expect = self
+            .expect
+            .unwrap_or_default()
+            .parse(extraction.fields().keys().map(String::as_str))?;
+        if let Some(key) = &item_key
+            && !extraction.fields().contains_key(key)
+        {
+            text::check(key, "item_key", extraction::MAX_NAME_CHARS)?;
+            let names: Vec<&str> = extraction.fields().keys().map(String::as_str).collect();
+            return Err(FieldError::new(
+                "item_key",
+                format!(
+                    "{key:?} is not one of the site's fields ({})",
+                    names.join(", ")
+                ),
+            ));
+        }
         let paged = search_url.is_paged() || extraction.token_paging().is_some();
         let max_pages = self
             .max_pages
@@ -237,6 +276,7 @@ impl SiteInput {
             search_url,
             render,
             extraction,
+            item_key,
             max_pages,
             stuck_timeout_secs: self.stuck_timeout_secs,
             max_attempts: self.max_attempts,
@@ -248,7 +288,9 @@ impl SiteInput {
             },
             stop_on_seen: self.stop_on_seen.unwrap_or(false),
             expect_items: self.expect_items.unwrap_or(false),
+            expect,
             enabled: self.enabled.unwrap_or(true),
+            respect_robots: self.respect_robots.unwrap_or(true),
             session,
             identity: Identity::parse(self.user_agent, self.headers, self.proxy)?,
         })
@@ -298,6 +340,15 @@ mod tests {
     fn defaults_are_browser_three_runs_no_limit_and_a_hundred_pages_when_paged() {
         let spec = site(serde_json::json!({})).unwrap();
         assert_eq!(spec.render, RenderMode::Browser);
+        assert!(
+            spec.respect_robots,
+            "robots.txt is obeyed unless a site says not to"
+        );
+        assert!(
+            !site(serde_json::json!({"respect_robots": false}))
+                .unwrap()
+                .respect_robots
+        );
         assert_eq!(spec.max_pages, DEFAULT_MAX_PAGES);
         assert_eq!(spec.politeness.max_concurrent_runs, 3);
         assert_eq!(spec.politeness.max_requests_per_sec, None);
@@ -337,6 +388,16 @@ mod tests {
         assert_eq!(err.field, "item_selector");
         let err = site(serde_json::json!({"render": "json", "item_selector": null})).unwrap_err();
         assert_eq!(err.field, "json");
+    }
+
+    #[test]
+    fn an_item_key_must_name_one_of_the_sites_fields() {
+        let spec = site(serde_json::json!({"item_key": "title"})).unwrap();
+        assert_eq!(spec.item_key.as_deref(), Some("title"));
+        let err = site(serde_json::json!({"item_key": "sku"})).unwrap_err();
+        assert_eq!(err.field, "item_key");
+        assert!(err.message.contains("title"), "{}", err.message);
+        assert_eq!(site(serde_json::json!({})).unwrap().item_key, None);
     }
 
     #[test]

@@ -1,29 +1,50 @@
 //! How an attempt ends, each write fenced on (run, attempt, worker) and
 //! closing the attempt's record: completed, failed (retried or not, by the
-//! failure's kind), or handed back by a draining worker.
+//! failure's kind), or handed back by a draining worker. A run that ends
+//! completed or failed records its webhook event in the same transaction.
 
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 
 use super::{
     fenced::{Fence, FenceError},
+    health::{self, SiteTransition},
     row::{RunRow, maybe_run},
 };
-use crate::domain::{
-    failure::{Failure, FailureKind},
-    run::{AttemptOutcome, CrawlRun, retry_backoff},
+use crate::{
+    domain::{
+        change::ChangeSummary,
+        failure::{Failure, FailureKind},
+        page::PagesRead,
+        run::{AttemptOutcome, CrawlRun, RunHealth, RunState, retry_backoff},
+        webhook::{WebhookEvent, WebhookEventType},
+    },
+    store::{items::tracking::settle, webhooks},
 };
 
-/// Ends the attempt as completed; results of pages past the last one crawled
-/// (left by an earlier attempt that went further) are removed.
+/// A completed run and what it found changed.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub run: CrawlRun,
+    /// Its new, changed and removed items: counts, and the first of each
+    /// with their diffs (what events and webhooks tell).
+    pub changes: ChangeSummary,
+}
+
+/// Ends the attempt as completed, judged against the site's expectations
+/// (`health`); results of pages past the last one crawled (left by an
+/// earlier attempt that went further) are removed. When the crawl read every
+/// page, the items of its keyword/site it did not find are removed
+/// (`items::tracking::settle`); the run records why its paging ended (where,
+/// when robots.txt stopped it) and what it found, in the same transaction.
 pub async fn complete(
     pool: &PgPool,
     fence: &Fence,
-    last_page: i32,
-) -> Result<CrawlRun, FenceError> {
+    pages: PagesRead,
+) -> Result<Completion, FenceError> {
     let mut tx = pool.begin().await?;
     // Held (fenced, row locked) and the URL the attempt ended on, in one read.
-    let last_url = sqlx::query_scalar!(
-        r#"SELECT current_url FROM crawl_runs
+    let held = sqlx::query!(
+        r#"SELECT current_url, keyword_id, site_id FROM crawl_runs
            WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state IN ('running', 'call_done')
            FOR UPDATE"#,
         fence.run_id,
@@ -36,33 +57,51 @@ pub async fn complete(
     sqlx::query!(
         "DELETE FROM crawl_results WHERE run_id = $1 AND page > $2",
         fence.run_id,
-        last_page
+        pages.last_page
     )
     .execute(&mut *tx)
     .await?;
-    let run = sqlx::query_as!(
+    let changes = settle(
+        &mut tx,
+        fence.run_id,
+        (held.keyword_id, held.site_id),
+        pages.read_every_page(),
+    )
+    .await?;
+    let mut run: CrawlRun = sqlx::query_as!(
         RunRow,
         r#"UPDATE crawl_runs
            SET state = 'completed', finished_at = now(), state_changed_at = now(), current_url = NULL,
-               error = NULL, error_kind = NULL, items_found = (SELECT count(*) FROM crawl_results WHERE run_id = $1)
+               error = NULL, error_kind = NULL, items_found = (SELECT count(*) FROM crawl_results WHERE run_id = $1),
+               items_new = $2, items_changed = $3, items_removed = $4, paging_ended = $5,
+               stopped_at_url = $6, stop_reason = $7
            WHERE id = $1
            RETURNING *"#,
-        fence.run_id
+        fence.run_id,
+        changes.new,
+        changes.changed,
+        changes.removed,
+        pages.end.as_str(),
+        pages.stopped.as_ref().map(|stop| stop.url.as_str()),
+        pages.stopped.as_ref().map(|stop| stop.reason.as_str()),
     )
     .fetch_one(&mut *tx)
     .await?
     .try_into()?;
+    let (health, site) = health::judge_completed(&mut tx, run.id).await?;
+    run.health = Some(health);
     close_attempt(
         &mut tx,
         fence,
         AttemptOutcome::Completed,
         None,
         None,
-        last_url.as_deref(),
+        held.current_url.as_deref(),
     )
     .await?;
+    record_ending(&mut tx, &run, Some(&changes), site).await?;
     tx.commit().await?;
-    Ok(run)
+    Ok(Completion { run, changes })
 }
 
 /// Ends a failed attempt: back to `queued` for the next attempt after a backoff,
@@ -101,6 +140,10 @@ pub async fn fail_attempt(
     .await
     .and_then(maybe_run)?
     .ok_or_else(|| fence.superseded())?;
+    let site = match run.state == RunState::Failed && failure.kind == FailureKind::Blocked {
+        true => health::blocked(&mut tx, run.site_id).await?,
+        false => None,
+    };
     close_attempt(
         &mut tx,
         fence,
@@ -110,6 +153,7 @@ pub async fn fail_attempt(
         run.current_url.as_deref(),
     )
     .await?;
+    record_ending(&mut tx, &run, None, site).await?;
     tx.commit().await?;
     Ok(run)
 }
@@ -153,6 +197,56 @@ pub async fn release(pool: &PgPool, fence: &Fence) -> Result<CrawlRun, FenceErro
     .await?;
     tx.commit().await?;
     Ok(run)
+}
+
+/// Records the webhook events of a run that just ended completed or failed
+/// (a retried attempt is no event), inside the transaction that ended it, so
+/// each exists if and only if the ending does: `run.completed` or
+/// `run.failed`; `run.degraded`; `site.blocked` or `site.recovered` when the
+/// run changed that; `items.new`, `items.changed`, `items.removed` with what
+/// the run found.
+async fn record_ending(
+    tx: &mut PgConnection,
+    run: &CrawlRun,
+    changes: Option<&ChangeSummary>,
+    site: Option<SiteTransition>,
+) -> sqlx::Result<()> {
+    let Some(event_type) = WebhookEventType::of_run_state(run.state) else {
+        return Ok(());
+    };
+    // Most fleets have no endpoint, or none on: then every run ends with
+    // this one look at a tiny table, not a lookup per event.
+    let listened = sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM webhooks WHERE enabled) AS "listened!""#
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    if !listened {
+        return Ok(());
+    }
+    let names = sqlx::query!(
+        "SELECT k.keyword, s.name FROM keywords k, sites s WHERE k.id = $1 AND s.id = $2",
+        run.keyword_id,
+        run.site_id
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    let (keyword, site_name) = (names.keyword.as_str(), names.name.as_str());
+    let mut events = vec![WebhookEvent::run_ended(event_type, run, keyword, site_name)];
+    if let Some(RunHealth::Degraded { .. }) = run.health {
+        events.push(WebhookEvent::run_degraded(run, keyword, site_name));
+    }
+    if let Some(transition) = site {
+        let blocked = transition == SiteTransition::Blocked;
+        events.push(WebhookEvent::site_changed(blocked, run, keyword, site_name));
+    }
+    if let Some(changes) = changes {
+        events.extend(WebhookEvent::items_found(run, keyword, site_name, changes));
+    }
+    for event in &events {
+        webhooks::record(tx, event).await?;
+    }
+    Ok(())
 }
 
 /// Closes the open attempt record of a fence.

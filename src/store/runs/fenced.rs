@@ -5,9 +5,9 @@
 use sqlx::PgPool;
 
 use super::row::{RunRow, maybe_run};
-use crate::domain::{
-    page::{CrawledPage, PageItem},
-    run::CrawlRun,
+use crate::{
+    domain::{page::CrawledPage, run::CrawlRun},
+    store::items::tracking::record_page,
 };
 
 /// The identity every worker write is conditional on.
@@ -148,90 +148,54 @@ pub async fn heartbeat(pool: &PgPool, fence: &Fence) -> Result<(), FenceError> {
     Ok(())
 }
 
-/// Stores one page's items, marks them seen for the keyword/site, and moves
-/// the run to `call_done`, in one transaction that holds the run's row: a
-/// superseded worker's page never lands. A page stored again (a retried
-/// attempt) replaces its rows instead of adding to them.
+/// What storing a page did: the run as it is now, and how many results the
+/// page stored and how many items were new or changed to the run.
+#[derive(Debug, Clone)]
+pub struct StoredPage {
+    pub run: CrawlRun,
+    pub stored: usize,
+    pub new: usize,
+    pub changed: usize,
+}
+
+/// Stores one page's items and results (change tracking: each item judged
+/// new, changed or unchanged against what its keyword/site stored; see
+/// `items::tracking::record_page`) and moves the run to `call_done`, in one
+/// transaction that holds the run's row: a superseded worker's page never
+/// lands. A page stored again (a retried attempt) replaces its rows instead
+/// of adding to them.
 pub async fn store_page(
     pool: &PgPool,
     fence: &Fence,
     crawled: &CrawledPage<'_>,
-) -> Result<CrawlRun, FenceError> {
+) -> Result<StoredPage, FenceError> {
     let mut tx = pool.begin().await?;
-    let held = sqlx::query!(
-        r#"SELECT keyword_id, site_id FROM crawl_runs
-           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = 'url_call'
-           FOR UPDATE"#,
-        fence.run_id,
-        fence.attempt,
-        fence.worker_id
-    )
-    .fetch_optional(&mut *tx)
-    .await?
-    .ok_or_else(|| fence.superseded())?;
-    let keys: Vec<String> = crawled.items.iter().map(|i| i.key().to_owned()).collect();
-    sqlx::query!(
-        r#"INSERT INTO seen_items (keyword_id, site_id, item_key)
-           SELECT DISTINCT $1::bigint, $2::bigint, key FROM UNNEST($3::text[]) AS key
-           ON CONFLICT (keyword_id, site_id, item_key) DO UPDATE SET last_seen_at = now()"#,
-        held.keyword_id,
-        held.site_id,
-        &keys
-    )
-    .execute(&mut *tx)
-    .await?;
-    let stored: Vec<&PageItem> = crawled.new_items().collect();
-    let positions: Vec<i32> = (1..=stored.len() as i32).collect();
-    let fields: Vec<serde_json::Value> = stored.iter().map(|i| i.fields.clone()).collect();
-    let urls: Vec<Option<String>> = stored.iter().map(|i| i.item_url.clone()).collect();
-    let hashes: Vec<String> = stored.iter().map(|i| i.content_hash.clone()).collect();
-    let keys: Vec<String> = stored.iter().map(|i| i.key().to_owned()).collect();
-    sqlx::query!(
-        r#"INSERT INTO crawl_results (run_id, keyword_id, site_id, page, position, page_url, item_url, fields,
-                                      content_hash, item_key)
-           SELECT $1, $2, $3, $4, item.position, $5, item.url, item.fields, item.hash, item.key
-           FROM UNNEST($6::int[], $7::text[], $8::jsonb[], $9::text[], $10::text[])
-                AS item(position, url, fields, hash, key)
-           ON CONFLICT (run_id, page, position) DO UPDATE
-           SET page_url = EXCLUDED.page_url, item_url = EXCLUDED.item_url, fields = EXCLUDED.fields,
-               content_hash = EXCLUDED.content_hash, item_key = EXCLUDED.item_key,
-               fetched_at = EXCLUDED.fetched_at"#,
-        fence.run_id,
-        held.keyword_id,
-        held.site_id,
-        crawled.page,
-        crawled.url,
-        &positions,
-        &urls as &[Option<String>],
-        &fields,
-        &hashes,
-        &keys
-    )
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query!(
-        "DELETE FROM crawl_results WHERE run_id = $1 AND page = $2 AND position > $3",
-        fence.run_id,
-        crawled.page,
-        stored.len() as i32
-    )
-    .execute(&mut *tx)
-    .await?;
+    let written = record_page(&mut tx, fence, crawled)
+        .await?
+        .ok_or_else(|| fence.superseded())?;
     let run = sqlx::query_as!(
         RunRow,
         r#"UPDATE crawl_runs
            SET state = 'call_done', pages_crawled = $2, state_changed_at = now(), heartbeat_at = now(),
-               items_found = (SELECT count(*) FROM crawl_results WHERE run_id = $1)
+               items_found = (SELECT count(*) FROM crawl_results WHERE run_id = $1),
+               items_new = items_new + $3, items_changed = items_changed + $4
            WHERE id = $1
            RETURNING *"#,
         fence.run_id,
-        crawled.page
+        crawled.page,
+        written.new as i32,
+        written.changed as i32
     )
     .fetch_one(&mut *tx)
     .await?
     .try_into()?;
     tx.commit().await?;
-    Ok(run)
+    Ok(StoredPage {
+        run,
+        stored: written.stored as usize,
+        new: written.new as usize,
+        changed: written.changed as usize,
+    })
 }
 
 /// A page request came back refused (429, 503, a block page): the run leaves
@@ -241,7 +205,8 @@ pub async fn page_refused(pool: &PgPool, fence: &Fence) -> Result<CrawlRun, Fenc
     sqlx::query_as!(
         RunRow,
         r#"UPDATE crawl_runs
-           SET state = 'call_done', state_changed_at = now(), heartbeat_at = now()
+           SET state = 'call_done', state_changed_at = now(), heartbeat_at = now(),
+               refusals = refusals + 1
            WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = 'url_call'
            RETURNING *"#,
         fence.run_id,

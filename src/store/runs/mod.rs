@@ -8,13 +8,17 @@ mod dispatch;
 mod ending;
 mod evidence;
 mod fenced;
-mod row;
+mod health;
+pub(super) mod row;
+mod scheduled;
 
 pub use abandoned::*;
 pub use dispatch::*;
 pub use ending::*;
 pub use evidence::*;
 pub use fenced::*;
+pub use health::SiteTransition;
+pub use scheduled::*;
 
 use std::time::Duration;
 
@@ -25,7 +29,8 @@ use crate::domain::{
     failure::FailureKind,
     run::{Attempt, CrawlRun, RunState, Trigger},
 };
-use row::{AttemptRow, RunRow, decode, maybe_run, runs};
+pub(super) use row::decode;
+use row::{AttemptRow, RunRow, maybe_run, runs};
 
 /// What asking for a crawl did, site by site.
 #[derive(Debug, Clone, Default)]
@@ -51,12 +56,32 @@ pub async fn queue_for_keyword(
     default_max_attempts: i32,
 ) -> sqlx::Result<Option<QueueOutcome>> {
     let mut tx = pool.begin().await?;
+    let outcome = queue_in(
+        &mut tx,
+        keyword_id,
+        trigger,
+        skip_completed_since,
+        default_max_attempts,
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+/// [`queue_for_keyword`] inside the caller's transaction.
+async fn queue_in(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    keyword_id: i64,
+    trigger: Trigger,
+    skip_completed_since: Option<DateTime<Utc>>,
+    default_max_attempts: i32,
+) -> sqlx::Result<Option<QueueOutcome>> {
     // FOR SHARE: a concurrent delete of the keyword waits for us, not the reverse.
     let exists = sqlx::query_scalar!(
         "SELECT id FROM keywords WHERE id = $1 FOR SHARE",
         keyword_id
     )
-    .fetch_optional(&mut *tx)
+    .fetch_optional(&mut **tx)
     .await?;
     if exists.is_none() {
         return Ok(None);
@@ -81,7 +106,7 @@ pub async fn queue_for_keyword(
                 since,
                 default_max_attempts
             )
-            .fetch_all(&mut *tx)
+            .fetch_all(&mut **tx)
             .await
             .and_then(runs)?
         }
@@ -103,7 +128,7 @@ pub async fn queue_for_keyword(
         &skipped.iter().map(|r| r.site_id).collect::<Vec<_>>(),
         default_max_attempts
     )
-    .fetch_all(&mut *tx)
+    .fetch_all(&mut **tx)
     .await
     .and_then(runs)?;
     let already_active = sqlx::query_as!(
@@ -115,7 +140,7 @@ pub async fn queue_for_keyword(
         keyword_id,
         &queued.iter().map(|r| r.id).collect::<Vec<_>>()
     )
-    .fetch_all(&mut *tx)
+    .fetch_all(&mut **tx)
     .await
     .and_then(runs)?;
     let disabled_sites = sqlx::query_scalar!(
@@ -124,9 +149,8 @@ pub async fn queue_for_keyword(
            ORDER BY ks.site_id"#,
         keyword_id
     )
-    .fetch_all(&mut *tx)
+    .fetch_all(&mut **tx)
     .await?;
-    tx.commit().await?;
     Ok(Some(QueueOutcome {
         queued,
         skipped,

@@ -6,7 +6,7 @@ use std::{error::Error, str::FromStr};
 
 use chrono::{DateTime, Utc};
 
-use crate::domain::run::{Attempt, CrawlRun};
+use crate::domain::run::{Attempt, CrawlRun, EarlyStop, RunHealth};
 
 /// Every column of `crawl_runs`, as stored (`RETURNING *` reads into it).
 pub(super) struct RunRow {
@@ -31,10 +31,19 @@ pub(super) struct RunRow {
     pub heartbeat_at: Option<DateTime<Utc>>,
     pub state_changed_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
+    pub health: Option<String>,
+    pub health_reason: Option<String>,
+    pub refusals: i32,
+    pub stopped_at_url: Option<String>,
+    pub stop_reason: Option<String>,
+    pub items_new: i32,
+    pub items_changed: i32,
+    pub items_removed: i32,
+    pub paging_ended: Option<String>,
 }
 
 /// A text column read as the type it stands for.
-pub(super) fn decode<T>(column: &str, value: &str) -> sqlx::Result<T>
+pub(in crate::store) fn decode<T>(column: &str, value: &str) -> sqlx::Result<T>
 where
     T: FromStr,
     T::Err: Error + Send + Sync + 'static,
@@ -46,7 +55,10 @@ where
 }
 
 /// A nullable text column read as the type it stands for.
-fn decode_optional<T>(column: &str, value: Option<&str>) -> sqlx::Result<Option<T>>
+pub(in crate::store) fn decode_optional<T>(
+    column: &str,
+    value: Option<&str>,
+) -> sqlx::Result<Option<T>>
 where
     T: FromStr,
     T::Err: Error + Send + Sync + 'static,
@@ -70,6 +82,10 @@ impl TryFrom<RunRow> for CrawlRun {
             worker_id: row.worker_id,
             pages_crawled: row.pages_crawled,
             items_found: row.items_found,
+            items_new: row.items_new,
+            items_changed: row.items_changed,
+            items_removed: row.items_removed,
+            paging_ended: decode_optional("paging_ended", row.paging_ended.as_deref())?,
             current_url: row.current_url,
             error: row.error,
             error_kind: decode_optional("error_kind", row.error_kind.as_deref())?,
@@ -80,7 +96,38 @@ impl TryFrom<RunRow> for CrawlRun {
             heartbeat_at: row.heartbeat_at,
             state_changed_at: row.state_changed_at,
             finished_at: row.finished_at,
+            health: run_health(row.health.as_deref(), row.health_reason, row.refusals)?,
+            refusals: row.refusals,
+            // Both or neither (crawl_runs_stop_check).
+            stopped_early: match (row.stopped_at_url, row.stop_reason.as_deref()) {
+                (Some(url), Some(reason)) => Some(EarlyStop {
+                    url,
+                    reason: decode("stop_reason", reason)?,
+                }),
+                _ => None,
+            },
         })
+    }
+}
+
+/// The `health` column with its reason; a degraded run the site refused
+/// pages of was degraded because it blocks us.
+fn run_health(
+    health: Option<&str>,
+    reason: Option<String>,
+    refusals: i32,
+) -> sqlx::Result<Option<RunHealth>> {
+    match health {
+        None => Ok(None),
+        Some("healthy") => Ok(Some(RunHealth::Healthy)),
+        Some("degraded") => Ok(Some(RunHealth::Degraded {
+            reason: reason.unwrap_or_default(),
+            blocked: refusals > 0,
+        })),
+        Some(other) => Err(sqlx::Error::ColumnDecode {
+            index: "health".to_owned(),
+            source: format!("unknown run health {other:?}").into(),
+        }),
     }
 }
 

@@ -13,12 +13,12 @@ use sqlx::{PgPool, types::Json};
 
 use crate::{
     domain::site::{
-        Extraction, FieldSpec, Identity, JsonInput, Politeness, ProxyUrl, SessionPolicy, Site,
-        SiteSpec, TokenPaging,
+        Expectations, Extraction, FieldSpec, Identity, JsonInput, Politeness, ProxyUrl,
+        SessionPolicy, Site, SiteSpec, TokenPaging,
     },
     store::sealing::{Sealed, SessionKey},
 };
-pub use health::{RECENT_RUNS, RunItems, SiteHealth, health, health_of_all};
+pub use health::{RECENT_RUNS, RunItems, STREAK_RUNS, SiteHealth, Window, health, health_of_all};
 use secrets::{Secrets, StoredSecrets, write_secrets};
 pub use secrets::{SecretsError, count_unsealed, seal_unsealed};
 
@@ -75,9 +75,11 @@ pub async fn create(
         r#"INSERT INTO sites (name, search_url, render, item_selector, fields, wait_for, blocked_selector,
                               json, max_pages, stuck_timeout_secs, max_attempts, max_requests_per_sec,
                               max_concurrent_runs, stop_on_seen, keep_session, exclusive_session,
-                              user_agent, header_names, proxy, expect_items, enabled)
+                              user_agent, header_names, proxy, expect_items, enabled,
+                              expect_min_items, expect_required_fields, expect_max_empty_runs,
+                              respect_robots, item_key)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-                   $20, $21)
+                   $20, $21, $22, $23, $24, $25, $26)
            RETURNING id, created_at, updated_at"#,
         spec.name,
         spec.search_url.as_str(),
@@ -100,6 +102,11 @@ pub async fn create(
         c.proxy,
         spec.expect_items,
         spec.enabled,
+        spec.expect.min_items,
+        &spec.expect.required_fields,
+        spec.expect.max_empty_runs,
+        spec.respect_robots,
+        spec.item_key,
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -130,7 +137,8 @@ pub async fn update(
                   max_attempts = $12, max_requests_per_sec = $13, max_concurrent_runs = $14,
                   stop_on_seen = $15, keep_session = $16, exclusive_session = $17, user_agent = $18,
                   header_names = $19, proxy = $20, expect_items = $21, enabled = $22,
-                  updated_at = now()
+                  expect_min_items = $23, expect_required_fields = $24, expect_max_empty_runs = $25,
+                  respect_robots = $26, item_key = $27, updated_at = now()
            WHERE id = $1
            RETURNING id, created_at, updated_at,
                      (SELECT saved_at FROM site_sessions WHERE site_id = $1) AS session_saved_at"#,
@@ -156,6 +164,11 @@ pub async fn update(
         c.proxy,
         spec.expect_items,
         spec.enabled,
+        spec.expect.min_items,
+        &spec.expect.required_fields,
+        spec.expect.max_empty_runs,
+        spec.respect_robots,
+        spec.item_key,
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -206,10 +219,11 @@ async fn select(
     let rows = sqlx::query_as!(
         SiteRow,
         r#"SELECT s.id, s.name, s.search_url, s.render, s.item_selector,
-                  s.fields AS "fields: Json<BTreeMap<String, FieldSpec>>",
+                  s.fields AS "fields: Json<BTreeMap<String, FieldSpec>>", s.item_key,
                   s.wait_for, s.blocked_selector, s.json AS "json: Json<JsonInput>",
                   s.max_pages, s.stuck_timeout_secs, s.max_attempts, s.max_requests_per_sec,
                   s.max_concurrent_runs, s.stop_on_seen, s.expect_items, s.enabled, s.keep_session,
+                  s.expect_min_items, s.expect_required_fields, s.expect_max_empty_runs, s.respect_robots,
                   s.exclusive_session,
                   s.user_agent, s.proxy, s.secrets_nonce, s.secrets_sealed,
                   s.unsealed_headers AS "unsealed_headers: Json<BTreeMap<String, String>>",
@@ -279,6 +293,7 @@ struct SiteRow {
     render: String,
     item_selector: Option<String>,
     fields: Json<BTreeMap<String, FieldSpec>>,
+    item_key: Option<String>,
     wait_for: Option<String>,
     blocked_selector: Option<String>,
     json: Option<Json<JsonInput>>,
@@ -289,7 +304,11 @@ struct SiteRow {
     max_concurrent_runs: i32,
     stop_on_seen: bool,
     expect_items: bool,
+    expect_min_items: Option<i32>,
+    expect_required_fields: Vec<String>,
+    expect_max_empty_runs: Option<i32>,
     enabled: bool,
+    respect_robots: bool,
     keep_session: bool,
     exclusive_session: bool,
     user_agent: Option<String>,
@@ -363,6 +382,7 @@ impl SiteRow {
             search_url: stored("search_url", self.search_url)?,
             render: stored("render", self.render)?,
             extraction,
+            item_key: self.item_key,
             max_pages: self.max_pages,
             stuck_timeout_secs: self.stuck_timeout_secs,
             max_attempts: self.max_attempts,
@@ -372,7 +392,13 @@ impl SiteRow {
             },
             stop_on_seen: self.stop_on_seen,
             expect_items: self.expect_items,
+            expect: Expectations {
+                min_items: self.expect_min_items,
+                required_fields: self.expect_required_fields,
+                max_empty_runs: self.expect_max_empty_runs,
+            },
             enabled: self.enabled,
+            respect_robots: self.respect_robots,
             session: SessionPolicy {
                 keep: self.keep_session,
                 exclusive: self.exclusive_session,

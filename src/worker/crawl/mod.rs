@@ -5,6 +5,7 @@
 pub(super) mod error;
 pub mod limiter;
 mod pages;
+pub mod robots;
 pub(super) mod session;
 
 use std::{
@@ -22,6 +23,7 @@ use super::{
 use crate::{
     domain::{
         failure::FailureKind,
+        page::PagesRead,
         run::{CrawlRun, RunState},
         site::{RenderMode, SiteSpec},
     },
@@ -63,6 +65,8 @@ pub struct CrawlContext {
     pub scale_in: Option<crate::worker::scale_in::ScaleInProtection>,
     /// Each site's fleet-wide rate limit and refusal pauses.
     pub limiter: SiteLimiter,
+    /// Each origin's robots.txt, as this worker last read it.
+    pub robots: robots::RobotsCache,
     /// Refuses private and metadata targets unless allowed.
     pub guard: TargetGuard,
     /// Seals kept site sessions; `None`: sites that keep one cannot be crawled.
@@ -111,11 +115,11 @@ pub async fn handle(run_id: i64, attempt: i32, ctx: &CrawlContext) {
     let metrics = metrics();
     let attempt_failed = matches!(result, Err(CrawlError::Attempt { .. }));
     let ended = match result {
-        Ok(last_page) => persist("completion", OUTAGE_PATIENCE, || {
-            store::runs::complete(&ctx.pool, &fence, last_page)
+        Ok(pages) => persist("completion", OUTAGE_PATIENCE, || {
+            store::runs::complete(&ctx.pool, &fence, pages.clone())
         })
         .await
-        .map(Some),
+        .map(|done| Some((done.run, Some(done.changes)))),
         Err(CrawlError::Fence(FenceError::Superseded { .. })) => {
             tracing::warn!(
                 run_id,
@@ -130,7 +134,7 @@ pub async fn handle(run_id: i64, attempt: i32, ctx: &CrawlContext) {
             store::runs::release(&ctx.pool, &fence)
         })
         .await
-        .map(Some),
+        .map(|run| Some((run, None))),
         Err(CrawlError::Attempt { failure, .. }) => {
             if failure.kind == FailureKind::Stuck {
                 metrics
@@ -145,13 +149,20 @@ pub async fn handle(run_id: i64, attempt: i32, ctx: &CrawlContext) {
             if let Ok(run) = &run {
                 tracing::warn!(run_id, attempt, state = %run.state, kind = %failure.kind, reason = %failure, "attempt failed");
             }
-            run.map(Some)
+            run.map(|run| Some((run, None)))
         }
     };
-    if let Ok(Some(run)) = &ended {
+    if let Ok(Some((run, changes))) = &ended {
         match run.state {
             RunState::Completed => {
-                tracing::info!(run_id, items = run.items_found, "crawl completed")
+                tracing::info!(
+                    run_id,
+                    items = run.items_found,
+                    new = run.items_new,
+                    changed = run.items_changed,
+                    removed = run.items_removed,
+                    "crawl completed"
+                )
             }
             RunState::Queued if run.attempt == attempt => {
                 tracing::info!(run_id, "run handed back to the queue (drain)")
@@ -159,7 +170,10 @@ pub async fn handle(run_id: i64, attempt: i32, ctx: &CrawlContext) {
             _ => {}
         }
         metrics.count_attempt_end(run.state, run.site_id, attempt_failed);
-        ctx.events.run_updated(run).await;
+        match changes {
+            Some(changes) => ctx.events.run_completed(run, changes).await,
+            None => ctx.events.run_updated(run).await,
+        }
     }
     if let Some(protection) = &ctx.scale_in {
         protection.release().await;
@@ -231,9 +245,9 @@ async fn watch_hold(
 }
 
 /// Crawls the run's site for its keyword, in the site's render mode; returns
-/// the last page number crawled. A site that keeps its session starts from
+/// the pages read (the last one, and why paging ended there). A site that keeps its session starts from
 /// the kept one and, when the crawl completes, keeps what it ends with.
-async fn crawl(ctx: &CrawlContext, fence: &Fence, run: &CrawlRun) -> Result<i32, CrawlError> {
+async fn crawl(ctx: &CrawlContext, fence: &Fence, run: &CrawlRun) -> Result<PagesRead, CrawlError> {
     let site = match store::sites::get(&ctx.pool, run.site_id, ctx.session_key.as_ref()).await {
         Ok(site) => site,
         Err(LoadError::Database(e)) => return Err(FenceError::from(e).into()),
@@ -256,6 +270,13 @@ async fn crawl(ctx: &CrawlContext, fence: &Fence, run: &CrawlRun) -> Result<i32,
         .into());
     };
     let spec = site.spec;
+    // The pace is fixed before the first request (the HTTP client's redirect
+    // hops take it too): the search's robots.txt is read first.
+    let crawl_delay = match spec.search_url.url_for(&keyword, 1) {
+        Ok(first) => robots::crawl_delay(&ctx.robots, &spec, run.site_id, &first, &ctx.guard).await,
+        // Crawl::pages fails the attempt for it.
+        Err(_) => None,
+    };
     let crawl = Crawl {
         ctx,
         fence,
@@ -266,9 +287,10 @@ async fn crawl(ctx: &CrawlContext, fence: &Fence, run: &CrawlRun) -> Result<i32,
             .stuck_timeout_secs
             .map(|s| Duration::from_secs(s as u64))
             .unwrap_or(ctx.default_stuck_timeout),
+        crawl_delay,
     };
     let kept = load_session(ctx, &spec, run.site_id).await?;
-    let (last_page, ended_with) = match spec.render {
+    let (read, ended_with) = match spec.render {
         RenderMode::Browser => crawl_in_browser(&crawl, kept.as_ref()).await?,
         RenderMode::Http | RenderMode::Json => {
             let cookies = kept
@@ -310,7 +332,7 @@ async fn crawl(ctx: &CrawlContext, fence: &Fence, run: &CrawlRun) -> Result<i32,
             }
         }
     }
-    Ok(last_page)
+    Ok(read)
 }
 
 /// The site's kept session, when it keeps one.
@@ -337,11 +359,11 @@ async fn load_session(
 }
 
 /// A crawl in a pooled browser session, made the site's for the time of the
-/// crawl; returns the last page and, when the site keeps it, the session.
+/// crawl; returns the pages read and, when the site keeps it, the session.
 async fn crawl_in_browser(
     crawl: &Crawl<'_>,
     kept: Option<&KeptSession>,
-) -> Result<(i32, Option<KeptSession>), CrawlError> {
+) -> Result<(PagesRead, Option<KeptSession>), CrawlError> {
     let browsers = &crawl.ctx.browsers;
     let mut lease = browsers
         .lease(crawl.spec.identity.proxy.as_ref())
@@ -356,7 +378,7 @@ async fn crawl_in_browser(
         prepare_for_crawl(session, crawl.spec, kept)
             .await
             .map_err(|e| CrawlError::browser(format!("preparing the browser: {e:#}")))?;
-        let last_page = crawl
+        let read = crawl
             .pages(&mut PageSource::Browser(BrowserPage {
                 session: &mut *session,
             }))
@@ -369,10 +391,13 @@ async fn crawl_in_browser(
             ),
             false => None,
         };
-        Ok((last_page, ended_with))
+        Ok((read, ended_with))
     }
     .await;
-    if let Err(CrawlError::Attempt { .. }) = &result {
+    // A page robots.txt disallows was never loaded: nothing to keep.
+    if let Err(CrawlError::Attempt { failure, .. }) = &result
+        && failure.kind != FailureKind::RobotsDisallowed
+    {
         keep_browser_evidence(crawl, lease.session()).await;
     }
     let healthy = !matches!(&result, Err(e) if e.breaks_session());

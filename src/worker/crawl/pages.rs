@@ -16,7 +16,8 @@ use super::{
 };
 use crate::domain::{
     failure::FailureKind,
-    page::{CrawledPage, PageItem},
+    page::{CrawledPage, PageItem, PagesRead, PagingEnd},
+    robots::paced_rate,
     run::CrawlRun,
 };
 use crate::worker::fetch::{Fetched, PageSource};
@@ -26,7 +27,7 @@ use crate::{
     ops::metrics::metrics,
     store::{
         self,
-        runs::{Fence, FenceError},
+        runs::{Fence, FenceError, StoredPage},
     },
 };
 
@@ -38,6 +39,8 @@ pub struct Crawl<'a> {
     pub spec: &'a SiteSpec,
     pub keyword: &'a str,
     pub stuck_timeout: Duration,
+    /// The Crawl-delay of the search's robots.txt (a site that respects it).
+    pub crawl_delay: Option<Duration>,
 }
 
 impl Crawl<'_> {
@@ -45,17 +48,22 @@ impl Crawl<'_> {
         self.run.site_id.to_string()
     }
 
-    /// The site's fleet-wide pace, for every request of this crawl.
+    /// The site's fleet-wide pace, for every request of this crawl: its own
+    /// rate, or its robots.txt Crawl-delay when that is stricter.
     pub fn pace(&self) -> SitePace {
         SitePace {
             limiter: self.ctx.limiter.clone(),
             key: PaceKey::Site(self.run.site_id),
-            max_requests_per_sec: self.spec.politeness.max_requests_per_sec,
+            max_requests_per_sec: paced_rate(
+                self.spec.politeness.max_requests_per_sec,
+                self.crawl_delay,
+            ),
         }
     }
 
-    /// Crawls every page; returns the last page number crawled.
-    pub async fn pages(&self, source: &mut PageSource<'_>) -> Result<i32, CrawlError> {
+    /// Crawls every page; returns the last page crawled and why paging
+    /// ended there (only a crawl that reached the last page judges removals).
+    pub async fn pages(&self, source: &mut PageSource<'_>) -> Result<PagesRead, CrawlError> {
         let first = self.spec.search_url.url_for(self.keyword, 1).map_err(|e| {
             CrawlError::failed(
                 FailureKind::Misconfigured,
@@ -70,6 +78,9 @@ impl Crawl<'_> {
         };
         for page in 1..=self.spec.max_pages {
             self.ctx.guard.check(&url).await?;
+            if let Some(stopped) = self.robots_stop(&url, page).await? {
+                return Ok(PagesRead::stopped_before(stopped, page - 1));
+            }
             let (items, next_token) = match self.fetch_politely(source, &url, page).await? {
                 Fetched::Items { items, next_token } => (items, next_token),
                 Fetched::PastTheEnd => (Vec::new(), None),
@@ -83,6 +94,7 @@ impl Crawl<'_> {
                 page,
                 url: url.as_str(),
                 items: &items,
+                item_key: self.spec.item_key.as_deref(),
                 stored_before: &stored_before,
             };
             // A newest-first feed is read up to what an earlier run stored: a
@@ -90,16 +102,21 @@ impl Crawl<'_> {
             // before appears with only stored items after it (an item stored
             // before that recurs elsewhere, like an ad, does not stop it).
             let stored_from = |at: usize| items[at..].iter().all(|i| crawled.stored_before(i));
-            let newest_at = newest_before
-                .as_ref()
-                .and_then(|newest| items.iter().position(|item| item.key() == newest));
+            let newest_at = newest_before.as_ref().and_then(|newest| {
+                items
+                    .iter()
+                    .position(|item| crawled.identity(item).key == *newest)
+            });
             let reached_stored =
                 !items.is_empty() && (stored_from(0) || newest_at.is_some_and(stored_from));
-            let stored = persist("page results", OUTAGE_PATIENCE, || {
+            let StoredPage {
+                run: stored,
+                stored: count,
+                ..
+            } = persist("page results", OUTAGE_PATIENCE, || {
                 store::runs::store_page(&self.ctx.pool, self.fence, &crawled)
             })
             .await?;
-            let count = crawled.new_items().count();
             self.ctx
                 .events
                 .publish(&Event::ResultStored {
@@ -118,8 +135,11 @@ impl Crawl<'_> {
                 reached_stored,
                 "page stored"
             );
-            if items.is_empty() || reached_stored {
-                return Ok(page);
+            if items.is_empty() {
+                return Ok(PagesRead::new(page, PagingEnd::LastPage));
+            }
+            if reached_stored {
+                return Ok(PagesRead::new(page, PagingEnd::SeenBefore));
             }
             // A token that does not move is the end, not a loop.
             let next_token = next_token.filter(|token| last_token.as_ref() != Some(token));
@@ -137,15 +157,16 @@ impl Crawl<'_> {
             }
             match next {
                 Some(next) => url = next,
-                None => return Ok(page),
+                None => return Ok(PagesRead::new(page, PagingEnd::LastPage)),
             }
         }
-        Ok(self.spec.max_pages)
+        Ok(PagesRead::new(self.spec.max_pages, PagingEnd::MaxPages))
     }
 
-    /// Keys of the page's items an earlier completed run stored.
+    /// Identity keys of the page's items an earlier completed run stored.
     async fn stored_before(&self, items: &[PageItem]) -> Result<Vec<String>, CrawlError> {
-        let keys: Vec<String> = items.iter().map(|i| i.key().to_owned()).collect();
+        let item_key = self.spec.item_key.as_deref();
+        let keys: Vec<String> = items.iter().map(|i| i.identity(item_key).key).collect();
         let stored = persist("incremental check", OUTAGE_PATIENCE, || async {
             store::results::stored_by_completed_runs(
                 &self.ctx.pool,

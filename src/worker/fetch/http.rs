@@ -56,45 +56,11 @@ impl HttpClient {
         cookies: Arc<SessionCookies>,
         pace: SitePace,
     ) -> Result<Self, CrawlError> {
-        let mut headers = header::HeaderMap::new();
-        for (name, value) in &identity.headers {
-            let (Ok(name), Ok(value)) = (
-                header::HeaderName::from_bytes(name.as_bytes()),
-                header::HeaderValue::from_str(value),
-            ) else {
-                return Err(CrawlError::failed(
-                    FailureKind::Misconfigured,
-                    format!("header {name} is invalid"),
-                ));
-            };
-            headers.insert(name, value);
-        }
-        let mut builder = reqwest::Client::builder()
-            .user_agent(identity.user_agent.as_deref().unwrap_or(DEFAULT_USER_AGENT))
-            .default_headers(headers)
-            .cookie_provider(cookies)
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(stuck_timeout)
-            .connect_timeout(stuck_timeout.min(Duration::from_secs(10)))
-            .dns_resolver(guard.resolver());
-        if let Some(proxy) = &identity.proxy {
-            // The proxy is reached at an address the guard judged, never at
-            // one reqwest would look up (or take as a literal) by itself.
-            let judged = guard.addresses(proxy.host(), proxy.port()).await?;
-            let reached = Proxy::all(proxy.at(judged[0]).as_str()).map_err(|e| {
-                CrawlError::failed(FailureKind::Misconfigured, format!("proxy {proxy:?}: {e}"))
-            })?;
-            builder = builder.proxy(reached);
-        } else {
-            // Only a site's own proxy: none from the environment.
-            builder = builder.no_proxy();
-        }
-        let client = builder.build().map_err(|e| {
-            CrawlError::failed(
-                FailureKind::Misconfigured,
-                format!("building the HTTP client: {e}"),
-            )
-        })?;
+        let client = build(
+            identified_client(identity, &guard, stuck_timeout)
+                .await?
+                .cookie_provider(cookies),
+        )?;
         Ok(Self {
             client,
             guard,
@@ -137,6 +103,58 @@ impl HttpClient {
             format!("more than {MAX_REDIRECTS} redirects from {url}"),
         ))
     }
+}
+
+/// A client that presents `identity` (user agent, extra headers, proxy) and
+/// connects only where the guard allows, within `timeout` per request;
+/// redirects are not followed (each hop is the caller's, past the guard).
+pub(super) async fn identified_client(
+    identity: &Identity,
+    guard: &TargetGuard,
+    timeout: Duration,
+) -> Result<reqwest::ClientBuilder, CrawlError> {
+    let mut headers = header::HeaderMap::new();
+    for (name, value) in &identity.headers {
+        let (Ok(name), Ok(value)) = (
+            header::HeaderName::from_bytes(name.as_bytes()),
+            header::HeaderValue::from_str(value),
+        ) else {
+            return Err(CrawlError::failed(
+                FailureKind::Misconfigured,
+                format!("header {name} is invalid"),
+            ));
+        };
+        headers.insert(name, value);
+    }
+    let mut builder = reqwest::Client::builder()
+        .user_agent(identity.user_agent.as_deref().unwrap_or(DEFAULT_USER_AGENT))
+        .default_headers(headers)
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .dns_resolver(guard.resolver());
+    if let Some(proxy) = &identity.proxy {
+        // The proxy is reached at an address the guard judged, never at
+        // one reqwest would look up (or take as a literal) by itself.
+        let judged = guard.addresses(proxy.host(), proxy.port()).await?;
+        let reached = Proxy::all(proxy.at(judged[0]).as_str()).map_err(|e| {
+            CrawlError::failed(FailureKind::Misconfigured, format!("proxy {proxy:?}: {e}"))
+        })?;
+        builder = builder.proxy(reached);
+    } else {
+        // Only a site's own proxy: none from the environment.
+        builder = builder.no_proxy();
+    }
+    Ok(builder)
+}
+
+pub(super) fn build(builder: reqwest::ClientBuilder) -> Result<reqwest::Client, CrawlError> {
+    builder.build().map_err(|e| {
+        CrawlError::failed(
+            FailureKind::Misconfigured,
+            format!("building the HTTP client: {e}"),
+        )
+    })
 }
 
 async fn read(mut response: reqwest::Response, url: Url) -> Result<Answer, CrawlError> {

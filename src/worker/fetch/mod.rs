@@ -4,6 +4,7 @@
 
 mod browser;
 mod http;
+mod robots;
 
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use url::Url;
 
 pub use browser::{BrowserPage, prepare_for_crawl};
 pub use http::HttpClient;
+pub use robots::fetch_robots;
 
 use super::{
     crawl::error::CrawlError,

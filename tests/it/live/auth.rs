@@ -20,16 +20,7 @@ const METHODS: [&str; 8] = [
 
 /// Every (method, path template, needs a token) of the served OpenAPI document.
 async fn documented_routes(app: &TestApp) -> Vec<(Method, String, bool)> {
-    let doc: Value = app
-        .http
-        .get(format!("{}/api/openapi.json", app.base))
-        .bearer_auth(READER)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let doc = app.get_as("/api/openapi.json", READER).await;
     let mut routes = Vec::new();
     for (path, item) in doc["paths"].as_object().expect("paths") {
         for (method, operation) in item.as_object().expect("a path item") {

@@ -114,6 +114,12 @@ fn run_event(id: i64, keyword_id: i64, site_id: i64, error: Option<String>) -> E
         items: 0,
         error,
         error_kind: None,
+        health: None,
+        health_reason: None,
+        items_new: 0,
+        items_changed: 0,
+        items_removed: 0,
+        changes: None,
     }
 }
 

@@ -71,6 +71,11 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
             watchdog_interval_secs: 30,
             retention_days: 30,
             schedule_sync_interval_ms: 300,
+            schedule_catch_up_secs: 300,
+            webhook_concurrency: 16,
+            webhook_endpoint_concurrency: 4,
+            webhook_timeout_secs: 5,
+            webhook_retry_schedule_secs: vec![1, 1, 2, 2, 3],
         },
         worker: WorkerConfig {
             metrics_port: 0,
@@ -83,6 +88,7 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
             drain_timeout_secs: 10,
             ecs_agent_uri: None,
             heartbeat_interval_secs: 15,
+            robots_cache_secs: 3600,
         },
         demo: false,
         demo_port: 0,
@@ -262,6 +268,19 @@ impl TestApp {
 
     pub async fn get(&self, path: &str) -> (StatusCode, Value) {
         self.request(reqwest::Method::GET, path, None).await
+    }
+
+    /// A GET of `path` with `token` (whatever the test's own is); the JSON body.
+    pub async fn get_as(&self, path: &str, token: &str) -> Value {
+        self.http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("api answers")
+            .json()
+            .await
+            .expect("a JSON body")
     }
 
     pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {

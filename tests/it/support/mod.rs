@@ -18,9 +18,14 @@
 //! - `console`: [`ConsoleBrowser`], the operator's console in a real headless
 //!   Chromium.
 //! - `ports`: [`free_port`], a port a restarted process can have again.
+//! - `changing_site`: [`ChangingSite`], a one-page shop a test restyles,
+//!   strips of a field, or has refuse requests, between runs.
 //! - `polling`: [`eventually`], for what another task or process does.
+//! - `webhook_receiver`: [`WebhookReceiver`], an endpoint on 127.0.0.1 that
+//!   verifies messages with the Standard Webhooks reference library.
 
 mod app;
+mod changing_site;
 mod console;
 mod faults;
 mod forward_proxy;
@@ -28,8 +33,10 @@ mod polling;
 mod ports;
 mod processes;
 mod stores;
+mod webhook_receiver;
 
 pub use app::{ON_DEMAND, Roles, TEST_SESSION_KEY, TestApp, test_config};
+pub use changing_site::{ChangingSite, Look};
 pub use console::ConsoleBrowser;
 pub use faults::{CuttableProxy, OwnRedis};
 pub use forward_proxy::TestProxy;
@@ -43,3 +50,4 @@ pub use stores::{
     TestDb, clear_queue, count_states, database_server, dispatch_and_claim, redis_url,
     test_queue_name,
 };
+pub use webhook_receiver::{Received, WebhookReceiver};

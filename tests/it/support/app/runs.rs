@@ -91,11 +91,17 @@ impl TestApp {
 
     /// Every result of a run, following the cursor.
     pub async fn results_of_run(&self, run_id: i64) -> Vec<Value> {
+        self.results(&format!("run_id={run_id}")).await
+    }
+
+    /// Every result `/api/results?{query}` lists, following the cursor a
+    /// few at a time.
+    pub async fn results(&self, query: &str) -> Vec<Value> {
         let mut all = Vec::new();
         let mut cursor = String::new();
         loop {
             let (status, page) = self
-                .get(&format!("/api/results?run_id={run_id}&limit=7{cursor}"))
+                .get(&format!("/api/results?{query}&limit=7{cursor}"))
                 .await;
             assert_eq!(status, StatusCode::OK, "{page}");
             all.extend(page["items"].as_array().unwrap().iter().cloned());

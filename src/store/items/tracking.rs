@@ -1,0 +1,267 @@
+//! Change tracking as a crawl writes it: each page's items judged against
+//! what their keyword/site stored (new, changed, unchanged) in the same
+//! statement that stores the page's results, and, when the run completes,
+//! the items it did not find removed and what it found summed up. Both run
+//! inside the fenced transaction of their write (`runs::store_page`,
+//! `runs::complete`): a superseded worker changes nothing.
+
+use sqlx::{PgConnection, types::Json};
+
+use crate::{
+    domain::{
+        change::{CHANGE_SAMPLES, Change, ChangeSummary, FieldDiff, ItemChange},
+        page::CrawledPage,
+    },
+    store::runs::{Fence, row::decode},
+};
+
+/// What storing one page did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::store) struct PageWritten {
+    /// Results stored for the page.
+    pub stored: i64,
+    /// Items new to the keyword/site, not counted by this run before.
+    pub new: i64,
+    /// Items found changed, not counted by this run before.
+    pub changed: i64,
+}
+
+/// Judges and stores one page's items and its results, if the fence still
+/// holds (the run's row is locked for the rest of the transaction); `None`
+/// when it does not, and then nothing is written.
+///
+/// One statement: the items are compared by content hash in SQL; only an
+/// item whose value differs is rewritten whole (and its value added to its
+/// history), the others only get when and where they were seen. A result is
+/// stored for each item, except, in an incremental crawl, for one an earlier
+/// run stored that did not change. An item the run saw before (a retried
+/// page, an item listed twice) keeps what the run recorded for it and is
+/// not counted again.
+pub(in crate::store) async fn record_page(
+    conn: &mut PgConnection,
+    fence: &Fence,
+    crawled: &CrawledPage<'_>,
+) -> sqlx::Result<Option<PageWritten>> {
+    let n = crawled.items.len();
+    let (mut keys, mut by) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut urls, mut fields, mut hashes, mut before) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for item in crawled.items {
+        let identity = crawled.identity(item);
+        before.push(crawled.stored_before.contains(&identity.key));
+        keys.push(identity.key);
+        by.push(identity.by.as_str());
+        urls.push(item.item_url.clone());
+        fields.push(item.fields.clone());
+        hashes.push(item.content_hash.clone());
+    }
+    let positions: Vec<i32> = (1..=n as i32).collect();
+    let written = sqlx::query!(
+        r#"WITH held AS MATERIALIZED (
+               SELECT keyword_id, site_id FROM crawl_runs
+               WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = 'url_call'
+               FOR UPDATE
+           ),
+           listed AS MATERIALIZED (
+               SELECT held.keyword_id, held.site_id, l.*
+               FROM held,
+                    UNNEST($6::int[], $7::text[], $8::text[], $9::text[], $10::jsonb[], $11::text[], $12::bool[])
+                    AS l(position, item_key, identified_by, item_url, fields, content_hash, stored_before)
+           ),
+           -- Each item once, as first listed, against what is stored of it.
+           compared AS (
+               SELECT f.*, i.id AS known_id, i.fields AS old_fields, i.last_change, i.last_diff,
+                      i.content_hash IS DISTINCT FROM f.content_hash AS differs,
+                      i.last_run_id IS NOT DISTINCT FROM $1 AS seen_in_run,
+                      CASE WHEN i.id IS NULL THEN 'new'
+                           WHEN i.last_run_id = $1 AND i.content_hash = f.content_hash THEN i.last_change
+                           WHEN i.last_run_id = $1 AND i.last_change = 'new' THEN 'new'
+                           WHEN i.removed_at IS NOT NULL THEN 'new'
+                           WHEN i.content_hash = f.content_hash THEN 'unchanged'
+                           ELSE 'changed'
+                      END AS change
+               FROM (SELECT DISTINCT ON (item_key) * FROM listed ORDER BY item_key, position) AS f
+               LEFT JOIN items i
+                 ON i.keyword_id = f.keyword_id AND i.site_id = f.site_id AND i.item_key = f.item_key
+           ),
+           judged AS MATERIALIZED (
+               SELECT c.*,
+                      CASE WHEN c.change <> 'changed' THEN NULL
+                           WHEN c.differs THEN field_diff(c.old_fields, c.fields)
+                           ELSE c.last_diff
+                      END AS diff
+               FROM compared c
+           ),
+           added AS (
+               INSERT INTO items (keyword_id, site_id, identified_by, item_key, item_url, fields, content_hash,
+                                  last_page, last_position, last_page_url, last_run_id, last_change)
+               SELECT keyword_id, site_id, identified_by, item_key, item_url, fields, content_hash,
+                      $4, position, $5, $1, 'new'
+               FROM judged WHERE known_id IS NULL
+               RETURNING id, item_key
+           ),
+           -- Another value: the row rewritten whole.
+           rewritten AS (
+               UPDATE items i
+               SET item_url = j.item_url, fields = j.fields, content_hash = j.content_hash,
+                   last_changed_at = now(), last_seen_at = now(), removed_at = NULL, last_page = $4,
+                   last_position = j.position, last_page_url = $5, last_run_id = $1,
+                   last_change = j.change, last_diff = j.diff
+               FROM judged j
+               WHERE i.id = j.known_id AND j.differs
+           ),
+           -- The same value: only when and where it was seen (nothing when
+           -- this run saw it already).
+           seen_again AS (
+               UPDATE items i
+               SET last_seen_at = now(), removed_at = NULL, last_page = $4, last_position = j.position,
+                   last_page_url = $5, last_run_id = $1, last_change = j.change, last_diff = j.diff
+               FROM judged j
+               WHERE i.id = j.known_id AND NOT j.differs AND NOT j.seen_in_run
+           ),
+           history AS (
+               INSERT INTO item_history (item_id, run_id, fields, content_hash)
+               SELECT a.id, $1, j.fields, j.content_hash FROM added a JOIN judged j USING (item_key)
+               UNION ALL
+               SELECT known_id, $1, fields, content_hash FROM judged WHERE known_id IS NOT NULL AND differs
+           ),
+           stored AS MATERIALIZED (
+               SELECT l.keyword_id, l.site_id, l.item_url, l.fields, l.content_hash, l.item_key,
+                      COALESCE(j.known_id, a.id) AS item_id, j.change, j.diff,
+                      row_number() OVER (ORDER BY l.position)::int AS position
+               FROM listed l
+               JOIN judged j ON j.item_key = l.item_key
+               LEFT JOIN added a ON a.item_key = l.item_key
+               WHERE NOT l.stored_before OR j.change <> 'unchanged'
+           ),
+           -- A page stored again (a retried attempt) replaces its rows.
+           results AS (
+               INSERT INTO crawl_results (run_id, keyword_id, site_id, page, position, page_url, item_url, fields,
+                                          content_hash, item_key, item_id, change, diff)
+               SELECT $1, keyword_id, site_id, $4, position, $5, item_url, fields, content_hash, item_key,
+                      item_id, change, diff
+               FROM stored
+               ON CONFLICT (run_id, page, position) DO UPDATE
+               SET page_url = EXCLUDED.page_url, item_url = EXCLUDED.item_url, fields = EXCLUDED.fields,
+                   content_hash = EXCLUDED.content_hash, item_key = EXCLUDED.item_key,
+                   item_id = EXCLUDED.item_id, change = EXCLUDED.change, diff = EXCLUDED.diff,
+                   fetched_at = EXCLUDED.fetched_at
+           ),
+           dropped AS (
+               DELETE FROM crawl_results
+               WHERE run_id = $1 AND page = $4 AND position > (SELECT count(*) FROM stored)
+                 AND EXISTS (SELECT 1 FROM held)
+           )
+           SELECT EXISTS (SELECT 1 FROM held) AS "held!",
+                  (SELECT count(*) FROM stored) AS "stored!",
+                  (SELECT count(*) FROM judged WHERE change = 'new' AND NOT seen_in_run) AS "new!",
+                  (SELECT count(*) FROM judged
+                   WHERE change = 'changed' AND (NOT seen_in_run OR last_change = 'unchanged')) AS "changed!""#,
+        fence.run_id,
+        fence.attempt,
+        fence.worker_id,
+        crawled.page,
+        crawled.url,
+        &positions,
+        &keys,
+        &by as &[&str],
+        &urls as &[Option<String>],
+        &fields,
+        &hashes,
+        &before,
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(written.held.then_some(PageWritten {
+        stored: written.stored,
+        new: written.new,
+        changed: written.changed,
+    }))
+}
+
+/// Settles a completing run's changes (inside its fenced transaction, after
+/// results past its last page are gone): when it read every page, the items
+/// of its keyword/site it did not see are removed, as they were last seen;
+/// then its new, changed and removed items are counted and the first
+/// [`CHANGE_SAMPLES`] of each described.
+pub(in crate::store) async fn settle(
+    conn: &mut PgConnection,
+    run_id: i64,
+    (keyword_id, site_id): (i64, i64),
+    read_every_page: bool,
+) -> sqlx::Result<ChangeSummary> {
+    if read_every_page {
+        sqlx::query!(
+            r#"WITH gone AS (
+                   UPDATE items SET removed_at = now()
+                   WHERE keyword_id = $2 AND site_id = $3 AND removed_at IS NULL
+                     AND last_run_id IS DISTINCT FROM $1
+                   RETURNING id, keyword_id, site_id, item_key, item_url, fields, content_hash, last_page,
+                             last_position, last_page_url, first_seen_at, last_seen_at
+               )
+               INSERT INTO item_removals (run_id, item_id, keyword_id, site_id, item_key, item_url, fields,
+                                          content_hash, page, position, page_url, first_seen_at, last_seen_at)
+               SELECT $1, id, keyword_id, site_id, item_key, item_url, fields, content_hash, last_page,
+                      last_position, last_page_url, first_seen_at, last_seen_at
+               FROM gone"#,
+            run_id,
+            keyword_id,
+            site_id
+        )
+        .execute(&mut *conn)
+        .await?;
+    }
+    // Each kind's count and its first items in page order; an item on two
+    // pages counts once, where it was first listed.
+    let rows = sqlx::query!(
+        r#"WITH found AS (
+               SELECT DISTINCT ON (item_id) change, item_id, item_url, fields, diff, page, position
+               FROM crawl_results
+               WHERE run_id = $1 AND change IN ('new', 'changed')
+               ORDER BY item_id, page, position
+           ),
+           described AS (
+               SELECT change, item_id, item_url, fields, diff, page, position FROM found
+               UNION ALL
+               SELECT 'removed', item_id, item_url, fields, NULL, page, position
+               FROM item_removals WHERE run_id = $1
+           )
+           SELECT change AS "change!", item_id AS "item_id!", item_url, fields AS "fields!",
+                  diff AS "diff: Json<FieldDiff>", total AS "total!"
+           FROM (SELECT d.*, row_number() OVER (PARTITION BY change ORDER BY page, position, item_id) AS nth,
+                        count(*) OVER (PARTITION BY change) AS total
+                 FROM described d) AS ranked
+           WHERE nth <= $2
+           ORDER BY change, page, position, item_id"#,
+        run_id,
+        CHANGE_SAMPLES as i64
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut summary = ChangeSummary {
+        removals_judged: read_every_page,
+        ..ChangeSummary::default()
+    };
+    for row in rows {
+        let change: Change = decode("change", &row.change)?;
+        let total = row.total as i32;
+        match change {
+            Change::New => summary.new = total,
+            Change::Changed => summary.changed = total,
+            Change::Removed => summary.removed = total,
+            Change::Unchanged => continue,
+        }
+        summary.samples.push(ItemChange {
+            item_id: row.item_id,
+            change,
+            item_url: row.item_url,
+            fields: row.fields,
+            diff: row.diff.map(|Json(diff)| diff),
+        });
+    }
+    Ok(summary)
+}
