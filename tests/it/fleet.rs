@@ -97,19 +97,27 @@ async fn a_worker_killed_mid_queue_loses_nothing() {
     // Two worker processes, their browsers and two 0.6 s crawls: seconds. The
     // doomed worker is frozen before its runs are read, so a run it was about
     // to finish cannot end between the reading and the kill.
-    let held = eventually(Duration::from_secs(90), "the doomed worker is mid-crawl", || async {
-        let completed = count_states(app.pool()).await.get("completed").copied().unwrap_or(0);
-        if completed < 2 {
-            return None;
-        }
-        doomed.signal(libc::SIGSTOP);
-        let held = runs_held_by(&app, doomed.pid()).await;
-        if held.is_empty() {
-            doomed.signal(libc::SIGCONT);
-            return None;
-        }
-        Some(held)
-    })
+    let held = eventually(
+        Duration::from_secs(90),
+        "the doomed worker is mid-crawl",
+        || async {
+            let completed = count_states(app.pool())
+                .await
+                .get("completed")
+                .copied()
+                .unwrap_or(0);
+            if completed < 2 {
+                return None;
+            }
+            doomed.signal(libc::SIGSTOP);
+            let held = runs_held_by(&app, doomed.pid()).await;
+            if held.is_empty() {
+                doomed.signal(libc::SIGCONT);
+                return None;
+            }
+            Some(held)
+        },
+    )
     .await;
     let pid = doomed.pid();
     let left = descendants(pid);
@@ -131,7 +139,10 @@ async fn a_worker_killed_mid_queue_loses_nothing() {
             .fetch_one(app.pool())
             .await
             .unwrap();
-        assert!(attempt > 1, "run {run}, held by the killed worker, was retried");
+        assert!(
+            attempt > 1,
+            "run {run}, held by the killed worker, was retried"
+        );
     }
     assert_eq!(duplicate_results(&app).await, 0);
     assert_eq!(survivor.terminate(Duration::from_secs(30)).await, 0);
