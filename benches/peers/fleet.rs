@@ -41,13 +41,14 @@ pub async fn demo_shop_site(app: &TestApp, delay_ms: u64) -> i64 {
     .await
 }
 
-/// A worker process with `concurrency` browser slots.
+/// A worker process with `concurrency` browser slots, its Chrome the one
+/// BENCH_CHROME_PATH names when set (a wrapper adding flags, to measure them).
 pub fn worker(app: &TestApp, concurrency: usize) -> RoleProcess {
-    RoleProcess::spawn(
-        "worker",
-        &app.config,
-        &[("WORKER_CONCURRENCY", concurrency.to_string())],
-    )
+    let mut env = vec![("WORKER_CONCURRENCY", concurrency.to_string())];
+    if let Ok(chrome) = std::env::var("BENCH_CHROME_PATH") {
+        env.push(("CHROME_PATH", chrome));
+    }
+    RoleProcess::spawn("worker", &app.config, &env)
 }
 
 /// Keywords created ahead of a batch (not timed): one run each on `site`.

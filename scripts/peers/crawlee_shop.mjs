@@ -14,6 +14,7 @@
 import readline from 'node:readline';
 
 import { Configuration, PuppeteerCrawler } from '@crawlee/puppeteer';
+import puppeteer from 'puppeteer-core';
 
 const concurrency = Number(process.argv[2]);
 if (!Number.isInteger(concurrency) || concurrency < 1) {
@@ -45,6 +46,8 @@ const crawler = new PuppeteerCrawler(
         navigationTimeoutSecs: 30,
         browserPoolOptions: { useFingerprints: false },
         launchContext: {
+            // puppeteer-core: Crawlee would look for the full `puppeteer`.
+            launcher: puppeteer,
             launchOptions: {
                 executablePath: process.env.CHROME_PATH || '/usr/bin/chromium',
                 headless: true,
