@@ -303,7 +303,11 @@ mod tests {
         for _ in 0..100 {
             assert!(cache.rules(&page, &identity, &guard).await.allows(&page));
         }
-        assert_eq!(asked.load(Ordering::SeqCst), 1, "a fresh file is not asked again");
+        assert_eq!(
+            asked.load(Ordering::SeqCst),
+            1,
+            "a fresh file is not asked again"
+        );
 
         // A cache of its own whose files go stale at once, whatever the
         // machine's pace: each check asks again.
