@@ -1,0 +1,186 @@
+//! Searching policy settings: which step or target-tracking settings drain a
+//! burst within a factor of the ideal fleet's drain time, and at what cost.
+
+use super::fleet::{FleetSettings, Outcome, Scaling, simulate};
+use super::policy::{Adjustment, AlarmMetric, AutoScaling, Comparison, StepPolicy};
+use super::work::RunWork;
+
+/// One setting tried.
+pub struct Candidate {
+    pub label: String,
+    pub scaling: AutoScaling,
+}
+
+/// The name infra/ gives the step that answers a large backlog.
+const LARGE_STEP: &str = "scale-out-large";
+
+/// Step mode: infra/'s policies with the large scale-out step varied
+/// (threshold, adjustment, cooldown).
+pub fn step_candidates(infra: &AutoScaling) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for threshold in [20.0, 50.0, 100.0, 200.0] {
+        for adjustment in [10, 20, 25, 50] {
+            for cooldown in [30.0, 60.0, 120.0] {
+                let mut scaling = infra.clone();
+                let large = StepPolicy {
+                    name: LARGE_STEP.into(),
+                    metric: AlarmMetric::Backlog,
+                    comparison: Comparison::GreaterThan,
+                    threshold,
+                    periods: 1,
+                    adjustment: Adjustment::Change(adjustment),
+                    cooldown_secs: cooldown,
+                };
+                match scaling.steps.iter_mut().find(|s| s.name == LARGE_STEP) {
+                    Some(step) => *step = large,
+                    None => scaling.steps.insert(0, large),
+                }
+                out.push(Candidate {
+                    label: format!("step: > {threshold} -> +{adjustment}, cooldown {cooldown} s"),
+                    scaling,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Target-tracking mode: the target, and how many tasks the from-zero step adds.
+pub fn tracking_candidates(infra: &AutoScaling) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for target in [2.0, 4.0, 8.0, 16.0, 32.0, 64.0] {
+        for from_zero in [1, 5, 10, 25, 50] {
+            let mut scaling = infra.clone();
+            if let Some(tracking) = scaling.tracking.as_mut() {
+                tracking.target = target;
+            }
+            for step in scaling
+                .steps
+                .iter_mut()
+                .filter(|s| s.metric == AlarmMetric::Starved)
+            {
+                step.adjustment = Adjustment::Change(from_zero);
+            }
+            out.push(Candidate {
+                label: format!("target_tracking: {target} per task, from zero +{from_zero}"),
+                scaling,
+            });
+        }
+    }
+    out
+}
+
+/// A candidate's outcome and how it compares with the ideal.
+pub struct Found {
+    pub label: String,
+    pub outcome: Outcome,
+    pub ratio: f64,
+}
+
+/// Every candidate on the same runs (same seed), sorted: within `limit` of
+/// `ideal_drain` first, cheapest first; then the rest, fastest first.
+pub fn search(
+    candidates: Vec<Candidate>,
+    arrivals: &[f64],
+    work: &RunWork,
+    fleet: &FleetSettings,
+    seed: u64,
+    ideal_drain: f64,
+    limit: f64,
+) -> Vec<Found> {
+    let mut found: Vec<Found> = candidates
+        .into_iter()
+        .map(|c| {
+            let outcome = simulate(arrivals, work, &Scaling::Auto(c.scaling), fleet, seed);
+            let ratio = outcome.drain_secs / ideal_drain;
+            Found {
+                label: c.label,
+                outcome,
+                ratio,
+            }
+        })
+        .collect();
+    found.sort_by(|a, b| {
+        let (a_in, b_in) = (a.ratio <= limit, b.ratio <= limit);
+        b_in.cmp(&a_in).then_with(|| {
+            if a_in {
+                a.outcome
+                    .billed_task_secs
+                    .total_cmp(&b.outcome.billed_task_secs)
+            } else {
+                a.ratio.total_cmp(&b.ratio)
+            }
+        })
+    });
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simulate::work::PageSecs;
+
+    fn infra_like() -> AutoScaling {
+        AutoScaling {
+            steps: vec![
+                StepPolicy {
+                    name: "scale-out-small".into(),
+                    metric: AlarmMetric::Backlog,
+                    comparison: Comparison::GreaterThan,
+                    threshold: 20.0,
+                    periods: 1,
+                    adjustment: Adjustment::Change(1),
+                    cooldown_secs: 60.0,
+                },
+                StepPolicy {
+                    name: LARGE_STEP.into(),
+                    metric: AlarmMetric::Backlog,
+                    comparison: Comparison::GreaterThan,
+                    threshold: 200.0,
+                    periods: 1,
+                    adjustment: Adjustment::Change(10),
+                    cooldown_secs: 30.0,
+                },
+            ],
+            tracking: None,
+            min_tasks: 0,
+            max_tasks: 50,
+        }
+    }
+
+    #[test]
+    fn a_bigger_large_step_drains_a_long_burst_sooner() {
+        let work = RunWork {
+            pages: (1, 1),
+            page_secs: PageSecs::Samples(vec![60.0]),
+            overhead_secs: 0.0,
+        };
+        let fleet = FleetSettings {
+            slots_per_task: 4,
+            base_slots: 2,
+            startup_secs: (60.0, 60.0),
+            period_secs: 60.0,
+            publish_offset_secs: 30.0,
+            alarm_lag_secs: 60.0,
+            tail_limit_secs: 3600.0,
+        };
+        let arrivals = vec![0.0; 4000];
+        let found = search(
+            step_candidates(&infra_like()),
+            &arrivals,
+            &work,
+            &fleet,
+            1,
+            1.0,
+            0.0,
+        );
+        assert_eq!(found.len(), 48);
+        let best = &found[0];
+        assert!(best.label.contains("+50"), "{}", best.label);
+        let infra = found
+            .iter()
+            .find(|f| f.label == "step: > 200 -> +10, cooldown 30 s")
+            .unwrap();
+        assert!(best.outcome.drain_secs < infra.outcome.drain_secs);
+    }
+}
