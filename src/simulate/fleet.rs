@@ -316,6 +316,7 @@ pub fn simulate(
                 if sim.done == arrivals.len() {
                     drained_at = Some(at);
                     if matches!(scaling, Scaling::Fixed { .. }) {
+                        sim.desired = 0;
                         sim.stop_all_tasks();
                     }
                 }
@@ -371,7 +372,7 @@ pub fn simulate(
         .iter()
         .filter(|w| w.fargate)
         .map(|w| (w.stopped_at.unwrap_or(end) - w.launched_at).max(MIN_BILLED_SECS))
-        .sum();
+        .fold(0.0, |total, secs| total + secs);
     let fleet_at_zero_secs = drained_at.filter(|_| sim.live_tasks() == 0).map(|drained| {
         sim.workers
             .iter()
