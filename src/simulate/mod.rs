@@ -445,18 +445,30 @@ fn search_report(args: &Args, inputs: &Inputs) -> anyhow::Result<String> {
         out += &format!(
             "No setting drains within {WITHIN_IDEAL}x of the ideal; the fastest:\n"
         );
-        found.iter().take(8).collect()
+        found.iter().collect()
     } else {
         out += &format!(
             "{} settings drain within {WITHIN_IDEAL}x of the ideal; the cheapest:\n",
             within.len()
         );
-        within.into_iter().take(12).collect()
+        within
     };
-    let rows: Vec<Row> = shown
-        .iter()
-        .map(|f| Row {
-            label: f.label.clone(),
+    // Settings with the same outcome are one row: the first, and how many more.
+    let mut groups: Vec<(&search::Found, usize)> = Vec::new();
+    for f in shown {
+        match groups.last_mut() {
+            Some((first, more)) if first.outcome == f.outcome => *more += 1,
+            _ => groups.push((f, 0)),
+        }
+    }
+    let rows: Vec<Row> = groups
+        .into_iter()
+        .take(12)
+        .map(|(f, more)| Row {
+            label: match more {
+                0 => f.label.clone(),
+                n => format!("{} (+{n} alike)", f.label),
+            },
             outcome: f.outcome.clone(),
         })
         .collect();
