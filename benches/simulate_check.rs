@@ -113,7 +113,11 @@ async fn drain_burst(workers: u32) -> Measured {
         worker.terminate(Duration::from_secs(30)).await;
     }
     app.stop().await;
-    assert!(per_run.iter().all(|(_, pages)| *pages == PAGES_PER_RUN as i32));
+    assert!(
+        per_run
+            .iter()
+            .all(|(_, pages)| *pages == PAGES_PER_RUN as i32)
+    );
     Measured {
         runs,
         drain_secs,
@@ -131,7 +135,11 @@ fn predict(workers: u32, measured: &Measured) -> (f64, Vec<String>) {
     let dir = std::env::temp_dir().join("crawlfleet-simulate-check");
     std::fs::create_dir_all(&dir).unwrap();
     let samples = dir.join(format!("page-secs-{workers}-workers.txt"));
-    let text: String = measured.page_secs.iter().map(|s| format!("{s}\n")).collect();
+    let text: String = measured
+        .page_secs
+        .iter()
+        .map(|s| format!("{s}\n"))
+        .collect();
     std::fs::write(&samples, text).unwrap();
     let args: Vec<String> = [
         "simulate",

@@ -10,9 +10,7 @@ use anyhow::{Context as _, anyhow, bail, ensure};
 use hcl::eval::{Context, Evaluate};
 use hcl::{Body, Expression, Map, Value};
 
-use super::policy::{
-    Adjustment, AlarmMetric, AutoScaling, Comparison, StepPolicy, TargetTracking,
-};
+use super::policy::{Adjustment, AlarmMetric, AutoScaling, Comparison, StepPolicy, TargetTracking};
 
 /// The two modes `var.scaling_mode` chooses between.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,8 +135,14 @@ pub fn parse(
     let target = block(&body, "resource aws_appautoscaling_target workers")?;
     let step_ctx = ctx_for(ScalingMode::Step)?;
     let bounds = (
-        as_u32(&eval(&step_ctx, attr(target, "min_capacity")?)?, "min_capacity")?,
-        as_u32(&eval(&step_ctx, attr(target, "max_capacity")?)?, "max_capacity")?,
+        as_u32(
+            &eval(&step_ctx, attr(target, "min_capacity")?)?,
+            "min_capacity",
+        )?,
+        as_u32(
+            &eval(&step_ctx, attr(target, "max_capacity")?)?,
+            "max_capacity",
+        )?,
     );
     let period_secs = step_alarm_period(&body, &step_ctx)?;
     check_step_resources(&body)?;
@@ -190,10 +194,7 @@ fn variable_defaults(variables_tf: &str) -> anyhow::Result<Map<String, Value>> {
 
 /// The locals that evaluate from variables and other locals, in as many
 /// passes as their references need; those naming resources stay out.
-fn evaluate_locals(
-    body: &Body,
-    vars: &Map<String, Value>,
-) -> anyhow::Result<Map<String, Value>> {
+fn evaluate_locals(body: &Body, vars: &Map<String, Value>) -> anyhow::Result<Map<String, Value>> {
     let pending: Vec<(String, Expression)> = body
         .blocks()
         .filter(|b| b.identifier() == "locals")
@@ -256,8 +257,11 @@ fn step_policies(ctx: &Context) -> anyhow::Result<Vec<StepPolicy>> {
                 .ok_or_else(|| anyhow!("step_policies.{name}: comparison {comparison:?}"))?,
             threshold: as_f64(get("threshold")?, "threshold")?,
             periods: as_u32(get("periods")?, "periods")?,
-            adjustment: adjustment_of(as_str(get("adjustment_type")?, "adjustment_type")?, adjustment)
-                .with_context(|| format!("step_policies.{name}"))?,
+            adjustment: adjustment_of(
+                as_str(get("adjustment_type")?, "adjustment_type")?,
+                adjustment,
+            )
+            .with_context(|| format!("step_policies.{name}"))?,
             cooldown_secs: as_f64(get("cooldown")?, "cooldown")?,
         });
     }

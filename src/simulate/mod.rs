@@ -201,7 +201,11 @@ fn inputs(args: &Args) -> anyhow::Result<Inputs> {
         alarm_lag_secs: args.alarm_lag_secs,
         tail_limit_secs: 6.0 * 3600.0,
     };
-    let mut prices = match (FargatePrices::of_region(&infra.region), args.vcpu_hour, args.gb_hour) {
+    let mut prices = match (
+        FargatePrices::of_region(&infra.region),
+        args.vcpu_hour,
+        args.gb_hour,
+    ) {
         (_, Some(vcpu_hour), Some(gb_hour)) => FargatePrices {
             vcpu_hour,
             gb_hour,
@@ -268,9 +272,7 @@ fn scenarios(args: &Args) -> anyhow::Result<Vec<(String, Arrivals)>> {
             ("morning batch".into(), cron("0 0 6 * * *")?),
             (
                 "8,000-run burst".into(),
-                Arrivals::Burst {
-                    runs: DANAWA_BURST,
-                },
+                Arrivals::Burst { runs: DANAWA_BURST },
             ),
         ],
     })
@@ -315,7 +317,10 @@ fn report_for(args: &Args) -> anyhow::Result<String> {
 /// The policies compared: the EC2 host alone, each mode of infra/, the ideal.
 fn policies(args: &Args, inputs: &Inputs) -> Vec<(String, Scaling)> {
     if let Some(tasks) = args.fixed_tasks {
-        return vec![(format!("fixed: {tasks} tasks from t=0"), Scaling::Fixed { tasks })];
+        return vec![(
+            format!("fixed: {tasks} tasks from t=0"),
+            Scaling::Fixed { tasks },
+        )];
     }
     let infra = &inputs.infra;
     let mark = |mode: ScalingMode| {
@@ -442,9 +447,7 @@ fn search_report(args: &Args, inputs: &Inputs) -> anyhow::Result<String> {
         duration(ideal.drain_secs)
     );
     let shown: Vec<&search::Found> = if within.is_empty() {
-        out += &format!(
-            "No setting drains within {WITHIN_IDEAL}x of the ideal; the fastest:\n"
-        );
+        out += &format!("No setting drains within {WITHIN_IDEAL}x of the ideal; the fastest:\n");
         found.iter().collect()
     } else {
         out += &format!(

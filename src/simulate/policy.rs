@@ -163,9 +163,8 @@ impl Scaler {
     }
 
     fn track(&mut self, now: f64, tracking: &TargetTracking, desired: u32) -> u32 {
-        let per_task = |d: &Datapoint| {
-            (d.running_tasks > 0).then(|| d.backlog / f64::from(d.running_tasks))
-        };
+        let per_task =
+            |d: &Datapoint| (d.running_tasks > 0).then(|| d.backlog / f64::from(d.running_tasks));
         let Some(Some(latest)) = self.history.last().copied() else {
             return desired;
         };
@@ -176,14 +175,28 @@ impl Scaler {
         });
         if high && wanted > i64::from(desired) {
             let cooldown = tracking.scale_out_cooldown_secs;
-            return self.apply(out_slot, now, desired, wanted, cooldown, Adjustment::Exact(0));
+            return self.apply(
+                out_slot,
+                now,
+                desired,
+                wanted,
+                cooldown,
+                Adjustment::Exact(0),
+            );
         }
         let low = self.in_alarm(TRACKING_LOW_PERIODS, |d| {
             per_task(d).is_some_and(|v| v < tracking.target * TRACKING_LOW_RATIO)
         });
         if low && wanted < i64::from(desired) {
             let cooldown = tracking.scale_in_cooldown_secs;
-            return self.apply(out_slot + 1, now, desired, wanted, cooldown, Adjustment::Exact(0));
+            return self.apply(
+                out_slot + 1,
+                now,
+                desired,
+                wanted,
+                cooldown,
+                Adjustment::Exact(0),
+            );
         }
         desired
     }

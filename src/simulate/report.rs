@@ -78,7 +78,13 @@ pub fn table(rows: &[Row], ideal_drain: Option<f64>, cost: &TaskCost) -> String 
         ]);
     }
     let widths: Vec<usize> = (0..header.len())
-        .map(|c| lines.iter().map(|l| l[c].chars().count()).max().unwrap_or(0))
+        .map(|c| {
+            lines
+                .iter()
+                .map(|l| l[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     for (i, line) in lines.iter().enumerate() {

@@ -228,17 +228,13 @@ mod tests {
         assert!(best.label.contains("period 10 s"), "{}", best.label);
         let infra = found
             .iter()
-            .find(|f| {
-                f.label == "step: > 200 -> +10, cooldown 30 s, to zero after 10, period 60 s"
-            })
+            .find(|f| f.label == "step: > 200 -> +10, cooldown 30 s, to zero after 10, period 60 s")
             .unwrap();
         assert!(best.outcome.drain_secs < infra.outcome.drain_secs);
         // The same drain costs less when the idle fleet stops sooner.
         let sooner = found
             .iter()
-            .find(|f| {
-                f.label == "step: > 200 -> +10, cooldown 30 s, to zero after 3, period 60 s"
-            })
+            .find(|f| f.label == "step: > 200 -> +10, cooldown 30 s, to zero after 3, period 60 s")
             .unwrap();
         assert_eq!(sooner.outcome.drain_secs, infra.outcome.drain_secs);
         assert!(sooner.outcome.billed_task_secs < infra.outcome.billed_task_secs);

@@ -23,7 +23,12 @@ fn settings(startup: f64) -> FleetSettings {
     }
 }
 
-fn step(comparison: Comparison, threshold: f64, periods: u32, adjustment: Adjustment) -> StepPolicy {
+fn step(
+    comparison: Comparison,
+    threshold: f64,
+    periods: u32,
+    adjustment: Adjustment,
+) -> StepPolicy {
     StepPolicy {
         name: "test".into(),
         metric: AlarmMetric::Backlog,
@@ -59,7 +64,11 @@ fn a_fixed_fleet_drains_in_work_over_slots() {
     );
     assert_eq!(out.drain_secs, 25.0, "400 one-second runs on 16 slots");
     assert_eq!(out.unfinished_runs, 0);
-    assert_eq!(out.billed_task_secs, 4.0 * MIN_BILLED_SECS, "a minute at least");
+    assert_eq!(
+        out.billed_task_secs,
+        4.0 * MIN_BILLED_SECS,
+        "a minute at least"
+    );
     assert_eq!(out.fleet_at_zero_secs, Some(25.0));
 }
 
@@ -74,7 +83,11 @@ fn a_task_takes_runs_only_after_its_start_up_and_is_billed_from_launch() {
     );
     assert_eq!(out.drain_secs, 160.0, "ready at 100, two rounds of 30 s");
     assert_eq!(out.billed_task_secs, 160.0);
-    assert!((out.mean_wait_secs - 115.0).abs() < 1e-9, "{}", out.mean_wait_secs);
+    assert!(
+        (out.mean_wait_secs - 115.0).abs() < 1e-9,
+        "{}",
+        out.mean_wait_secs
+    );
 }
 
 #[test]
@@ -113,7 +126,10 @@ fn without_a_scale_to_zero_policy_the_fleet_keeps_its_tasks() {
         1,
     );
     assert_eq!(out.drain_secs, 113.0);
-    assert_eq!(out.fleet_at_zero_secs, None, "still running at the tail limit");
+    assert_eq!(
+        out.fleet_at_zero_secs, None,
+        "still running at the tail limit"
+    );
 }
 
 #[test]
@@ -168,7 +184,10 @@ fn a_busy_task_is_protected_from_scale_in_and_stops_when_idle() {
     sim.workers[1].busy = 2;
     sim.desired = 1;
     sim.reconcile();
-    assert!(sim.workers[3].stopped_at.is_some(), "the starting task first");
+    assert!(
+        sim.workers[3].stopped_at.is_some(),
+        "the starting task first"
+    );
     assert!(sim.workers[2].stopped_at.is_some(), "then the idle one");
     assert!(sim.workers[1].stopped_at.is_none(), "the busy one stays");
     sim.desired = 0;

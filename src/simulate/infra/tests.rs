@@ -49,10 +49,31 @@ fn infra_is_read_as_the_architecture_describes_it() {
     assert_eq!(
         steps,
         vec![
-            ("scale-out-small", GreaterThan, 20.0, 1, Adjustment::Change(1), 60.0),
-            ("scale-out-large", GreaterThan, 200.0, 1, Adjustment::Change(10), 30.0),
+            (
+                "scale-out-small",
+                GreaterThan,
+                20.0,
+                1,
+                Adjustment::Change(1),
+                60.0
+            ),
+            (
+                "scale-out-large",
+                GreaterThan,
+                200.0,
+                1,
+                Adjustment::Change(10),
+                30.0
+            ),
             ("scale-in", LessThan, 10.0, 1, Adjustment::Change(-1), 300.0),
-            ("scale-to-zero", LessThanOrEqualTo, 0.0, 10, Adjustment::Exact(0), 300.0),
+            (
+                "scale-to-zero",
+                LessThanOrEqualTo,
+                0.0,
+                10,
+                Adjustment::Exact(0),
+                300.0
+            ),
         ]
     );
     assert!(infra.step.tracking.is_none());
@@ -89,7 +110,10 @@ fn a_tfvars_file_overrides_the_defaults() {
     )
     .unwrap();
     assert_eq!(infra.deployed_mode, ScalingMode::TargetTracking);
-    assert_eq!(infra.target_tracking.tracking.as_ref().unwrap().target, 16.0);
+    assert_eq!(
+        infra.target_tracking.tracking.as_ref().unwrap().target,
+        16.0
+    );
     assert_eq!(infra.step.max_tasks, 20);
     assert_eq!(infra.region, "us-east-1");
 }
@@ -104,17 +128,41 @@ fn a_changed_threshold_is_read() {
 fn what_the_simulator_does_not_model_is_an_error_naming_it() {
     let cases = [
         // A setting of a step policy it would ignore.
-        ("cooldown = 30, enabled", "cooldown = 30, warmup = 60, enabled", "warmup"),
+        (
+            "cooldown = 30, enabled",
+            "cooldown = 30, warmup = 60, enabled",
+            "warmup",
+        ),
         // An alarm that no longer takes its periods from the policy.
-        ("evaluation_periods  = each.value.periods", "evaluation_periods  = 3", "evaluation_periods"),
+        (
+            "evaluation_periods  = each.value.periods",
+            "evaluation_periods  = 3",
+            "evaluation_periods",
+        ),
         // M out of N datapoints.
-        ("treat_missing_data = \"notBreaching\"\n  alarm_actions", "treat_missing_data = \"notBreaching\"\n  datapoints_to_alarm = 2\n  alarm_actions", "datapoints_to_alarm"),
+        (
+            "treat_missing_data = \"notBreaching\"\n  alarm_actions",
+            "treat_missing_data = \"notBreaching\"\n  datapoints_to_alarm = 2\n  alarm_actions",
+            "datapoints_to_alarm",
+        ),
         // Missing data treated otherwise.
-        ("treat_missing_data = \"notBreaching\"\n  alarm_actions", "treat_missing_data = \"breaching\"\n  alarm_actions", "treat_missing_data"),
+        (
+            "treat_missing_data = \"notBreaching\"\n  alarm_actions",
+            "treat_missing_data = \"breaching\"\n  alarm_actions",
+            "treat_missing_data",
+        ),
         // An adjustment type it cannot apply.
-        ("adjustment_type = \"ChangeInCapacity\", adjustment = 10", "adjustment_type = \"PercentChangeInCapacity\", adjustment = 10", "PercentChangeInCapacity"),
+        (
+            "adjustment_type = \"ChangeInCapacity\", adjustment = 10",
+            "adjustment_type = \"PercentChangeInCapacity\", adjustment = 10",
+            "PercentChangeInCapacity",
+        ),
         // Another target-tracking metric.
-        ("expression  = \"backlog / tasks\"", "expression  = \"backlog / (tasks + 1)\"", "backlog / tasks"),
+        (
+            "expression  = \"backlog / tasks\"",
+            "expression  = \"backlog / (tasks + 1)\"",
+            "backlog / tasks",
+        ),
     ];
     for (from, to, named) in cases {
         let err = format!("{:#}", parse_changed(from, to).unwrap_err());
