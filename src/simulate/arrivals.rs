@@ -15,7 +15,8 @@ pub enum Arrivals {
     /// Keywords 1..=`keywords`, each on `sites` sites, at their first fire
     /// after `after`; t = 0 is the earliest cron time among them.
     Cron {
-        schedule: KeywordSchedule,
+        // Boxed: a schedule is large beside a burst's one number.
+        schedule: Box<KeywordSchedule>,
         keywords: u32,
         sites: u32,
         after: DateTime<Utc>,
@@ -81,7 +82,7 @@ mod tests {
     #[test]
     fn a_cron_batch_queues_each_keyword_on_each_site_within_its_jitter() {
         let arrivals = Arrivals::Cron {
-            schedule: KeywordSchedule::parse("0 0 6 * * *", "Asia/Seoul", 600).unwrap(),
+            schedule: Box::new(KeywordSchedule::parse("0 0 6 * * *", "Asia/Seoul", 600).unwrap()),
             keywords: 50,
             sites: 3,
             after: "2026-11-25T00:00:00Z".parse().unwrap(),

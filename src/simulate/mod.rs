@@ -258,8 +258,11 @@ fn scenarios(args: &Args) -> anyhow::Result<Vec<(String, Arrivals)>> {
     let after = "2026-11-26T00:00:00Z".parse().expect("a valid instant");
     let cron = |cron: &str| -> anyhow::Result<Arrivals> {
         Ok(Arrivals::Cron {
-            schedule: KeywordSchedule::parse(cron, &args.timezone, args.jitter_secs)
-                .map_err(|e| anyhow::anyhow!("--{}: {}", e.field.replace('_', "-"), e.message))?,
+            schedule: Box::new(
+                KeywordSchedule::parse(cron, &args.timezone, args.jitter_secs).map_err(|e| {
+                    anyhow::anyhow!("--{}: {}", e.field.replace('_', "-"), e.message)
+                })?,
+            ),
             keywords: args.keywords,
             sites: args.sites,
             after,
