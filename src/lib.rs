@@ -6,7 +6,9 @@
 //! job contract over Redis), `events` (live events over Redis pub/sub), `net`
 //! (the outbound-address guard and the hardened HTTP server) and `ops`
 //! (metrics, logs, signals, probes). `demo` is the demo shop and its seeding;
-//! `app` wires the roles together. docs/architecture.md walks the house.
+//! `app` wires the roles together; `simulate` is the fleet simulator
+//! (`crawlfleet simulate`: reads infra/, needs no store). docs/architecture.md
+//! walks the house.
 
 pub mod api;
 pub mod app;
@@ -18,5 +20,6 @@ pub mod net;
 pub mod ops;
 pub mod queue;
 pub mod scheduler;
+pub mod simulate;
 pub mod store;
 pub mod worker;

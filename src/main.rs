@@ -1,5 +1,5 @@
 use clap::Parser;
-use crawlfleet::{app, config::Config, ops::healthcheck, ops::shutdown, ops::telemetry};
+use crawlfleet::{app, config::Config, ops::healthcheck, ops::shutdown, ops::telemetry, simulate};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
@@ -8,6 +8,11 @@ async fn main() -> std::process::ExitCode {
     if std::env::args().nth(1).as_deref() == Some("healthcheck") {
         let args = healthcheck::Args::parse_from(std::env::args().skip(1));
         return healthcheck::run(&args).await;
+    }
+    // `crawlfleet simulate ...`: the fleet simulator, no stores needed.
+    if std::env::args().nth(1).as_deref() == Some("simulate") {
+        let args = simulate::Args::parse_from(std::env::args().skip(1));
+        return simulate::run(&args);
     }
     let config = Config::parse();
     telemetry::init(config.common.log_format);

@@ -35,6 +35,7 @@ const MAY_IMPORT: &[(&str, &[&str])] = &[
         &["config", "domain", "events", "net", "ops", "queue", "store"],
     ),
     ("demo", &["config", "domain", "store"]),
+    ("simulate", &["domain"]),
     (
         "app",
         &[
