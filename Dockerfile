@@ -40,7 +40,6 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         ca-certificates \
         chromium \
-        chromium-driver \
         fonts-liberation \
         fonts-noto-cjk \
         tini \
@@ -55,7 +54,6 @@ RUN groupadd --system --gid 10001 crawlfleet \
 COPY --from=builder /out/crawlfleet /usr/local/bin/crawlfleet
 
 ENV LOG_FORMAT=json \
-    CHROMEDRIVER_PATH=/usr/bin/chromedriver \
     CHROME_PATH=/usr/bin/chromium \
     API_HOST=0.0.0.0 \
     HEALTHCHECK_URL=http://127.0.0.1:3000/health
@@ -72,6 +70,6 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
     CMD ["/bin/sh", "-c", "exec crawlfleet healthcheck --url \"$HEALTHCHECK_URL\""]
 
 # tini is PID 1 so Chrome's helper processes get reaped. No `-g`: SIGTERM must reach
-# crawlfleet alone, which drains its crawls and then stops chromedriver itself.
+# crawlfleet alone, which drains its crawls and then closes its Chrome itself.
 ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/crawlfleet"]
 CMD ["--process=all"]

@@ -5,7 +5,7 @@
 //! As in production, the SSRF guard is on (the demo site's 127.0.0.1 let
 //! through), so Chrome's connections go through the worker's relay; Chrome
 //! with the guard off (no relay) is measured too, to show what the relay costs.
-//! Needs what the tests need (Postgres, Redis, chromium, chromedriver).
+//! Needs what the tests need (Postgres, Redis, chromium).
 //!
 //!   cargo bench --bench render_modes            (or scripts/bench)
 //!

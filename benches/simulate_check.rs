@@ -4,8 +4,8 @@
 //! time and each run's time per page, hands those page times to
 //! `crawlfleet simulate` (N fixed tasks of the workers' slots, no start-up,
 //! no EC2 host) and prints predicted against measured. Goal: within 15 %.
-//! Needs what the tests need (Postgres, Redis; chromedriver, which each
-//! worker starts, though no Chrome is used).
+//! Needs what the tests need (Postgres, Redis; no Chrome is started: a
+//! worker starts its browser for its first browser crawl).
 //!
 //!   cargo bench --bench simulate_check            (or scripts/bench)
 //!

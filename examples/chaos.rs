@@ -1,7 +1,7 @@
 //! `scripts/chaos`: the whole fleet as real processes (api, scheduler, three
 //! workers) crawling the demo shop while faults are caused for real: a worker
 //! killed with SIGKILL every few seconds (and started again, as ECS would), a
-//! worker sent SIGTERM, a chromedriver killed, Redis flushed. At the end it
+//! worker sent SIGTERM, a worker's Chrome killed, Redis flushed. At the end it
 //! prints one line of figures and exits non-zero if anything was lost or done
 //! twice.
 //!
@@ -13,7 +13,11 @@ use std::{
 };
 
 use anyhow::{Context, bail};
-use crawlfleet::{demo::site::DemoSite, queue, worker::browser::processes::descendants};
+use crawlfleet::{
+    demo::site::DemoSite,
+    queue,
+    worker::browser::processes::{browser_of, descendants},
+};
 use rand::seq::IndexedRandom;
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -78,13 +82,6 @@ fn signal(child: &Child, sig: i32) {
         // SAFETY: kill(2) on a child of ours.
         unsafe { libc::kill(pid as i32, sig) };
     }
-}
-
-fn comm(pid: i32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .unwrap_or_default()
-        .trim()
-        .to_owned()
 }
 
 async fn scalar(pool: &PgPool, sql: &str) -> i64 {
@@ -275,7 +272,7 @@ async fn run_chaos(
                 workers[index] = fleet.spawn("worker")?;
                 recovered_after(&pool, at, Some(pid)).await
             }
-            // Redis flushed once, then chromedriver killed under a worker.
+            // Redis flushed once, then a worker's Chrome killed.
             _ => {
                 if step % 4 == 3 {
                     flushed = true;
@@ -287,12 +284,9 @@ async fn run_chaos(
                     if !keys.is_empty() {
                         let _: () = redis::cmd("DEL").arg(keys).query_async(&mut redis).await?;
                     }
-                } else if let Some(driver) = descendants(workers[index].id().unwrap() as i32)
-                    .into_iter()
-                    .find(|p| comm(*p) == "chromedriver")
-                {
-                    // SAFETY: kill(2) on a chromedriver our worker started.
-                    unsafe { libc::kill(driver, libc::SIGKILL) };
+                } else if let Some(chrome) = browser_of(workers[index].id().unwrap() as i32) {
+                    // SAFETY: kill(2) on a Chrome our worker started.
+                    unsafe { libc::kill(chrome, libc::SIGKILL) };
                 }
                 recovered_after(&pool, at, None).await
             }

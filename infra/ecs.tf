@@ -17,7 +17,7 @@ resource "aws_cloudwatch_log_group" "workers" {
 }
 
 resource "aws_ecs_task_definition" "worker" {
-  #checkov:skip=CKV_AWS_336:Chrome and chromedriver write profiles, caches and crash dumps under /tmp and $HOME; a read-only root with a volume for each is untried, so the root stays writable (the container runs as a non-root user).
+  #checkov:skip=CKV_AWS_336:Chrome writes profiles, caches and crash dumps under /tmp and $HOME; a read-only root with a volume for each is untried, so the root stays writable (the container runs as a non-root user).
   family                   = "${var.name}-worker"
   requires_compatibilities = ["FARGATE"]
   network_mode             = "awsvpc"

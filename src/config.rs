@@ -280,8 +280,7 @@ pub struct SchedulerConfig {
     pub webhook_retry_schedule_secs: Vec<u64>,
 }
 
-/// The worker's settings: its side port, its concurrency, chromedriver and
-/// Chrome, draining, Fargate scale-in protection and heartbeats.
+/// The worker's settings: its side port, its concurrency, Chrome, draining, Fargate scale-in protection and heartbeats.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WorkerConfig {
     /// Port of the worker's /health and /metrics (in `all` mode the api port
@@ -298,19 +297,10 @@ pub struct WorkerConfig {
     #[arg(long, env = "HTTP_CONCURRENCY", default_value_t = 32)]
     pub http_concurrency: usize,
 
-    /// chromedriver binary the worker starts and supervises (found on PATH by default).
-    #[arg(long, env = "CHROMEDRIVER_PATH", default_value = "chromedriver")]
-    pub chromedriver_path: String,
-
-    /// Use this WebDriver server instead of starting chromedriver. It must run
-    /// its browsers on this host (hung ones are killed by profile folder, and
-    /// their connections go through a relay on 127.0.0.1).
-    #[arg(long, env = "WEBDRIVER_URL")]
-    pub webdriver_url: Option<String>,
-
-    /// Chrome/Chromium binary; chromedriver finds it by itself when unset.
-    #[arg(long, env = "CHROME_PATH")]
-    pub chrome_path: Option<String>,
+    /// Chrome/Chromium binary the worker starts (one per worker process, each
+    /// crawl in a context of its own) and drives over the DevTools pipe.
+    #[arg(long, env = "CHROME_PATH", default_value = "chromium")]
+    pub chrome_path: String,
 
     /// On SIGTERM, how long in-flight crawls may run before their runs are handed
     /// back to the queue (keep under ECS's 30 s stopTimeout).

@@ -108,3 +108,24 @@ pub async fn crawl(app: &TestApp, keywords: &[i64]) -> Batch {
         secs: (last_end - asked_at).as_seconds_f64(),
     }
 }
+
+/// The sum and count of a histogram on the worker's /metrics.
+pub async fn histogram(app: &TestApp, metrics: std::net::SocketAddr, name: &str) -> (f64, f64) {
+    let text = app
+        .http
+        .get(format!("http://{metrics}/metrics"))
+        .send()
+        .await
+        .and_then(|r| r.error_for_status())
+        .expect("the worker serves /metrics")
+        .text()
+        .await
+        .expect("as text");
+    let value = |suffix: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(&format!("{name}{suffix} ")))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (value("_sum"), value("_count"))
+}

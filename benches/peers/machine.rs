@@ -54,10 +54,6 @@ pub fn print(peers_dir: &Path) {
     );
     println!("crawlfleet  {commit} (release build)");
     println!("chromium    {}", first_line("chromium", &["--version"]));
-    println!(
-        "chromedriver {}",
-        first_line("chromedriver", &["--version"])
-    );
     println!("node        {}", first_line("node", &["--version"]));
     println!(
         "peer        @crawlee/puppeteer {}, puppeteer-core {}",

@@ -3,7 +3,7 @@
 //! pages, 5 products a page), in the system Chromium. For each concurrency,
 //! rounds alternate which tool goes first; each batch is measured as pages
 //! per second, CPU seconds per page of the tool's whole process tree (the
-//! worker, chromedriver and every Chrome; node and its Chrome) and the tree's
+//! worker and every Chrome process; node and its Chrome) and the tree's
 //! peak PSS.
 //!
 //! Both tools stay up between batches, as in production: crawlfleet's api and
@@ -25,10 +25,10 @@ mod support;
 mod crawlee;
 mod fleet;
 mod machine;
-mod tree;
 
 use std::{future::Future, path::PathBuf};
 
+use crawlfleet::ops::process_tree as tree;
 use support::{Roles, TestApp};
 
 const PAGES_PER_KEYWORD: u64 = 3;
@@ -67,6 +67,8 @@ struct Figures {
     secs: f64,
     cpu_secs: f64,
     peak_pss_mib: f64,
+    /// crawlfleet's own count (`crawlfleet_browser_commands_per_page`).
+    commands_per_page: Option<f64>,
 }
 
 impl Figures {
@@ -94,7 +96,7 @@ async fn measured(root: i32, batch: impl Future<Output = Batch>) -> (Batch, f64,
     let cpu_before = tree::cpu_seconds(root);
     let pss = tree::PeakPss::start(root);
     let done = batch.await;
-    let peak = pss.stop();
+    let peak = pss.stop(root);
     (done, tree::cpu_seconds(root) - cpu_before, peak)
 }
 
@@ -146,12 +148,13 @@ async fn main() {
     let base = app.site.base_url();
 
     println!(
-        "{:<11} {:>3} {:>5} {:>6} {:>8} {:>8} {:>11} {:>9}",
-        "tool", "c", "round", "pages", "secs", "pages/s", "cpu-s/page", "peak MiB"
+        "{:<11} {:>3} {:>5} {:>6} {:>8} {:>8} {:>11} {:>9} {:>12}",
+        "tool", "c", "round", "pages", "secs", "pages/s", "cpu-s/page", "peak MiB", "commands/p"
     );
     let mut all: Vec<Figures> = Vec::new();
     for &concurrency in &concurrencies {
         let worker = fleet::worker(&app, concurrency);
+        let metrics = worker.listening_on("health and metrics listening").await;
         let mut peer = crawlee::Crawlee::start(&peers_dir, concurrency);
 
         let warm: Vec<String> = (0..concurrency.max(2))
@@ -171,6 +174,8 @@ async fn main() {
                 let names: Vec<String> = (0..keywords)
                     .map(|i| format!("{}-c{concurrency}-r{round}-{i}", tool.name()))
                     .collect();
+                const COMMANDS: &str = "crawlfleet_browser_commands_per_page";
+                let commands_before = fleet::histogram(&app, metrics, COMMANDS).await;
                 let (batch, cpu_secs, peak_pss_mib) = match tool {
                     Tool::Crawlee => {
                         let urls = peer_urls(&base, &names, delay_ms);
@@ -195,6 +200,7 @@ async fn main() {
                     "{}: every item read",
                     tool.name()
                 );
+                let commands_after = fleet::histogram(&app, metrics, COMMANDS).await;
                 let figures = Figures {
                     tool,
                     concurrency,
@@ -202,9 +208,13 @@ async fn main() {
                     secs: batch.secs,
                     cpu_secs,
                     peak_pss_mib,
+                    commands_per_page: (tool == Tool::Crawlfleet).then(|| {
+                        (commands_after.0 - commands_before.0)
+                            / (commands_after.1 - commands_before.1)
+                    }),
                 };
                 println!(
-                    "{:<11} {:>3} {:>5} {:>6} {:>8.2} {:>8.2} {:>11.3} {:>9.0}",
+                    "{:<11} {:>3} {:>5} {:>6} {:>8.2} {:>8.2} {:>11.3} {:>9.0} {:>12}",
                     tool.name(),
                     concurrency,
                     round + 1,
@@ -212,7 +222,10 @@ async fn main() {
                     figures.secs,
                     figures.pages_per_sec(),
                     figures.cpu_per_page(),
-                    figures.peak_pss_mib
+                    figures.peak_pss_mib,
+                    figures
+                        .commands_per_page
+                        .map_or_else(|| "-".to_owned(), |c| format!("{c:.1}"))
                 );
                 all.push(figures);
             }

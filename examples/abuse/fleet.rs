@@ -108,7 +108,7 @@ impl Fleet {
                 std::mem::take(&mut state.restarts),
             )
         };
-        // What the processes started (chromedriver, Chrome), by pid and name,
+        // What the processes started (Chrome and its helpers), by pid and name,
         // so that a pid taken by something else meanwhile is left alone.
         let mut left_behind = Vec::new();
         for process in &running {

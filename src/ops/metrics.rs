@@ -6,8 +6,8 @@
 use std::sync::LazyLock;
 
 use prometheus::{
-    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry, TextEncoder,
+    Counter, Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter,
+    IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 use crate::domain::run::RunState;
@@ -32,6 +32,10 @@ pub struct Metrics {
     // worker
     pub runs_finished: IntCounterVec,
     pub page_fetch_duration: HistogramVec,
+    pub pages_fetched: IntCounter,
+    pub browser_commands_per_page: Histogram,
+    pub worker_tree_cpu: Counter,
+    pub page_cpu: Gauge,
     pub stuck_detections: IntCounterVec,
     pub retries: IntCounterVec,
     pub browser_sessions_open: IntGauge,
@@ -81,6 +85,16 @@ fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
 
 fn gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
     let metric = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("registered once");
+    metric
+}
+
+fn registered<M: prometheus::core::Collector + Clone + 'static>(
+    registry: &Registry,
+    metric: M,
+) -> M {
     registry
         .register(Box::new(metric.clone()))
         .expect("registered once");
@@ -189,6 +203,43 @@ impl Metrics {
                 &["site"],
                 vec![0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0],
             ),
+            pages_fetched: counter(
+                &r,
+                "crawlfleet_pages_fetched_total",
+                "Results pages fetched (any outcome), every site and mode.",
+            ),
+            browser_commands_per_page: registered(
+                &r,
+                Histogram::with_opts(
+                    HistogramOpts::new(
+                        "crawlfleet_browser_commands_per_page",
+                        "DevTools commands a browser page took, the crawl's own set-up \
+                         counted with its first page.",
+                    )
+                    .buckets(vec![
+                        1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0,
+                    ]),
+                )
+                .expect("valid metric"),
+            ),
+            worker_tree_cpu: registered(
+                &r,
+                Counter::new(
+                    "crawlfleet_worker_tree_cpu_seconds_total",
+                    "CPU time of the worker and everything it runs (every Chrome \
+                     process), sampled every 10 s.",
+                )
+                .expect("valid metric"),
+            ),
+            page_cpu: registered(
+                &r,
+                Gauge::new(
+                    "crawlfleet_page_cpu_seconds",
+                    "CPU seconds of the worker's whole process tree per page fetched, over \
+                     the last 10 s that fetched pages.",
+                )
+                .expect("valid metric"),
+            ),
             stuck_detections: counter_vec(
                 &r,
                 "crawlfleet_stuck_detections_total",
@@ -204,12 +255,12 @@ impl Metrics {
             browser_sessions_open: gauge(
                 &r,
                 "crawlfleet_browser_sessions_open",
-                "Headless Chrome sessions open.",
+                "Browser contexts open: one per browser crawl in progress.",
             ),
             browser_restarts: counter_vec(
                 &r,
                 "crawlfleet_browser_restarts_total",
-                "Browser sessions killed and chromedriver restarts.",
+                "Browser contexts of hung or crashed pages ended (session), and Chrome restarts after it died (chrome).",
                 &["what"],
             ),
             rate_limit_wait: histogram_vec(

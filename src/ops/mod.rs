@@ -3,5 +3,6 @@
 
 pub mod healthcheck;
 pub mod metrics;
+pub mod process_tree;
 pub mod shutdown;
 pub mod telemetry;

@@ -9,12 +9,12 @@ use tracing_subscriber::{
 };
 
 /// Crates whose debug and trace output can carry what a crawl must keep
-/// secret: cookies and local storage going to and from Chrome (WebDriver and
-/// CDP commands), request and response headers (a site's `Authorization`, a
+/// secret: cookies and local storage going to and from Chrome (DevTools
+/// messages), request and response headers (a site's `Authorization`, a
 /// proxy's credentials, `Set-Cookie`), AWS request signing. They stay at
 /// `info` whatever `RUST_LOG` says.
 const SECRET_BEARING: &[&str] = &[
-    "fantoccini",
+    "crawlfleet::worker::browser::devtools",
     "hyper",
     "hyper_util",
     "reqwest",
@@ -73,10 +73,16 @@ mod tests {
     fn secret_bearing_crates_stay_at_info_and_others_follow_rust_log() {
         let capped = secrets_capped();
         let enabled = |target: &str, level: tracing::Level| capped.would_enable(target, &level);
-        assert!(!enabled("fantoccini::session", tracing::Level::DEBUG));
+        assert!(!enabled(
+            "crawlfleet::worker::browser::devtools",
+            tracing::Level::DEBUG
+        ));
         assert!(!enabled("hyper_util::client", tracing::Level::TRACE));
         assert!(!enabled("aws_sigv4::http_request", tracing::Level::DEBUG));
-        assert!(enabled("fantoccini::session", tracing::Level::INFO));
+        assert!(enabled(
+            "crawlfleet::worker::browser::devtools",
+            tracing::Level::INFO
+        ));
         assert!(enabled("crawlfleet::worker", tracing::Level::TRACE));
     }
 }

@@ -1,5 +1,5 @@
 //! The worker room: takes crawl (and site preview) jobs from Redis and crawls them in headless
-//! Chrome (with its own supervised chromedriver) or over plain HTTP, each kind
+//! Chrome (its own, driven over the DevTools pipe) or over plain HTTP, each kind
 //! from its own lane with its own slots. `browser/` owns Chrome, `crawl/` one
 //! attempt, `fetch/` one page, `extract/` the items of a page.
 //! May import `config`, `domain`, `store`, `queue`, `events`, `net`, `ops`;
@@ -9,6 +9,7 @@ pub mod browser;
 pub mod crawl;
 mod extract;
 mod fetch;
+mod page_cpu;
 mod preview;
 mod scale_in;
 
@@ -33,7 +34,7 @@ use crate::{
     store::{self, workers::Slots},
 };
 
-use browser::{BrowserPool, chromedriver::ChromeDriver, processes};
+use browser::{BrowserPool, processes};
 use crawl::CrawlContext;
 
 /// How often the worker announces itself (the fleet's concurrency).
@@ -75,36 +76,13 @@ pub async fn run(
         return Ok(());
     }
     let profile_root = std::env::temp_dir().join(format!("crawlfleet-{worker_id}"));
-    let browsers_stop = CancellationToken::new();
-    let chromedriver = match &config.webdriver_url {
-        Some(_) => None,
-        None => Some(
-            ChromeDriver::start(
-                &config.chromedriver_path,
-                profile_root.clone(),
-                browsers_stop.clone(),
-            )
-            .await?,
-        ),
-    };
-    let webdriver_url = config
-        .webdriver_url
-        .clone()
-        .or_else(|| chromedriver.as_ref().map(|c| c.url().to_owned()))
-        .expect("one of the two is set");
     let ctx = Arc::new(CrawlContext {
         pool: pool.clone(),
         worker_id: worker_id.clone(),
         browsers: BrowserPool::new(
-            webdriver_url,
             config.chrome_path.clone(),
             profile_root.clone(),
             concurrency,
-            chromedriver
-                .as_ref()
-                .map(ChromeDriver::generation)
-                // A remote WebDriver is not ours to restart: one generation.
-                .unwrap_or_else(|| tokio::sync::watch::channel(0).1),
             common.target_guard(),
         ),
         default_stuck_timeout: Duration::from_secs(common.stuck_timeout_secs as u64),
@@ -175,13 +153,6 @@ pub async fn run(
 
     drain.abort();
     ctx.browsers.close_all().await;
-    browsers_stop.cancel();
-    if let Some(chromedriver) = chromedriver {
-        chromedriver.stopped().await;
-    }
-    // A session chromedriver was still creating when it stopped can leave a
-    // Chrome (and its folder) behind: sweep once more with chromedriver gone.
-    ctx.browsers.sweep().await;
     housekeeping.abort();
     let _ = store::workers::retire(&pool, &worker_id).await;
     consumed?;
@@ -308,8 +279,11 @@ fn host_of(worker_id: &str) -> String {
         .to_owned()
 }
 
-/// Announces the worker, renews its scale-in protection and reaps orphaned
-/// Chrome helpers, until shutdown.
+/// How often the CPU time per page is worked out.
+const PAGE_CPU_EVERY: Duration = Duration::from_secs(10);
+
+/// Announces the worker, renews its scale-in protection, reaps orphaned
+/// Chrome helpers and works out the CPU time per page, until shutdown.
 async fn housekeeping(
     ctx: Arc<CrawlContext>,
     pool: PgPool,
@@ -321,6 +295,8 @@ async fn housekeeping(
     let mut announce = tokio::time::interval(ANNOUNCE_EVERY);
     let mut reap = tokio::time::interval(REAP_EVERY);
     let mut renew = tokio::time::interval(scale_in::RENEW_EVERY);
+    let mut cpu = tokio::time::interval(PAGE_CPU_EVERY);
+    let mut page_cpu = page_cpu::PageCpu::start();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -338,6 +314,7 @@ async fn housekeeping(
             _ = reap.tick() => {
                 processes::reap_orphans(&profile_root);
             }
+            _ = cpu.tick() => page_cpu.sample(),
         }
     }
 }

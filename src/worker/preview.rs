@@ -120,12 +120,7 @@ async fn crawl(ctx: &CrawlContext, request: &PreviewRequest, spec: &SiteSpec) ->
         RenderMode::Browser => match ctx.browsers.lease(spec.identity.proxy.as_ref()).await {
             Ok(mut lease) => {
                 let session = lease.session();
-                let prepared = async {
-                    session.set_page_load_timeout(stuck_timeout).await?;
-                    prepare_for_crawl(session, spec, None).await
-                }
-                .await;
-                let result = match prepared {
+                let result = match prepare_for_crawl(session, spec, None).await {
                     Ok(()) => {
                         let mut source = PageSource::Browser(BrowserPage {
                             session: &mut *session,

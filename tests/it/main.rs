@@ -16,6 +16,7 @@ mod hostile_clients;
 mod hostile_input;
 mod identity;
 mod incremental;
+mod isolation;
 mod live;
 mod loopback;
 mod openapi;

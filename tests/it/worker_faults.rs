@@ -1,5 +1,5 @@
 //! Faults of whole worker processes, caused for real: SIGTERM (drain), SIGSTOP
-//! (a zombie comes back), chromedriver killed, a consumer that stops, Redis
+//! (a zombie comes back), Chrome killed, a consumer that stops, Redis
 //! flushed and restarted.
 
 use std::time::{Duration, Instant};
@@ -9,7 +9,7 @@ use crawlfleet::queue::{self, Job};
 use serde_json::json;
 
 use crate::support::{
-    OwnRedis, RoleProcess, Roles, TestApp, TestDb, browser_slots, chromedriver_of, clear_queue,
+    OwnRedis, RoleProcess, Roles, TestApp, TestDb, browser_slots, chrome_of, clear_queue,
     eventually, leftovers_of_worker, test_config, test_queue_name,
 };
 
@@ -145,7 +145,7 @@ async fn a_frozen_worker_is_superseded_and_none_of_its_late_writes_land() {
 }
 
 #[tokio::test]
-async fn a_killed_chromedriver_is_restarted_its_browsers_killed_and_the_run_retried() {
+async fn a_killed_chrome_is_replaced_its_helpers_killed_and_the_run_retried() {
     let _slots = browser_slots(1).await;
     let app = TestApp::spawn_with(Roles::scheduler_only(), |_| {}).await;
     let slow = app
@@ -157,22 +157,23 @@ async fn a_killed_chromedriver_is_restarted_its_browsers_killed_and_the_run_retr
         .await;
     let worker = RoleProcess::worker(&app.config);
     let pid = worker.pid();
-    let run = app.crawl_in_flight("driver", slow, LIMIT).await;
-    let driver = chromedriver_of(pid).expect("the worker runs a chromedriver");
+    let run = app.crawl_in_flight("browser", slow, LIMIT).await;
+    let chrome = chrome_of(pid).expect("the worker runs a Chrome");
     let browsers_before = leftovers_of_worker(pid).0;
-    assert!(!browsers_before.is_empty());
+    assert!(browsers_before.len() > 1, "Chrome and its helpers");
     // SAFETY: kill(2) on a process this test's worker started.
-    unsafe { libc::kill(driver, libc::SIGKILL) };
+    unsafe { libc::kill(chrome, libc::SIGKILL) };
 
     let done = app.wait_until_completed(run, LIMIT).await;
-    // Attempt 2 starts after a backoff of at least 2 s; chromedriver is started
-    // again at once and listens within a fraction of a second.
+    // Attempt 2 starts after a backoff of at least 2 s, in a new Chrome
+    // started for it (about a second).
+    assert_eq!(done["attempt"], 2, "the run on the dead Chrome was retried");
     assert_eq!(
-        done["attempt"], 2,
-        "the run on the dead chromedriver was retried"
+        done["attempts"][0]["error_kind"], "browser_crashed",
+        "{done}"
     );
-    let restarted = chromedriver_of(pid).expect("a new chromedriver runs");
-    assert_ne!(restarted, driver);
+    let restarted = chrome_of(pid).expect("a new Chrome runs");
+    assert_ne!(restarted, chrome);
     let still: Vec<i32> = leftovers_of_worker(pid)
         .0
         .into_iter()
@@ -180,7 +181,7 @@ async fn a_killed_chromedriver_is_restarted_its_browsers_killed_and_the_run_retr
         .collect();
     assert!(
         still.is_empty(),
-        "orphaned browsers still running: {still:?}"
+        "helpers of the dead Chrome still running: {still:?}"
     );
     assert_eq!(worker.terminate(Duration::from_secs(30)).await, 0);
     app.stop().await;

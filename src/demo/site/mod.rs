@@ -7,6 +7,7 @@
 
 mod catalog;
 mod feed;
+mod leftovers;
 mod members;
 mod robots;
 mod shop;
@@ -143,6 +144,9 @@ fn router(counters: Arc<Counters>, state: AppState) -> Router {
         .route("/catalog", get(catalog::catalog))
         .route("/members", get(members::members))
         .route("/members/visits", get(members::visits))
+        .route("/leftovers", get(leftovers::page))
+        .route("/leftovers/cached.js", get(leftovers::cached_script))
+        .route("/leftovers/found", get(leftovers::found))
         .route("/slow", get(trouble::slow))
         .route("/hang", get(trouble::hang))
         .route("/spin", get(|| async { Html(trouble::SPIN) }))

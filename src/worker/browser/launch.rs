@@ -1,9 +1,10 @@
-//! How a Chrome is started for a crawl: its flags, the sink for Chrome's own
-//! services, and the WebDriver capabilities that carry them.
+//! How the worker's Chrome is started: its flags, the sink for Chrome's own
+//! services, and the preferences its profile starts with.
 
 use std::path::Path;
 
-use serde_json::{Map, Value, json};
+use anyhow::Context;
+use serde_json::json;
 
 /// Flags measured necessary or useful on these machines (BROWSER-NOTES.md),
 /// and those that keep Chrome from connecting anywhere of its own accord
@@ -25,7 +26,8 @@ const CHROME_FLAGS: &[&str] = &[
     "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,OptimizationHintsFetching,\
 OptimizationGuideModelDownloading,MediaRouter,DialMediaRouteProvider,Translate,\
 AutofillServerCommunication,CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions,\
-PreconnectToSearch,PreconnectToSearchNonGoogle",
+PreconnectToSearch,PreconnectToSearchNonGoogle,\
+WebUIOmniboxPopup,WebUIOmniboxFullPopup,WebUIOmniboxAimPopup,PreloadTopChromeWebUI",
     // Chromium (not Chrome) builds turn on the experiments of its field-trial
     // testing config: a crawler wants Chrome's defaults, not its experiments.
     "--disable-field-trial-config",
@@ -37,6 +39,8 @@ PreconnectToSearch,PreconnectToSearchNonGoogle",
     "--disable-extensions",
     "--mute-audio",
     "--window-size=1280,1024",
+    // WebRTC sends no UDP around the proxy a context leaves through.
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
 ];
 
 /// Where Chrome's own services that no flag turns off are sent: the Google
@@ -55,51 +59,42 @@ fn own_services_flags() -> [String; 3] {
     ]
 }
 
-/// The capabilities of a new session: Chrome with the flags above, its
-/// profile in `profile_dir`, through `proxy_server` when given, its network
-/// events in the performance log, and its default search engine sunk.
-pub fn capabilities(
-    profile_dir: &Path,
-    proxy_server: Option<&str>,
-    chrome_path: Option<&str>,
-) -> Map<String, Value> {
+/// Chrome's command line: the flags above, its profile in `profile_dir`, and
+/// every connection it opens outside a crawl's context through
+/// `proxy_server` when given (a crawl's context names its own).
+pub fn chrome_args(profile_dir: &Path, proxy_server: Option<&str>) -> Vec<String> {
     let mut args: Vec<String> = CHROME_FLAGS.iter().map(|f| f.to_string()).collect();
     args.extend(own_services_flags());
-    // The first tab: without it Chrome opens its new tab page, which is
-    // the default search engine's (Debian's: start.duckduckgo.com).
-    args.push("about:blank".to_owned());
     args.push(format!("--user-data-dir={}", profile_dir.display()));
     if let Some(server) = proxy_server {
         args.push(format!("--proxy-server={server}"));
-        // Every request goes through the proxy, loopback included, and
-        // WebRTC sends no UDP around it.
-        args.push("--proxy-bypass-list=<-loopback>".to_owned());
-        args.push("--force-webrtc-ip-handling-policy=disable_non_proxied_udp".to_owned());
+        args.push(format!("--proxy-bypass-list={PROXY_BYPASS}"));
     }
-    // Network events go to chromedriver's performance log: the only
-    // place a page's response headers (Retry-After) can be read.
-    let mut chrome_options = json!({
-        "args": args,
-        "perfLoggingPrefs": {"enableNetwork": true, "enablePage": false},
-        // The default search engine, sunk too (see OWN_SERVICES_HOST).
-        "prefs": {"default_search_provider_data": {"template_url_data": {
+    // The first tab: without it Chrome opens its new tab page, which is
+    // the default search engine's (Debian's: start.duckduckgo.com).
+    args.push("about:blank".to_owned());
+    args
+}
+
+/// Every request goes through the proxy, loopback included.
+pub const PROXY_BYPASS: &str = "<-loopback>";
+
+/// Writes the preferences a new profile starts with: the default search
+/// engine sunk too (see [`OWN_SERVICES_HOST`]).
+pub async fn write_preferences(profile_dir: &Path) -> anyhow::Result<()> {
+    let preferences = json!({
+        "default_search_provider_data": {"template_url_data": {
             "keyword": "crawlfleet",
             "short_name": "crawlfleet",
             "url": format!("http://{OWN_SERVICES_HOST}/search?q={{searchTerms}}"),
             "new_tab_url": "about:blank",
-        }}},
+        }},
     });
-    if let Some(path) = chrome_path {
-        chrome_options["binary"] = json!(path);
-    }
-    let capabilities = json!({
-        "browserName": "chrome",
-        "goog:chromeOptions": chrome_options,
-        "goog:loggingPrefs": {"performance": "ALL"},
-        "timeouts": {"pageLoad": 120_000, "script": 30_000},
-    });
-    let Value::Object(capabilities) = capabilities else {
-        unreachable!("built as an object")
-    };
-    capabilities
+    let default = profile_dir.join("Default");
+    tokio::fs::create_dir_all(&default)
+        .await
+        .with_context(|| format!("creating {}", default.display()))?;
+    tokio::fs::write(default.join("Preferences"), preferences.to_string())
+        .await
+        .context("writing Chrome's preferences")
 }

@@ -1,12 +1,13 @@
 //! Finding, killing and reaping Chrome processes by the folder they run in:
-//! the one handle that survives chromedriver dying (BROWSER-NOTES.md).
+//! the one handle that finds every process of a browser, its helpers that
+//! outlive it included (BROWSER-NOTES.md).
 //!
 //! Every Chrome process of a worker names a path under the worker's profile
-//! root on its command line: the browsers by `--user-data-dir=`, their crash
-//! handlers by `--database=` (chromedriver runs with `XDG_CONFIG_HOME` under
-//! the root, see `chromedriver.rs`). That is how they are told from every
-//! other process, including other children of the same process (the tests,
-//! `--process=all`).
+//! root on its command line: the browser and its helpers by
+//! `--user-data-dir=`, its crash handlers by `--database=` (Chrome runs with
+//! `XDG_CONFIG_HOME` under the root, see `chrome.rs`). That is how they are
+//! told from every other process, including other children of the same
+//! process (the tests, `--process=all`).
 
 use std::{
     collections::HashMap,
@@ -62,9 +63,15 @@ fn runs_under(pid: i32, dir: &Path) -> bool {
     let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
         return false;
     };
-    let dir = dir.as_os_str().as_encoded_bytes();
+    names_path_under_in(&cmdline, dir.as_os_str().as_encoded_bytes())
+}
+
+/// Whether a command line (as /proc shows it) names a path under `dir`. The
+/// browser's arguments are NUL-separated; its helpers (zygotes, renderers,
+/// GPU, utilities) rewrite theirs into one space-separated string.
+fn names_path_under_in(cmdline: &[u8], dir: &[u8]) -> bool {
     cmdline
-        .split(|b| *b == 0)
+        .split(|b| *b == 0 || *b == b' ')
         .any(|arg| names_path_under(arg, dir))
 }
 
@@ -79,6 +86,21 @@ fn chrome_under(dir: &Path) -> Vec<ProcEntry> {
 /// start time: once dead, a zombie shows neither command line nor
 /// environment, so it is recognised by what was seen of it while it lived.
 static KNOWN: LazyLock<Mutex<HashMap<i32, u64>>> = LazyLock::new(Default::default);
+
+/// The browser processes this process started and waits for itself: never
+/// reaped as orphans, even though they run under the profile root.
+static WAITED_FOR: LazyLock<Mutex<std::collections::HashSet<i32>>> =
+    LazyLock::new(Default::default);
+
+/// Marks `pid` as a child its starter waits for (see [`reap_orphans`]).
+pub fn waited_for(pid: i32) {
+    WAITED_FOR.lock().expect("waited-for lock").insert(pid);
+}
+
+/// `pid` was waited for: it may be reaped as anything else now.
+pub fn no_longer_waited_for(pid: i32) {
+    WAITED_FOR.lock().expect("waited-for lock").remove(&pid);
+}
 
 fn remember(found: &[ProcEntry]) {
     let mut known = KNOWN.lock().expect("known processes lock");
@@ -100,30 +122,49 @@ pub fn kill_chrome_under(dir: &Path) -> usize {
         .count()
 }
 
+/// Kills what runs under `dir`; `true` once nothing does (a process's exit
+/// is not instant after SIGKILL: call again until then).
+fn killed_all_under(dir: &Path) -> bool {
+    kill_chrome_under(dir) == 0 && chrome_under(dir).is_empty()
+}
+
 /// Waits (up to `limit`) until no process runs under `dir`, killing any that
-/// appear: a process's exit is not instant after SIGKILL.
+/// appear.
 pub async fn kill_chrome_under_and_wait(dir: &Path, limit: std::time::Duration) -> bool {
     let start = std::time::Instant::now();
-    loop {
-        if kill_chrome_under(dir) == 0 && chrome_under(dir).is_empty() {
-            return true;
-        }
+    while !killed_all_under(dir) {
         if start.elapsed() > limit {
             return false;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+    true
+}
+
+/// [`kill_chrome_under_and_wait`] where nothing can be awaited (a `Drop`):
+/// blocks the thread for up to `limit`.
+pub fn kill_chrome_under_and_block(dir: &Path, limit: std::time::Duration) -> bool {
+    let start = std::time::Instant::now();
+    while !killed_all_under(dir) {
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    true
 }
 
 /// Learns the Chrome processes alive under `profile_root`, then reaps the
 /// zombie children of this process that were seen alive as Chrome processes
 /// (helpers and crash handlers re-parented to this subreaper). A child that
-/// anything else waits for (chromedriver under tokio, a test's own
-/// processes) never ran under the profile root, so it is never taken from
-/// its owner. Returns how many were reaped.
+/// anything else waits for (a test's own processes) never ran under the
+/// profile root, and the browser processes the worker started are waited for
+/// by their starter ([`waited_for`]): neither is taken from its owner.
+/// Returns how many were reaped.
 pub fn reap_orphans(profile_root: &Path) -> usize {
     remember(&chrome_under(profile_root));
     let me = std::process::id() as i32;
+    let waited_for = WAITED_FOR.lock().expect("waited-for lock").clone();
     let mut known = KNOWN.lock().expect("known processes lock");
     let mut still_there = HashMap::with_capacity(known.len());
     let mut reaped = 0;
@@ -131,7 +172,7 @@ pub fn reap_orphans(profile_root: &Path) -> usize {
         if known.get(&p.pid) != Some(&p.start_time) {
             continue;
         }
-        if p.state == 'Z' && p.ppid == me {
+        if p.state == 'Z' && p.ppid == me && !waited_for.contains(&p.pid) {
             let mut status = 0;
             // SAFETY: waitpid on a zombie child of ours that was a Chrome
             // process (same pid and start time), non-blocking.
@@ -172,6 +213,24 @@ pub fn descendants(pid: i32) -> Vec<i32> {
     found
 }
 
+/// The Chrome browser process among `pid`'s descendants: the one that runs
+/// a profile and is no helper of another (no `--type=`).
+pub fn browser_of(pid: i32) -> Option<i32> {
+    descendants(pid).into_iter().find(|pid| {
+        fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+            let mut args = cmdline.split(|b| *b == 0 || *b == b' ');
+            let mut profile = false;
+            for arg in args.by_ref() {
+                if arg.starts_with(b"--type=") {
+                    return false;
+                }
+                profile |= arg.starts_with(b"--user-data-dir=");
+            }
+            profile
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +249,18 @@ mod tests {
         ));
         assert!(!names_path_under(b"/tmp/crawlfleet-w", dir), "not a flag");
         assert!(!names_path_under(b"--port=9515", dir));
+    }
+
+    #[test]
+    fn helpers_are_found_by_their_one_space_separated_command_line() {
+        let dir = b"/tmp/crawlfleet-w";
+        let browser =
+            b"/usr/lib/chromium/chromium\0--headless\0--user-data-dir=/tmp/crawlfleet-w/chrome-1\0";
+        let renderer = b"/usr/lib/chromium/chromium --type=renderer --user-data-dir=/tmp/crawlfleet-w/chrome-1 --lang=en-US\0";
+        let other = b"/usr/lib/chromium/chromium --type=renderer --user-data-dir=/tmp/crawlfleet-w2/chrome-1\0";
+        assert!(names_path_under_in(browser, dir));
+        assert!(names_path_under_in(renderer, dir));
+        assert!(!names_path_under_in(other, dir));
     }
 
     /// The reaper takes only what it saw alive as a Chrome process: a child

@@ -371,10 +371,6 @@ async fn crawl_in_browser(
         .map_err(|e| CrawlError::browser(format!("no browser: {e:#}")))?;
     let session = lease.session();
     let result: Result<_, CrawlError> = async {
-        session
-            .set_page_load_timeout(crawl.stuck_timeout)
-            .await
-            .map_err(|e| CrawlError::browser(format!("{e:#}")))?;
         prepare_for_crawl(session, crawl.spec, kept)
             .await
             .map_err(|e| CrawlError::browser(format!("preparing the browser: {e:#}")))?;
@@ -385,7 +381,7 @@ async fn crawl_in_browser(
             .await?;
         let ended_with = match crawl.spec.session.keep {
             true => Some(
-                KeptSession::from_browser(&session.client)
+                KeptSession::from_browser(session)
                     .await
                     .map_err(|e| CrawlError::browser(format!("reading the session: {e:#}")))?,
             ),
@@ -413,12 +409,10 @@ const EVIDENCE_TIMEOUT: Duration = Duration::from_secs(3);
 /// [`EVIDENCE_TIMEOUT`] (a hung renderer) is not asked again, and nothing
 /// here changes how the attempt ends. Only failures pay for it.
 async fn keep_browser_evidence(crawl: &Crawl<'_>, session: &BrowserSession) {
-    let client = &session.client;
-    let Ok(Ok(page_url)) = tokio::time::timeout(EVIDENCE_TIMEOUT, client.current_url()).await
-    else {
+    let Ok(Ok(page_url)) = tokio::time::timeout(EVIDENCE_TIMEOUT, session.url()).await else {
         return;
     };
-    let html = tokio::time::timeout(EVIDENCE_TIMEOUT, client.source())
+    let html = tokio::time::timeout(EVIDENCE_TIMEOUT, session.html())
         .await
         .ok()
         .and_then(Result::ok);
@@ -437,7 +431,7 @@ async fn keep_browser_evidence(crawl: &Crawl<'_>, session: &BrowserSession) {
 /// The page as the browser shows it (PNG), within [`EVIDENCE_TIMEOUT`] and
 /// the evidence's size cap; `None` when it cannot be had.
 pub(super) async fn screenshot(session: &BrowserSession) -> Option<Vec<u8>> {
-    tokio::time::timeout(EVIDENCE_TIMEOUT, session.client.screenshot())
+    tokio::time::timeout(EVIDENCE_TIMEOUT, session.screenshot())
         .await
         .ok()
         .and_then(Result::ok)

@@ -228,6 +228,7 @@ impl Crawl<'_> {
                 .page_fetch_duration
                 .with_label_values(&[&site])
                 .observe(started.elapsed().as_secs_f64());
+            metrics().pages_fetched.inc();
             let (refusal, reason, retry_after) = match fetched? {
                 Fetched::Refused {
                     refusal,

@@ -10,16 +10,15 @@ use std::{
 };
 
 use anyhow::Context;
-use fantoccini::Client;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use url::Url;
 
-use crate::worker::browser::cdp::cdp;
 use crate::{
     store::sealing::{self, Sealed, SessionKey},
     store::{self, runs::Fence},
+    worker::browser::BrowserSession,
 };
 
 /// One cookie, in a form both Chrome and the HTTP client can take back.
@@ -67,10 +66,9 @@ impl KeptSession {
 
     // ---- Chrome ------------------------------------------------------------
 
-    /// Puts the cookies into Chrome (every domain, http-only included).
-    pub async fn put_cookies_into(&self, client: &Client) -> anyhow::Result<()> {
-        let cookies: Vec<Value> = self
-            .cookies
+    /// The cookies as Chrome takes them (every domain, http-only included).
+    pub fn cookies_for_chrome(&self) -> Vec<Value> {
+        self.cookies
             .iter()
             .map(|c| {
                 let mut param = json!({
@@ -92,9 +90,7 @@ impl KeptSession {
                 }
                 param
             })
-            .collect();
-        cdp(client, "Network.setCookies", json!({ "cookies": cookies })).await?;
-        Ok(())
+            .collect()
     }
 
     /// A script that fills local storage before the first page's own scripts
@@ -113,17 +109,17 @@ impl KeptSession {
 
     /// The session Chrome holds now: every cookie, and the local storage of
     /// the page it shows.
-    pub async fn from_browser(client: &Client) -> anyhow::Result<Self> {
-        let all = cdp(client, "Network.getAllCookies", json!({})).await?;
-        let cookies = all["cookies"]
-            .as_array()
-            .map(|list| list.iter().filter_map(cookie_from_cdp).collect())
-            .unwrap_or_default();
-        let storage = client
-            .execute(
-                "try { return [location.origin, Object.fromEntries(Object.entries(localStorage))]; } \
-                 catch (e) { return null; }",
-                vec![],
+    pub async fn from_browser(session: &BrowserSession) -> anyhow::Result<Self> {
+        let cookies = session
+            .cookies()
+            .await?
+            .iter()
+            .filter_map(cookie_from_cdp)
+            .collect();
+        let storage = session
+            .evaluate(
+                "(() => { try { return [location.origin, Object.fromEntries(Object.entries(localStorage))]; } \
+                 catch (e) { return null; } })()",
             )
             .await
             .context("reading local storage")?;

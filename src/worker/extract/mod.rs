@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use url::Url;
 
-pub use browser::{extract_items as extract_in_browser, response_status};
+pub use browser::PageReader;
 pub use html::{HtmlPage, extract_html};
 pub use json::extract_json;
 

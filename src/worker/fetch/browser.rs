@@ -1,103 +1,81 @@
-//! A results page in headless Chrome: load with a page-load timeout, probe a
-//! session that stops answering, wait for the site's element, read the items.
+//! A results page in headless Chrome: load it within the stuck timeout, tell
+//! a slow server from a page stuck in a script, judge its status, wait for
+//! the site's element and read the items.
 
 use std::time::Duration;
 
-use anyhow::Context;
-use fantoccini::{Locator, error::CmdError};
-use serde_json::{Value, json};
 use url::Url;
 
 use super::{Fetched, blocked_page, judge_status, parse_retry_after};
-use crate::domain::failure::FailureKind;
 use crate::{
-    domain::site::{Extraction, SiteSpec},
+    domain::{
+        failure::FailureKind,
+        site::{Extraction, SiteSpec},
+    },
     net::target_guard::TargetGuard,
+    ops::metrics::metrics,
     worker::{
-        browser::{
-            BrowserSession,
-            cdp::{cdp, take_responses},
-        },
+        browser::{BrowserSession, DocumentResponse, LoadError},
         crawl::{error::CrawlError, session::KeptSession},
-        extract::{extract_in_browser, response_status},
+        extract::PageReader,
     },
 };
 
 /// Longest wait for a site's `wait_for` element before the page counts as empty.
 const WAIT_FOR_LIMIT: Duration = Duration::from_secs(10);
-/// How often `wait_for` looks for its element.
-const WAIT_FOR_POLL: Duration = Duration::from_millis(50);
-/// How long a session gets to answer a trivial script after a page-load timeout.
-const RESPONSIVE_PROBE: Duration = Duration::from_secs(3);
-/// Beyond the page-load timeout, how long a silent browser gets before it is
-/// considered hung and killed.
-const HUNG_BROWSER_GRACE: Duration = Duration::from_secs(5);
 
 /// The browser session a crawl reads its pages in.
 pub struct BrowserPage<'a> {
     pub session: &'a mut BrowserSession,
 }
 
-/// Makes a pooled session the site's: cookies and local storage of earlier
-/// crawls cleared (or the site's kept session put in), and its user agent and
-/// extra headers set.
+/// Makes a new context the site's: its user agent and extra headers, and the
+/// site's kept session when it keeps one. The context is new for the crawl:
+/// nothing of another crawl is in it to clear.
 pub async fn prepare_for_crawl(
     session: &mut BrowserSession,
     spec: &SiteSpec,
     kept: Option<&KeptSession>,
 ) -> anyhow::Result<()> {
-    let client = &session.client;
-    // A crawl that failed on its first page left its restore script behind.
-    if let Some(identifier) = session.restore_script.take() {
-        cdp(
-            client,
-            "Page.removeScriptToEvaluateOnNewDocument",
-            json!({ "identifier": identifier }),
-        )
-        .await?;
-    }
-    cdp(client, "Network.clearBrowserCookies", json!({})).await?;
-    let origin = spec.search_url.sample_url().origin().ascii_serialization();
-    cdp(
-        client,
-        "Storage.clearDataForOrigin",
-        json!({"origin": origin, "storageTypes": "local_storage"}),
-    )
-    .await?;
     let user_agent = spec
         .identity
         .user_agent
         .clone()
-        .unwrap_or_else(|| session.default_user_agent.clone());
-    cdp(
-        client,
-        "Network.setUserAgentOverride",
-        json!({ "userAgent": user_agent }),
-    )
-    .await?;
-    cdp(
-        client,
-        "Network.setExtraHTTPHeaders",
-        json!({ "headers": spec.identity.headers }),
-    )
-    .await?;
+        .unwrap_or_else(|| session.default_user_agent().to_owned());
+    session
+        .set_identity(&user_agent, &spec.identity.headers)
+        .await?;
     if let Some(kept) = kept {
-        kept.put_cookies_into(client).await?;
+        session.set_cookies(kept.cookies_for_chrome()).await?;
         if let Some(source) = kept.local_storage_script() {
-            let added = cdp(
-                client,
-                "Page.addScriptToEvaluateOnNewDocument",
-                json!({ "source": source }),
-            )
-            .await?;
-            session.restore_script = added["identifier"].as_str().map(str::to_owned);
+            session.restore_before_first_page(source).await?;
         }
     }
     Ok(())
 }
 
 impl BrowserPage<'_> {
+    /// Loads and reads one page; the DevTools commands it took (with the
+    /// crawl's set-up before its first page) go to
+    /// `crawlfleet_browser_commands_per_page`.
     pub async fn fetch(
+        &mut self,
+        extraction: &Extraction,
+        url: &Url,
+        page: i32,
+        stuck_timeout: Duration,
+        guard: &TargetGuard,
+    ) -> Result<Fetched, CrawlError> {
+        let fetched = self
+            .load_and_read(extraction, url, page, stuck_timeout, guard)
+            .await;
+        metrics()
+            .browser_commands_per_page
+            .observe(self.session.take_commands().into());
+        fetched
+    }
+
+    async fn load_and_read(
         &mut self,
         extraction: &Extraction,
         url: &Url,
@@ -123,43 +101,27 @@ impl BrowserPage<'_> {
         // The relay refused a connection: if it was the page itself (a
         // redirect to a private target), that is why the page is not there.
         if let Some(refused) = self.session.take_refused()
-            && (loaded.is_err() || self.shows_error_page().await)
+            && (loaded.is_err() || self.session.document().is_none())
         {
             return Err(CrawlError::refused(refused));
         }
         loaded?;
-        // Read after every page, which also keeps chromedriver's log short.
-        let responses = take_responses(&self.session.client)
-            .await
-            .map_err(|e| CrawlError::browser(format!("{e:#} at {url}")))?;
-        if let Some(identifier) = self.session.restore_script.take() {
-            // The kept local storage is in; the site's own writes must stay.
-            cdp(
-                &self.session.client,
-                "Page.removeScriptToEvaluateOnNewDocument",
-                json!({ "identifier": identifier }),
-            )
+        self.session
+            .page_loaded()
             .await
             .map_err(|e| CrawlError::browser(format!("{e:#}")))?;
-        }
-        let client = &self.session.client;
-        // A redirect may have led elsewhere: refuse to read a private target
-        // (the relay refuses to connect to one when the guard is on; this
-        // also covers a browser reached without it).
-        let landed = client.current_url().await.ok();
-        if let Some(landed) = &landed
-            && landed.origin() != url.origin()
-        {
-            guard.check(landed).await?;
-        }
-        let status = response_status(client)
-            .await
-            .map_err(|e| CrawlError::browser(format!("{e:#} at {url}")))?;
-        if let Some(status) = status
-            && let Some(judged) = judge_status(status, page, url)?
-        {
-            let document = landed.as_ref().unwrap_or(url);
-            return Ok(judged.with_retry_after(document_retry_after(&responses, document)));
+        // A redirect may have led elsewhere: refuse a private target (the
+        // relay refuses to connect to one when the guard is on; this also
+        // covers a browser reached without it).
+        if let Some(document) = self.session.document() {
+            if let Ok(landed) = Url::parse(&document.url)
+                && landed.origin() != url.origin()
+            {
+                guard.check(&landed).await?;
+            }
+            if let Some(judged) = judge_status(document.status, page, url)? {
+                return Ok(judged.with_retry_after(retry_after(document)));
+            }
         }
         // Wait for the results, or for the page that says we are blocked.
         let awaited = match (wait_for, blocked_selector) {
@@ -167,119 +129,77 @@ impl BrowserPage<'_> {
             (Some(wait), None) => Some(wait.as_str().to_owned()),
             (None, _) => None,
         };
-        if let Some(awaited) = awaited {
-            let appeared = client
-                .wait()
-                .at_most(WAIT_FOR_LIMIT.min(stuck_timeout))
-                .every(WAIT_FOR_POLL)
-                .for_element(Locator::Css(&awaited))
-                .await;
-            if let Err(e) = appeared {
-                if !is_timeout_or_missing(&e) {
-                    return Err(CrawlError::browser(format!(
-                        "waiting for {awaited} at {url}: {e}"
-                    )));
-                }
-                tracing::info!(%url, "wait_for element never appeared; page counts as empty");
+        let reader = PageReader {
+            awaited,
+            blocked: blocked_selector.as_ref().map(|b| b.as_str()),
+            wait_limit: WAIT_FOR_LIMIT.min(stuck_timeout),
+            item_selector: item_selector.as_str(),
+            fields,
+        };
+        // The script answers within its wait; a page that does not answer
+        // within the stuck timeout is stuck in a script of its own.
+        let reading = match tokio::time::timeout(stuck_timeout, reader.read(self.session)).await {
+            Ok(reading) => reading.map_err(|e| CrawlError::browser(format!("{e:#} at {url}")))?,
+            Err(_) => {
+                return Err(CrawlError::broken(
+                    FailureKind::Stuck,
+                    format!(
+                        "stuck: the page stopped answering within {}s at {url}",
+                        stuck_timeout.as_secs()
+                    ),
+                ));
             }
+        };
+        if let Some(landed) = reading.url.as_deref().and_then(|u| Url::parse(u).ok())
+            && landed.origin() != url.origin()
+        {
+            guard.check(&landed).await?;
         }
-        if let Some(blocked) = blocked_selector {
-            let found = client
-                .execute(
-                    "return document.querySelector(arguments[0]) !== null",
-                    vec![json!(blocked.as_str())],
-                )
-                .await
-                .context("looking for the blocked selector")
-                .map_err(|e| CrawlError::browser(format!("{e:#} at {url}")))?;
-            if found.as_bool() == Some(true) {
-                return Ok(blocked_page(blocked.as_str(), url));
-            }
+        if !reading.appeared {
+            tracing::info!(%url, "wait_for element never appeared; page counts as empty");
         }
-        let items = extract_in_browser(client, item_selector.as_str(), fields)
-            .await
-            .map_err(|e| CrawlError::browser(format!("extracting at {url}: {e:#}")))?;
+        if let Some(blocked) = blocked_selector
+            && reading.blocked
+        {
+            return Ok(blocked_page(blocked.as_str(), url));
+        }
         Ok(Fetched::Items {
-            items,
+            items: reading.items,
             next_token: None,
         })
     }
 
-    /// Whether Chrome shows its own error page instead of the site's.
-    async fn shows_error_page(&self) -> bool {
-        let href = self
-            .session
-            .client
-            .execute("return document.URL", vec![])
-            .await;
-        matches!(href, Ok(serde_json::Value::String(href)) if href.starts_with("chrome-error:"))
-    }
-
-    /// Loads `url`. The page-load timeout ends a slow load; a bound beyond it
-    /// catches a session that stopped answering at all (hung renderer, script
-    /// loop): that session is killed by its profile folder and replaced.
+    /// Loads `url` within the stuck timeout. A slow server leaves the page
+    /// usable; a renderer stuck in a script does not even answer a probe, and
+    /// the session is ended (its context disposed, which kills the renderer).
     async fn load(&mut self, url: &Url, stuck_timeout: Duration) -> Result<(), CrawlError> {
-        let session = &mut *self.session;
-        session.count_page();
-        let load = tokio::time::timeout(
-            stuck_timeout + HUNG_BROWSER_GRACE,
-            session.client.goto(url.as_str()),
-        )
-        .await;
-        match load {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) if is_timeout(&e) => {
+        match self.session.navigate(url, stuck_timeout).await {
+            Ok(()) => Ok(()),
+            Err(LoadError::Timeout { responsive }) => {
                 let reason = format!(
                     "stuck: page did not load within {}s at {url}",
                     stuck_timeout.as_secs()
                 );
-                // A slow server leaves the session usable; a renderer stuck in a
-                // script does not answer even this, and the session is replaced.
-                let probe = tokio::time::timeout(
-                    RESPONSIVE_PROBE,
-                    session.client.execute("return 1", vec![]),
-                )
-                .await;
-                Err(if matches!(probe, Ok(Ok(_))) {
-                    CrawlError::failed(FailureKind::Stuck, reason)
-                } else {
-                    CrawlError::broken(FailureKind::Stuck, reason)
+                Err(match responsive {
+                    true => CrawlError::failed(FailureKind::Stuck, reason),
+                    false => CrawlError::broken(FailureKind::Stuck, reason),
                 })
             }
-            Ok(Err(e)) => Err(CrawlError::browser(format!("loading {url}: {e}"))),
-            Err(_) => Err(CrawlError::broken(
-                FailureKind::Stuck,
-                format!("stuck: browser stopped answering at {url}"),
+            Err(LoadError::Failed(error)) => Err(CrawlError::failed(
+                FailureKind::Network,
+                format!("{error} at {url}"),
             )),
+            Err(LoadError::Crashed) => Err(CrawlError::browser(format!(
+                "the page's renderer crashed at {url}"
+            ))),
+            Err(LoadError::Browser(e)) => Err(CrawlError::browser(format!("loading {url}: {e}"))),
         }
     }
 }
 
-/// The Retry-After of the page's own response (the last document response
-/// for its URL), among the responses of the performance log.
-fn document_retry_after(responses: &[Value], document: &Url) -> Option<Duration> {
-    let response = responses
-        .iter()
-        .rev()
-        .filter(|r| r["type"] == "Document")
-        .map(|r| &r["response"])
-        .find(|r| r["url"].as_str() == Some(document.as_str()))?;
-    let headers = response["headers"].as_object()?;
-    headers
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case("retry-after"))
-        .and_then(|(_, value)| value.as_str())
-        .and_then(parse_retry_after)
-}
-
-fn is_timeout(e: &CmdError) -> bool {
-    matches!(e, CmdError::Standard(wd) if wd.error == fantoccini::error::ErrorStatus::Timeout)
-}
-
-fn is_timeout_or_missing(e: &CmdError) -> bool {
-    is_timeout(e)
-        || matches!(e, CmdError::WaitTimeout)
-        || matches!(e, CmdError::Standard(wd) if wd.error == fantoccini::error::ErrorStatus::NoSuchElement)
+/// The Retry-After the site sent with the page's own document.
+fn retry_after(document: &DocumentResponse) -> Option<Duration> {
+    document.retry_after.as_deref().and_then(parse_retry_after)
 }
 
 #[cfg(test)]
@@ -287,31 +207,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn retry_after_comes_from_the_pages_own_document_response() {
-        let page = Url::parse("http://s.example/search?q=a").unwrap();
-        let response = |kind: &str, url: &str, headers: Value| {
-            json!({
-                "type": kind,
-                "response": {"url": url, "status": 429, "headers": headers},
-            })
+    fn retry_after_is_read_as_seconds_or_a_date_and_absent_without_the_header() {
+        let document = |retry_after: Option<&str>| DocumentResponse {
+            url: "http://s.example/search?q=a".to_owned(),
+            status: 429,
+            retry_after: retry_after.map(str::to_owned),
         };
-        let responses = [
-            response("Document", page.as_str(), json!({"Retry-After": "60"})),
-            response("Image", page.as_str(), json!({"Retry-After": "1"})),
-            response(
-                "Document",
-                "http://s.example/frame",
-                json!({"Retry-After": "2"}),
-            ),
-            response("Document", page.as_str(), json!({"retry-after": "7"})),
-        ];
         assert_eq!(
-            document_retry_after(&responses, &page),
-            Some(Duration::from_secs(7)),
-            "the latest load of the page itself, header name in any case"
+            retry_after(&document(Some("7"))),
+            Some(Duration::from_secs(7))
         );
-        let elsewhere = Url::parse("http://s.example/other").unwrap();
-        assert_eq!(document_retry_after(&responses, &elsewhere), None);
-        assert_eq!(document_retry_after(&responses[1..2], &page), None);
+        let soon = (chrono::Utc::now() + chrono::Duration::seconds(120)).to_rfc2822();
+        let wait = retry_after(&document(Some(&soon))).unwrap();
+        assert!(wait > Duration::from_secs(100) && wait <= Duration::from_secs(120));
+        assert_eq!(retry_after(&document(None)), None);
+        assert_eq!(retry_after(&document(Some("soon"))), None);
     }
 }

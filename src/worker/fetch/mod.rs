@@ -127,7 +127,7 @@ impl PageSource<'_> {
         match self {
             // Bounded: a hung renderer does not hold the answer up.
             PageSource::Browser(browser) => {
-                tokio::time::timeout(Duration::from_secs(3), browser.session.client.current_url())
+                tokio::time::timeout(Duration::from_secs(3), browser.session.url())
                     .await
                     .ok()
                     .and_then(Result::ok)

@@ -81,10 +81,7 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
             metrics_port: 0,
             worker_concurrency: 2,
             http_concurrency: 8,
-            chromedriver_path: std::env::var("CHROMEDRIVER_PATH")
-                .unwrap_or_else(|_| "chromedriver".into()),
-            webdriver_url: None,
-            chrome_path: None,
+            chrome_path: std::env::var("CHROME_PATH").unwrap_or_else(|_| "chromium".into()),
             drain_timeout_secs: 10,
             ecs_agent_uri: None,
             heartbeat_interval_secs: 15,

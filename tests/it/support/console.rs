@@ -1,15 +1,15 @@
-//! The console in a real headless Chromium: a chromedriver of its own
-//! (supervised as a worker's is), Chrome with the worker's flags and a
-//! download folder, and the steps console tests repeat: sign in, go to a
-//! page, wait for what it shows.
+//! The console in a real headless Chromium, driven as a person would use it
+//! (clicks, typing) over WebDriver: a chromedriver of its own, Chrome with the
+//! worker's flags and a download folder, and the steps console tests repeat:
+//! sign in, go to a page, wait for what it shows.
 
-use std::{path::PathBuf, time::Duration};
+use std::{path::PathBuf, process::Stdio, time::Duration};
 
-use crawlfleet::worker::browser::{chromedriver::ChromeDriver, launch, processes};
+use crawlfleet::worker::browser::{launch, processes};
 use fantoccini::{Client, ClientBuilder, Locator, elements::Element};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
+use tokio::process::{Child, Command};
 
 /// How long a console test waits for what a page should show: the page asks
 /// the api, which asks Postgres, on a 2-core machine that may be running the
@@ -22,8 +22,7 @@ pub struct ConsoleBrowser {
     pub downloads: PathBuf,
     base: String,
     root: PathBuf,
-    chromedriver: Option<ChromeDriver>,
-    stop: CancellationToken,
+    chromedriver: Child,
 }
 
 impl ConsoleBrowser {
@@ -34,23 +33,60 @@ impl ConsoleBrowser {
         let root = std::env::temp_dir().join(format!("crawlfleet-console-{nonce:08x}"));
         let downloads = root.join("downloads");
         std::fs::create_dir_all(&downloads).expect("a download folder");
-        let stop = CancellationToken::new();
         let chromedriver_path =
             std::env::var("CHROMEDRIVER_PATH").unwrap_or_else(|_| "chromedriver".into());
-        let chromedriver =
-            ChromeDriver::start(&chromedriver_path, root.join("profiles"), stop.clone())
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        // Chrome's temporary and configuration folders under the root too, so
+        // that every process it starts names the root (how it is killed).
+        for dir in ["tmp", "config"] {
+            std::fs::create_dir_all(root.join(dir)).expect("a folder for Chrome");
+        }
+        let mut chromedriver = Command::new(&chromedriver_path)
+            .arg(format!("--port={port}"))
+            .env("TMPDIR", root.join("tmp"))
+            .env("XDG_CONFIG_HOME", root.join("config"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("chromedriver starts (install chromium-driver)");
+        let url = format!("http://127.0.0.1:{port}");
+        // chromedriver listens within a fraction of a second; 10 s on a loaded machine.
+        for _ in 0..400 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
                 .await
-                .expect("chromedriver starts");
+                .is_ok()
+            {
+                break;
+            }
+            if let Ok(Some(status)) = chromedriver.try_wait() {
+                panic!("chromedriver exited at start: {status}");
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
         let profile = root.join("profiles").join("console");
         std::fs::create_dir_all(&profile).expect("a profile folder");
-        let mut capabilities = launch::capabilities(&profile, None, None);
-        capabilities["goog:chromeOptions"]["prefs"]["download"] = json!({
-            "default_directory": downloads.display().to_string(),
-            "prompt_for_download": false,
+        let capabilities = json!({
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "args": launch::chrome_args(&profile, None),
+                "binary": std::env::var("CHROME_PATH").unwrap_or_else(|_| "/usr/bin/chromium".into()),
+                "prefs": {"download": {
+                    "default_directory": downloads.display().to_string(),
+                    "prompt_for_download": false,
+                }},
+            },
         });
+        let serde_json::Value::Object(capabilities) = capabilities else {
+            unreachable!("built as an object")
+        };
         let client = ClientBuilder::new(HttpConnector::new())
             .capabilities(capabilities)
-            .connect(chromedriver.url())
+            .connect(&url)
             .await
             .expect("a Chrome session");
         ConsoleBrowser {
@@ -58,8 +94,7 @@ impl ConsoleBrowser {
             downloads,
             base: base.to_owned(),
             root,
-            chromedriver: Some(chromedriver),
-            stop,
+            chromedriver,
         }
     }
 
@@ -151,10 +186,7 @@ impl ConsoleBrowser {
     /// Ends the session, chromedriver and every Chrome it started; removes the folders.
     pub async fn close(mut self) {
         let _ = self.client.clone().close().await;
-        self.stop.cancel();
-        if let Some(chromedriver) = self.chromedriver.take() {
-            chromedriver.stopped().await;
-        }
+        let _ = self.chromedriver.kill().await;
         processes::kill_chrome_under_and_wait(&self.root, Duration::from_secs(10)).await;
     }
 }
@@ -162,7 +194,7 @@ impl ConsoleBrowser {
 /// A test that fails midway leaves no Chrome and no folder behind either.
 impl Drop for ConsoleBrowser {
     fn drop(&mut self) {
-        self.stop.cancel();
+        let _ = self.chromedriver.start_kill();
         processes::kill_chrome_under(&self.root);
         let _ = std::fs::remove_dir_all(&self.root);
     }

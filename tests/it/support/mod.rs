@@ -43,7 +43,7 @@ pub use forward_proxy::TestProxy;
 pub use polling::eventually;
 pub use ports::free_port;
 pub use processes::{
-    RoleProcess, browser_slots, chromedriver_of, clean_up_after_killed_worker, descendants,
+    RoleProcess, browser_slots, chrome_of, clean_up_after_killed_worker, descendants,
     leftovers_of_worker,
 };
 pub use stores::{

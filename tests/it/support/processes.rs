@@ -209,8 +209,7 @@ pub async fn browser_slots(n: u32) -> SemaphorePermit<'static> {
 /// The processes a worker started, and theirs, by pid.
 pub use crawlfleet::worker::browser::processes::descendants;
 
-/// Kills what a SIGKILLed worker left: its chromedriver, its browsers and
-/// their profile folders.
+/// Kills what a SIGKILLed worker left: its browser and its profile folders.
 pub fn clean_up_after_killed_worker(left: &[i32], worker_pid: i32) {
     for &pid in left {
         // SAFETY: kill(2); the process may already be gone.
@@ -244,8 +243,9 @@ pub fn leftovers_of_worker(worker_pid: i32) -> (Vec<i32>, Vec<PathBuf>) {
             continue;
         };
         let cmdline = String::from_utf8_lossy(&cmdline);
+        // Chrome's helpers show their arguments as one space-separated string.
         if cmdline
-            .split('\0')
+            .split(['\0', ' '])
             .any(|arg| arg.starts_with(&needle) && arg.contains(&marker))
         {
             pids.push(pid);
@@ -260,7 +260,7 @@ pub fn leftovers_of_worker(worker_pid: i32) -> (Vec<i32>, Vec<PathBuf>) {
             name.starts_with("crawlfleet-") && name.contains(&marker)
         })
         .collect();
-    // What is inside says who left it (a Chrome profile, chromedriver's temp...).
+    // What is inside says who left it (a Chrome profile, Chrome's temp...).
     let mut inside = Vec::new();
     let mut todo = dirs.clone();
     while let Some(dir) = todo.pop() {
@@ -276,10 +276,5 @@ pub fn leftovers_of_worker(worker_pid: i32) -> (Vec<i32>, Vec<PathBuf>) {
     (pids, dirs)
 }
 
-/// The pid of the chromedriver a worker process started.
-pub fn chromedriver_of(worker_pid: i32) -> Option<i32> {
-    descendants(worker_pid).into_iter().find(|pid| {
-        std::fs::read_to_string(format!("/proc/{pid}/comm"))
-            .is_ok_and(|c| c.trim() == "chromedriver")
-    })
-}
+/// The pid of the Chrome a worker process started (its browser process).
+pub use crawlfleet::worker::browser::processes::browser_of as chrome_of;

@@ -38,8 +38,8 @@ fn spawn_fleet(app: &TestApp) -> RoleProcess {
 
 #[tokio::test]
 async fn a_process_killed_mid_delivery_loses_no_message_and_invents_none() {
-    // The process's worker starts a chromedriver (no browser is opened: the
-    // site needs none).
+    // The process runs a worker too (no browser is opened: the site needs
+    // none).
     let _slot = browser_slots(1).await;
     let app = TestApp::spawn_without_browsers(Roles::default(), |c| {
         c.worker.heartbeat_interval_secs = 1;

@@ -1,7 +1,7 @@
 //! A process and everything it started, read from /proc: CPU time spent and
-//! memory held (PSS), so two tools that split their work over different
-//! processes (a worker, chromedriver and a Chrome per slot; node and one
-//! Chrome with a tab per slot) are weighed alike.
+//! memory held (PSS). A worker's cost is its own and that of chromedriver and
+//! every Chrome it runs (`crawlfleet_page_cpu_seconds`); the peer benchmark
+//! weighs another tool's tree the same way.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -14,7 +14,7 @@ use std::{
     time::Duration,
 };
 
-/// How often the memory of a tree is sampled while a batch runs.
+/// How often [`PeakPss`] samples a tree's memory.
 const PSS_SAMPLE_EVERY: Duration = Duration::from_millis(200);
 
 /// The processes descending from `root` (itself included), plus those that
@@ -173,9 +173,10 @@ impl PeakPss {
     }
 
     /// The highest PSS seen, in MiB.
-    pub fn stop(self) -> f64 {
+    pub fn stop(self, root: i32) -> f64 {
         self.stop.store(true, Ordering::Relaxed);
         self.sampler.join().expect("the sampler does not panic");
+        self.peak.fetch_max(pss_kib(root), Ordering::Relaxed);
         self.peak.load(Ordering::Relaxed) as f64 / 1024.0
     }
 }

@@ -1,0 +1,260 @@
+//! One Chrome process, driven over the DevTools pipe. A worker runs one for
+//! all its browser slots (each crawl in a browser context of its own, see
+//! `mod.rs`): one browser process, GPU process and network service instead of
+//! one of each per slot.
+
+use std::{
+    os::fd::{FromRawFd, OwnedFd, RawFd},
+    path::{Path, PathBuf},
+    process::Stdio,
+    sync::atomic::{AtomicU32, Ordering},
+    time::Duration,
+};
+
+use anyhow::Context;
+use serde_json::json;
+use tokio::{net::unix::pipe, process::Command, sync::watch};
+
+use super::{
+    devtools::{DevTools, field},
+    launch::{chrome_args, write_preferences},
+    processes::{kill_chrome_under, kill_chrome_under_and_wait, no_longer_waited_for, waited_for},
+    socks_relay::SocksRelay,
+};
+
+/// How long a starting Chrome gets to answer its first command (about a
+/// second alone; several when a loaded machine starts many processes).
+const START_LIMIT: Duration = Duration::from_secs(30);
+/// How long a polite `Browser.close` gets before the processes are killed.
+const CLOSE_LIMIT: Duration = Duration::from_secs(5);
+
+/// A running Chrome.
+pub struct Chrome {
+    pub devtools: DevTools,
+    /// Its profile folder: the handle to find and kill all its processes.
+    profile_dir: PathBuf,
+    /// Chrome's user agent without "Headless": what a site sees when it sets
+    /// none (many refuse headless browsers on sight).
+    pub user_agent: String,
+    /// Turns `true` when the browser process exited.
+    exited: watch::Receiver<bool>,
+    /// Pages loaded, for recycling the browser (see `BrowserPool`).
+    pages: AtomicU32,
+    /// Guards the connections Chrome opens outside any crawl's context (its
+    /// own services, which it should not open at all); lives with it.
+    _relay: Option<SocksRelay>,
+}
+
+/// Where Chrome keeps files besides its profile: under the worker's profile
+/// root, so they go with it even when Chrome is killed, and so every Chrome
+/// process names the root on its command line (how `processes` tells them
+/// from any other process).
+pub struct ChromePlaces {
+    /// Chrome's own temporary folders.
+    temp: PathBuf,
+    /// Chrome's configuration home: its crash handlers' database goes there
+    /// (`--database=<root>/config/chromium/Crash Reports`), not to ~/.config.
+    config: PathBuf,
+}
+
+impl ChromePlaces {
+    pub async fn under(profile_root: &Path) -> anyhow::Result<Self> {
+        let places = Self {
+            temp: profile_root.join("tmp"),
+            config: profile_root.join("config"),
+        };
+        for dir in [&places.temp, &places.config] {
+            tokio::fs::create_dir_all(dir)
+                .await
+                .with_context(|| format!("creating {}", dir.display()))?;
+        }
+        Ok(places)
+    }
+}
+
+impl Chrome {
+    /// Starts Chrome with its profile in `profile_dir` and waits until it
+    /// answers. Connections outside any context go through `relay` when given.
+    pub async fn launch(
+        binary: &str,
+        places: &ChromePlaces,
+        profile_dir: PathBuf,
+        relay: Option<SocksRelay>,
+    ) -> anyhow::Result<Chrome> {
+        write_preferences(&profile_dir).await?;
+        let proxy_server = relay.as_ref().map(SocksRelay::proxy_server);
+        let (commands_read, commands_write) = cloexec_pipe()?;
+        let (answers_read, answers_write) = cloexec_pipe()?;
+        let mut command = Command::new(binary);
+        command
+            .args(chrome_args(&profile_dir, proxy_server.as_deref()))
+            .arg("--remote-debugging-pipe")
+            .env("TMPDIR", &places.temp)
+            .env("XDG_CONFIG_HOME", &places.config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Its own process group: a Ctrl-C in the terminal must reach only
+            // the worker, which then drains, not kill the browser at once.
+            .process_group(0);
+        let (child_reads, child_writes) = (
+            std::os::fd::AsRawFd::as_raw_fd(&commands_read),
+            std::os::fd::AsRawFd::as_raw_fd(&answers_write),
+        );
+        // SAFETY: only async-signal-safe calls between fork and exec. Chrome
+        // reads commands on fd 3 and writes to fd 4; it dies with the worker
+        // even when the worker is SIGKILLed.
+        unsafe {
+            command.pre_exec(move || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                place_fds(child_reads, child_writes)
+            });
+        }
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("starting {binary} (set CHROME_PATH or install chromium)"))?;
+        // Chrome holds its ends now; with ours closed, it sees the end of the
+        // pipe when the worker goes.
+        drop((commands_read, answers_write));
+        let devtools = DevTools::over(
+            pipe::Sender::from_owned_fd(commands_write).context("the DevTools pipe")?,
+            pipe::Receiver::from_owned_fd(answers_read).context("the DevTools pipe")?,
+        );
+        let (exited_tx, exited) = watch::channel(false);
+        let pid = child.id().map(|pid| pid as i32);
+        if let Some(pid) = pid {
+            waited_for(pid);
+        }
+        tokio::spawn({
+            let profile_dir = profile_dir.clone();
+            async move {
+                let status = child.wait().await;
+                if let Some(pid) = pid {
+                    no_longer_waited_for(pid);
+                }
+                let _ = exited_tx.send(true);
+                // Its helpers outlive the browser process for a moment.
+                kill_chrome_under(&profile_dir);
+                tracing::debug!(?status, "Chrome exited");
+            }
+        });
+        let version = tokio::time::timeout(
+            START_LIMIT,
+            devtools.call(None, "Browser.getVersion", json!({})),
+        )
+        .await;
+        let version = match version {
+            Ok(Ok(version)) => version,
+            failed => {
+                kill_chrome_under(&profile_dir);
+                return Err(match failed {
+                    Ok(Err(e)) => anyhow::Error::new(e),
+                    _ => anyhow::anyhow!("Chrome did not answer within {START_LIMIT:?}"),
+                })
+                .context("starting Chrome");
+            }
+        };
+        let user_agent =
+            field(&version, "userAgent", "Browser.getVersion")?.replace("HeadlessChrome", "Chrome");
+        Ok(Chrome {
+            devtools,
+            profile_dir,
+            user_agent,
+            exited,
+            pages: AtomicU32::new(0),
+            _relay: relay,
+        })
+    }
+
+    /// Whether the browser is still there to take commands.
+    pub fn is_alive(&self) -> bool {
+        !*self.exited.borrow() && !self.devtools.is_closed()
+    }
+
+    /// Counts a page loaded; returns how many it loaded so far.
+    pub fn count_page(&self) -> u32 {
+        self.pages.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub fn pages(&self) -> u32 {
+        self.pages.load(Ordering::Relaxed)
+    }
+
+    /// Closes the browser: politely first, then by killing its processes,
+    /// and removes its profile folder.
+    pub async fn close(&self) {
+        if self.is_alive() {
+            let polite = tokio::time::timeout(
+                CLOSE_LIMIT,
+                self.devtools.call(None, "Browser.close", json!({})),
+            )
+            .await;
+            if matches!(polite, Ok(Ok(_))) {
+                let mut exited = self.exited.clone();
+                let _ = tokio::time::timeout(CLOSE_LIMIT, exited.wait_for(|e| *e)).await;
+            }
+        }
+        self.kill_and_clean().await;
+    }
+
+    /// Kills every process of the browser at once and removes its folder.
+    pub async fn kill_and_clean(&self) {
+        if !kill_chrome_under_and_wait(&self.profile_dir, CLOSE_LIMIT).await {
+            tracing::warn!(dir = %self.profile_dir.display(), "Chrome processes still running");
+        }
+        remove_profile(&self.profile_dir).await;
+    }
+
+    /// Kills the browser's processes now, without waiting (a lease dropped
+    /// where nothing can wait).
+    pub fn kill_now(&self) {
+        kill_chrome_under(&self.profile_dir);
+    }
+}
+
+/// Removes a profile folder once Chrome no longer writes into it.
+pub async fn remove_profile(dir: &Path) {
+    // Chrome may still be writing for a moment after it exits, and another
+    // removal of the same tree makes this one fail with NotFound midway: done
+    // only once the folder is gone.
+    for _ in 0..30 {
+        if tokio::fs::remove_dir_all(dir).await.is_ok()
+            || !tokio::fs::try_exists(dir).await.unwrap_or(true)
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tracing::warn!(dir = %dir.display(), "could not remove a browser profile folder");
+}
+
+/// A pipe whose ends are closed on exec: only the ends placed at fds 3 and 4
+/// reach Chrome.
+fn cloexec_pipe() -> anyhow::Result<(OwnedFd, OwnedFd)> {
+    let mut fds: [RawFd; 2] = [-1; 2];
+    // SAFETY: pipe2 writes two fds into the array it is given.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("creating the DevTools pipe");
+    }
+    // SAFETY: both fds were just opened by pipe2 and are owned by no one else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// In the forked child: makes `reads` fd 3 and `writes` fd 4, kept open
+/// across exec. Both are first copied above the low fds, so placing one never
+/// closes the other (either may already be 3 or 4).
+fn place_fds(reads: RawFd, writes: RawFd) -> std::io::Result<()> {
+    // SAFETY: fcntl and dup2 on fds this process holds; async-signal-safe.
+    unsafe {
+        let high_reads = libc::fcntl(reads, libc::F_DUPFD_CLOEXEC, 10);
+        let high_writes = libc::fcntl(writes, libc::F_DUPFD_CLOEXEC, 10);
+        if high_reads < 0
+            || high_writes < 0
+            || libc::dup2(high_reads, 3) < 0
+            || libc::dup2(high_writes, 4) < 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,407 @@
+//! One crawl's browser: a browser context of the worker's Chrome (its own
+//! cookies, storage and cache, like a fresh incognito profile, and its own
+//! renderer processes) with one page in it, driven over DevTools.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU32, Ordering},
+    },
+    time::Duration,
+};
+
+use anyhow::Context;
+use base64::Engine as _;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use url::Url;
+
+use super::{
+    chrome::Chrome,
+    devtools::{DevToolsError, Event, field},
+    socks_relay::SocksRelay,
+};
+use crate::{net::target_guard::Refused, ops::metrics::metrics};
+
+/// The events a page session listens to.
+const PAGE_EVENTS: &[&str] = &[
+    "Page.loadEventFired",
+    "Network.responseReceived",
+    "Inspector.targetCrashed",
+];
+
+/// The response a page's document came with (after any redirects).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocumentResponse {
+    pub url: String,
+    pub status: u16,
+    /// Its `Retry-After` header, when it has one.
+    pub retry_after: Option<String>,
+}
+
+/// Why a page did not load.
+#[derive(Debug)]
+pub enum LoadError {
+    /// Not loaded within the limit. `responsive`: the page still answers a
+    /// trivial script (a slow server), or not (a renderer stuck in a script).
+    Timeout { responsive: bool },
+    /// Chrome could not load it (`net::ERR_...`): it shows its error page.
+    Failed(String),
+    /// The page's renderer crashed.
+    Crashed,
+    /// The browser did not take the command (it is gone, or the page is).
+    Browser(DevToolsError),
+}
+
+/// How long a page gets to answer a trivial script after its load timed out.
+const RESPONSIVE_PROBE: Duration = Duration::from_secs(3);
+
+/// A browser context with its page, lent to one crawl.
+pub struct BrowserSession {
+    pub(super) chrome: Arc<Chrome>,
+    pub(super) context_id: String,
+    session_id: String,
+    /// The page's id, which is also its main frame's.
+    target_id: String,
+    events: mpsc::UnboundedReceiver<Event>,
+    /// DevTools commands sent since [`Self::take_commands`] last asked.
+    commands: AtomicU32,
+    /// Guards every connection of the context and gives a proxy its
+    /// credentials; lives as long as the context.
+    pub(super) relay: Option<SocksRelay>,
+    /// The latest document response of the page's main frame.
+    document: Option<DocumentResponse>,
+    /// A script restoring a kept session's local storage, removed after the
+    /// first page so it never overwrites what the site writes later.
+    restore_script: Option<String>,
+}
+
+impl BrowserSession {
+    /// Opens a page in a new context of `chrome`, leaving through
+    /// `proxy_server` (or Chrome's own way out).
+    pub(super) async fn open(
+        chrome: Arc<Chrome>,
+        proxy_server: Option<String>,
+        relay: Option<SocksRelay>,
+    ) -> anyhow::Result<BrowserSession> {
+        let devtools = &chrome.devtools;
+        let mut context = json!({});
+        if let Some(server) = &proxy_server {
+            context["proxyServer"] = json!(server);
+            context["proxyBypassList"] = json!(super::launch::PROXY_BYPASS);
+        }
+        let created = devtools
+            .call(None, "Target.createBrowserContext", context)
+            .await?;
+        let context_id =
+            field(&created, "browserContextId", "Target.createBrowserContext")?.to_owned();
+        let opened = async {
+            let target = devtools
+                .call(
+                    None,
+                    "Target.createTarget",
+                    json!({"url": "about:blank", "browserContextId": context_id}),
+                )
+                .await?;
+            let target_id = field(&target, "targetId", "Target.createTarget")?.to_owned();
+            let attached = devtools
+                .call(
+                    None,
+                    "Target.attachToTarget",
+                    json!({"targetId": target_id, "flatten": true}),
+                )
+                .await?;
+            let session_id = field(&attached, "sessionId", "Target.attachToTarget")?.to_owned();
+            anyhow::Ok((target_id, session_id))
+        }
+        .await;
+        let (target_id, session_id) = match opened {
+            Ok(ids) => ids,
+            Err(e) => {
+                let _ = devtools
+                    .call(
+                        None,
+                        "Target.disposeBrowserContext",
+                        json!({"browserContextId": context_id}),
+                    )
+                    .await;
+                return Err(e);
+            }
+        };
+        let events = devtools.subscribe(&session_id, PAGE_EVENTS);
+        // Counted down when the session is dropped.
+        metrics().browser_sessions_open.inc();
+        let session = BrowserSession {
+            chrome,
+            context_id,
+            session_id,
+            target_id,
+            events,
+            // The three commands above.
+            commands: AtomicU32::new(3),
+            relay,
+            document: None,
+            restore_script: None,
+        };
+        let enabled = async {
+            session.call("Page.enable", json!({})).await?;
+            // Bodies are never asked for: Chrome need not keep them.
+            session
+                .call(
+                    "Network.enable",
+                    json!({"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}),
+                )
+                .await?;
+            anyhow::Ok(())
+        }
+        .await;
+        match enabled {
+            Ok(()) => Ok(session),
+            Err(e) => {
+                session.dispose(Duration::from_secs(5)).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Runs a command on the page; counted (`crawlfleet_browser_commands_per_page`).
+    pub async fn call(&self, method: &str, params: Value) -> Result<Value, DevToolsError> {
+        self.commands.fetch_add(1, Ordering::Relaxed);
+        self.chrome
+            .devtools
+            .call(Some(&self.session_id), method, params)
+            .await
+    }
+
+    /// Runs a command on the browser (cookies of the context); counted.
+    async fn call_browser(&self, method: &str, params: Value) -> Result<Value, DevToolsError> {
+        self.commands.fetch_add(1, Ordering::Relaxed);
+        self.chrome.devtools.call(None, method, params).await
+    }
+
+    /// The commands sent since the last call, and starts counting again.
+    pub fn take_commands(&self) -> u32 {
+        self.commands.swap(0, Ordering::Relaxed)
+    }
+
+    /// The last connection the SSRF guard refused since the previous call.
+    pub fn take_refused(&self) -> Option<Refused> {
+        self.relay.as_ref().and_then(SocksRelay::take_refused)
+    }
+
+    /// Chrome's user agent as a site should see it.
+    pub fn default_user_agent(&self) -> &str {
+        &self.chrome.user_agent
+    }
+
+    /// The response the page's document came with, when one came.
+    pub fn document(&self) -> Option<&DocumentResponse> {
+        self.document.as_ref()
+    }
+
+    /// Loads `url` and waits for its load event, within `limit`.
+    pub async fn navigate(&mut self, url: &Url, limit: Duration) -> Result<(), LoadError> {
+        self.chrome.count_page();
+        self.document = None;
+        while self.events.try_recv().is_ok() {}
+        let deadline = tokio::time::Instant::now() + limit;
+        let navigated = tokio::time::timeout_at(
+            deadline,
+            self.call("Page.navigate", json!({"url": url.as_str()})),
+        )
+        .await;
+        match navigated {
+            Err(_) => return Err(self.timed_out().await),
+            Ok(Err(e)) => return Err(LoadError::Browser(e)),
+            Ok(Ok(answer)) => {
+                if let Some(error) = answer["errorText"].as_str().filter(|e| !e.is_empty()) {
+                    return Err(LoadError::Failed(error.to_owned()));
+                }
+            }
+        }
+        loop {
+            match tokio::time::timeout_at(deadline, self.events.recv()).await {
+                Err(_) => return Err(self.timed_out().await),
+                Ok(None) => {
+                    return Err(LoadError::Browser(DevToolsError::Closed(
+                        "Page.navigate".to_owned(),
+                    )));
+                }
+                Ok(Some(event)) => match event.method.as_str() {
+                    "Page.loadEventFired" => return Ok(()),
+                    "Inspector.targetCrashed" => return Err(LoadError::Crashed),
+                    _ => self.note(&event),
+                },
+            }
+        }
+    }
+
+    /// Keeps what an event says about the page's own document.
+    fn note(&mut self, event: &Event) {
+        let params = &event.params;
+        if event.method == "Network.responseReceived"
+            && params["type"] == "Document"
+            && params["frameId"] == self.target_id.as_str()
+        {
+            let response = &params["response"];
+            self.document = Some(DocumentResponse {
+                url: response["url"].as_str().unwrap_or_default().to_owned(),
+                status: response["status"].as_u64().unwrap_or(0) as u16,
+                retry_after: response["headers"].as_object().and_then(|headers| {
+                    headers
+                        .iter()
+                        .find(|(name, _)| name.eq_ignore_ascii_case("retry-after"))
+                        .and_then(|(_, value)| value.as_str())
+                        .map(str::to_owned)
+                }),
+            });
+        }
+    }
+
+    /// A load that ran out of time: stopped, and the page asked whether it
+    /// still answers.
+    async fn timed_out(&self) -> LoadError {
+        let probe = tokio::time::timeout(RESPONSIVE_PROBE, async {
+            self.call("Page.stopLoading", json!({})).await?;
+            self.call("Runtime.evaluate", json!({"expression": "1"}))
+                .await
+        })
+        .await;
+        LoadError::Timeout {
+            responsive: matches!(probe, Ok(Ok(_))),
+        }
+    }
+
+    /// Runs `expression` in the page (awaiting it when it is a promise) and
+    /// returns its value as JSON.
+    pub async fn evaluate(&self, expression: &str) -> anyhow::Result<Value> {
+        let answer = self
+            .call(
+                "Runtime.evaluate",
+                json!({"expression": expression, "awaitPromise": true, "returnByValue": true}),
+            )
+            .await?;
+        if let Some(exception) = answer.get("exceptionDetails") {
+            let text = exception["exception"]["description"]
+                .as_str()
+                .or_else(|| exception["text"].as_str())
+                .unwrap_or("an exception");
+            anyhow::bail!("the page's script failed: {text}");
+        }
+        Ok(answer["result"]["value"].clone())
+    }
+
+    /// Where the page is now.
+    pub async fn url(&self) -> anyhow::Result<Url> {
+        let url = self.evaluate("document.URL").await?;
+        Url::parse(url.as_str().unwrap_or_default()).context("the page's URL")
+    }
+
+    /// The page's HTML as it is now.
+    pub async fn html(&self) -> anyhow::Result<String> {
+        let html = self
+            .evaluate("document.documentElement ? document.documentElement.outerHTML : ''")
+            .await?;
+        Ok(html.as_str().unwrap_or_default().to_owned())
+    }
+
+    /// The page as it shows, in PNG.
+    pub async fn screenshot(&self) -> anyhow::Result<Vec<u8>> {
+        let shot = self
+            .call("Page.captureScreenshot", json!({"format": "png"}))
+            .await?;
+        let data = shot["data"].as_str().context("a screenshot without data")?;
+        base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .context("decoding the screenshot")
+    }
+
+    /// Every cookie of the context (each domain, http-only included), as
+    /// `Network.Cookie` objects.
+    pub async fn cookies(&self) -> anyhow::Result<Vec<Value>> {
+        let all = self
+            .call_browser(
+                "Storage.getCookies",
+                json!({"browserContextId": self.context_id}),
+            )
+            .await?;
+        Ok(all["cookies"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// Puts cookies (`Network.CookieParam` objects) into the context.
+    pub async fn set_cookies(&self, cookies: Vec<Value>) -> anyhow::Result<()> {
+        self.call_browser(
+            "Storage.setCookies",
+            json!({"cookies": cookies, "browserContextId": self.context_id}),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The user agent and extra headers every request of the page carries.
+    pub async fn set_identity(
+        &self,
+        user_agent: &str,
+        headers: &std::collections::BTreeMap<String, String>,
+    ) -> anyhow::Result<()> {
+        self.call(
+            "Network.setUserAgentOverride",
+            json!({"userAgent": user_agent}),
+        )
+        .await?;
+        if !headers.is_empty() {
+            self.call("Network.setExtraHTTPHeaders", json!({"headers": headers}))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Runs `source` in every new document before its own scripts, until the
+    /// first page is loaded (see [`Self::page_loaded`]).
+    pub async fn restore_before_first_page(&mut self, source: String) -> anyhow::Result<()> {
+        let added = self
+            .call(
+                "Page.addScriptToEvaluateOnNewDocument",
+                json!({"source": source}),
+            )
+            .await?;
+        self.restore_script = added["identifier"].as_str().map(str::to_owned);
+        Ok(())
+    }
+
+    /// After the first page: the kept local storage is in, and the site's
+    /// own writes must stay.
+    pub async fn page_loaded(&mut self) -> anyhow::Result<()> {
+        if let Some(identifier) = self.restore_script.take() {
+            self.call(
+                "Page.removeScriptToEvaluateOnNewDocument",
+                json!({"identifier": identifier}),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Closes the context: Chrome ends its page and kills its renderer
+    /// processes, even one stuck in a script. `false` when the browser did
+    /// not do it within `limit`.
+    pub(super) async fn dispose(&self, limit: Duration) -> bool {
+        self.chrome.devtools.unsubscribe(&self.session_id);
+        let disposed = tokio::time::timeout(
+            limit,
+            self.chrome.devtools.call(
+                None,
+                "Target.disposeBrowserContext",
+                json!({"browserContextId": self.context_id}),
+            ),
+        )
+        .await;
+        matches!(disposed, Ok(Ok(_)))
+    }
+}
+
+impl Drop for BrowserSession {
+    fn drop(&mut self) {
+        metrics().browser_sessions_open.dec();
+    }
+}
