@@ -58,3 +58,66 @@ async fn a_crawl_finds_nothing_an_earlier_crawl_in_the_same_browser_left() {
     );
     app.stop().await;
 }
+
+/// A page with a frame of another site: Chrome keeps that site's storage
+/// apart (under the page's site), where wiping origins would not reach, so
+/// the context is not wiped for reuse but disposed: the next crawl's frame
+/// finds nothing either.
+#[tokio::test]
+async fn a_crawl_whose_page_framed_another_site_leaves_that_site_nothing_either() {
+    let app = TestApp::spawn_with(Roles::fleet(), |c| c.worker.worker_concurrency = 1).await;
+    // Another site on the same server: localhost is not 127.0.0.1's site.
+    let other_site = format!("http://localhost:{}", app.site.addr().port());
+    let site = app
+        .create_site(json!({
+            "name": "framed leftovers",
+            "search_url": format!(
+                "{}/leftovers?q={{keyword}}&page={{page}}&frame={other_site}",
+                app.site.base_url()
+            ),
+            "render": "browser",
+            "item_selector": "li.product",
+            "fields": {"title": {"selector": "a.title"}},
+            "wait_for": "#ready",
+            "max_pages": 1,
+        }))
+        .await;
+    for i in 0..2 {
+        app.crawl_to_completion(&format!("framed {i}"), site, LIMIT)
+            .await;
+        // The frame reports on its own, shortly after the page's load.
+        crate::support::eventually(LIMIT, "the frame reported", || async {
+            let framed = app
+                .site
+                .requests("/leftovers/found")
+                .into_iter()
+                .filter(|r| r.param("frame").as_deref() == Some("1"))
+                .count();
+            (framed > i).then_some(())
+        })
+        .await;
+    }
+    let reports = app.site.requests("/leftovers/found");
+    let framed: Vec<_> = reports
+        .iter()
+        .filter(|r| r.param("frame").as_deref() == Some("1"))
+        .collect();
+    let pages: Vec<_> = reports
+        .iter()
+        .filter(|r| r.param("frame").is_none())
+        .collect();
+    assert_eq!((framed.len(), pages.len()), (2, 2), "{reports:?}");
+    for kept in KEPT {
+        assert_eq!(
+            framed[1].param(kept).unwrap(),
+            "",
+            "the second crawl's frame found {kept} of the first"
+        );
+        assert_eq!(
+            pages[1].param(kept).unwrap(),
+            "",
+            "the second crawl's page found {kept} of the first"
+        );
+    }
+    app.stop().await;
+}

@@ -4,12 +4,17 @@
 //! an earlier visit: `/leftovers/found?cookie=&local=&session=&indexeddb=`
 //! (in the request log; empty values for nothing found). A crawl isolated
 //! from the one before finds nothing, and fetches the script again.
+//!
+//! `/leftovers?frame=ORIGIN` also shows `ORIGIN/leftovers/framed` in a frame:
+//! the same leaving and reporting from another site (`&frame=1` in its
+//! report), whose storage Chrome keeps apart, under the page's site.
 
 use axum::extract::Query;
 use axum::http::header;
 use axum::response::{Html, IntoResponse};
+use serde::Deserialize;
 
-use super::shop::{Params, item_html, page_html, product};
+use super::shop::{item_html, page_html, product};
 
 const LEAVE_AND_REPORT: &str = r#"<script src="/leftovers/cached.js"></script>
 <script>
@@ -40,17 +45,36 @@ const LEAVE_AND_REPORT: &str = r#"<script src="/leftovers/cached.js"></script>
   document.cookie = 'left=yes; Max-Age=86400; Path=/';
   localStorage.setItem('left', 'yes');
   sessionStorage.setItem('left', 'yes');
+  if (window !== window.top) found.frame = '1';
   await fetch('/leftovers/found?' + new URLSearchParams(found));
   document.body.insertAdjacentHTML('beforeend', '<div id="ready"></div>');
 })();
 </script>"#;
 
-pub(super) async fn page(Query(p): Query<Params>) -> Html<String> {
+#[derive(Deserialize)]
+pub(super) struct LeftoversParams {
+    page: Option<u32>,
+    /// The origin of a framed page of another site (`http://localhost:PORT`).
+    frame: Option<String>,
+}
+
+pub(super) async fn page(Query(p): Query<LeftoversParams>) -> Html<String> {
     let item = item_html(&product("leftovers", p.page.unwrap_or(1).clamp(1, 15)));
+    // The frame's origin comes from the test; only an http origin is shown.
+    let frame = p
+        .frame
+        .filter(|origin| origin.starts_with("http://") && !origin.contains(['"', '<', '>']))
+        .map(|origin| format!("<iframe src=\"{origin}/leftovers/framed\"></iframe>"))
+        .unwrap_or_default();
     page_html(
         "Leftovers",
-        &format!("<ul id=\"results\">{item}</ul>\n{LEAVE_AND_REPORT}"),
+        &format!("<ul id=\"results\">{item}</ul>\n{frame}\n{LEAVE_AND_REPORT}"),
     )
+}
+
+/// The framed page: leaves and reports as the page does, from its own site.
+pub(super) async fn framed() -> Html<String> {
+    page_html("Framed leftovers", LEAVE_AND_REPORT)
 }
 
 /// Cacheable for an hour: a browser that kept its cache does not ask again.

@@ -147,6 +147,7 @@ fn router(counters: Arc<Counters>, state: AppState) -> Router {
         .route("/leftovers", get(leftovers::page))
         .route("/leftovers/cached.js", get(leftovers::cached_script))
         .route("/leftovers/found", get(leftovers::found))
+        .route("/leftovers/framed", get(leftovers::framed))
         .route("/slow", get(trouble::slow))
         .route("/hang", get(trouble::hang))
         .route("/spin", get(|| async { Html(trouble::SPIN) }))

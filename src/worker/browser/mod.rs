@@ -1,15 +1,16 @@
 //! Headless Chrome for the worker's browser slots: one Chrome per worker,
-//! driven over the DevTools pipe, and one browser context per crawl. A
-//! context has its own cookies, storage and cache and its own renderer
-//! processes, and is disposed when the crawl ends: a crawl never sees what
-//! another left, and a page stuck in a script is ended by disposing its
-//! context (Chrome kills its renderer) while the other slots go on.
+//! driven over the DevTools pipe, and a browser context per slot. A context
+//! has its own cookies, storage and cache and its own renderer processes. It
+//! serves crawl after crawl, wiped in between (a crawl never sees what
+//! another left; a context whose pages loaded frames is not reused at all),
+//! and a page stuck in a script is ended by disposing its context (Chrome
+//! kills its renderer) while the other slots go on.
 //!
 //! One Chrome instead of one per slot: a worker of 4 slots holds about half
-//! the memory and starts no browser per crawl (BENCHMARKS.md). The browser
-//! is replaced after [`PAGES_PER_BROWSER`] pages (a leaking browser cannot
-//! grow without bound) and whenever it dies, its crawls failing as
-//! `browser_crashed` and being retried.
+//! the memory (BENCHMARKS.md). The browser is replaced after
+//! [`PAGES_PER_BROWSER`] pages (a leaking browser cannot grow without
+//! bound) and whenever it dies, its crawls failing as `browser_crashed` and
+//! being retried.
 
 mod chrome;
 mod devtools;
@@ -53,6 +54,9 @@ pub struct BrowserPool {
     current: tokio::sync::Mutex<Option<Arc<Chrome>>>,
     /// Replaced Chromes still running crawls; closed once none holds them.
     retired: Mutex<Vec<Arc<Chrome>>>,
+    /// Wiped contexts waiting for their next crawl.
+    idle: Mutex<Vec<BrowserSession>>,
+    size: usize,
     next_profile: AtomicU64,
     /// Checks every connection of a browser that needs it (see `open`).
     guard: TargetGuard,
@@ -126,13 +130,17 @@ impl BrowserPool {
             slots: Arc::new(Semaphore::new(size)),
             current: tokio::sync::Mutex::new(None),
             retired: Mutex::new(Vec::new()),
+            idle: Mutex::new(Vec::new()),
+            size,
             next_profile: AtomicU64::new(1),
             guard,
             closing: TaskTracker::new(),
         }
     }
 
-    /// Waits for a free slot and opens a context leaving through `proxy`.
+    /// Waits for a free slot and lends a wiped context leaving through
+    /// `proxy`, or opens a new one (disposing an idle one of another way out,
+    /// so the browser never holds more contexts than the worker has slots).
     pub async fn lease(&self, proxy: Option<&ProxyUrl>) -> anyhow::Result<BrowserLease> {
         let slot = self
             .slots
@@ -140,6 +148,47 @@ impl BrowserPool {
             .acquire_owned()
             .await
             .context("browser pool closed")?;
+        let wanted = proxy.map(|p| p.expose().to_owned());
+        let (matching, surplus) = {
+            let mut idle = self.idle.lock().expect("pool lock");
+            let matching = idle
+                .iter()
+                .rposition(|s| s.proxy == wanted)
+                .map(|i| idle.remove(i));
+            // Contexts held by others plus idle ones plus the one about to open.
+            let leased = self.size - self.slots.available_permits();
+            let surplus = match matching.is_none() && leased + idle.len() > self.size {
+                true => Some(idle.remove(0)),
+                false => None,
+            };
+            (matching, surplus)
+        };
+        if let Some(surplus) = surplus {
+            self.dispose(surplus).await;
+        }
+        if let Some(session) = matching {
+            let current = self.current.lock().await.clone();
+            let is_current = current.is_some_and(|c| Arc::ptr_eq(&c, &session.chrome));
+            let fresh = session.chrome.is_alive() && session.chrome.pages() < PAGES_PER_BROWSER;
+            if is_current && fresh && session.thaw().await.is_ok() {
+                return Ok(self.lent(session, slot));
+            }
+            self.dispose(session).await;
+        }
+        let session = self.open(proxy).await?;
+        Ok(self.lent(session, slot))
+    }
+
+    fn lent(&self, session: BrowserSession, slot: OwnedSemaphorePermit) -> BrowserLease {
+        BrowserLease {
+            session: Some(session),
+            closing: self.closing.clone(),
+            _slot: slot,
+        }
+    }
+
+    /// A new context of the current Chrome.
+    async fn open(&self, proxy: Option<&ProxyUrl>) -> anyhow::Result<BrowserSession> {
         let chrome = self.chrome().await?;
         // The context goes through our relay when the guard must see its
         // connections or a proxy needs credentials; else straight out.
@@ -162,34 +211,50 @@ impl BrowserPool {
             )),
             (None, None) => None,
         };
-        let session = BrowserSession::open(chrome, server, relay)
+        BrowserSession::open(chrome, proxy.map(|p| p.expose().to_owned()), server, relay)
             .await
-            .context("opening a browser context")?;
-        Ok(BrowserLease {
-            session: Some(session),
-            closing: self.closing.clone(),
-            _slot: slot,
-        })
+            .context("opening a browser context")
     }
 
-    /// Ends a lease: its context is disposed (its page, cookies, storage,
-    /// cache and renderers with it). `healthy: false` (the page hung or
-    /// crashed) is counted; a browser that cannot even dispose a context is
-    /// killed.
+    /// Ends a lease: a healthy context is wiped and kept for the next crawl;
+    /// one whose page hung or crashed (`healthy: false`), loaded frames, or
+    /// belongs to a replaced Chrome is disposed (its page, cookies, storage,
+    /// cache and renderers with it). A browser that cannot even dispose a
+    /// context is killed.
     pub async fn give_back(&self, mut lease: BrowserLease, healthy: bool) {
-        let session = lease.session.take().expect("held until given back");
+        let mut session = lease.session.take().expect("held until given back");
         if !healthy {
             metrics()
                 .browser_restarts
                 .with_label_values(&["session"])
                 .inc();
         }
+        let current = self.current.lock().await.clone();
+        let keep = healthy
+            && session.chrome.is_alive()
+            && current.is_some_and(|c| Arc::ptr_eq(&c, &session.chrome))
+            && session.reusable();
+        if keep {
+            match session.wipe().await {
+                Ok(()) => {
+                    self.idle.lock().expect("pool lock").push(session);
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not wipe a browser context; disposing it")
+                }
+            }
+        }
+        self.dispose(session).await;
+        self.close_retired();
+    }
+
+    /// Disposes a context; a browser that cannot do it is killed.
+    async fn dispose(&self, session: BrowserSession) {
         if session.chrome.is_alive() && !session.dispose(DISPOSE_LIMIT).await {
             tracing::warn!("Chrome did not dispose a context; killing it");
             session.chrome.kill_and_clean().await;
         }
-        drop(session);
-        self.close_retired().await;
     }
 
     /// The Chrome to open a context in: the current one, or a new one when
@@ -213,6 +278,11 @@ impl BrowserPool {
                     .with_label_values(&["chrome"])
                     .inc();
             }
+            // Its idle contexts go with it, or it would never be let go.
+            self.idle
+                .lock()
+                .expect("pool lock")
+                .retain(|idle| !Arc::ptr_eq(&idle.chrome, &chrome));
             self.retired.lock().expect("pool lock").push(chrome);
         }
         let chrome = Arc::new(self.launch().await?);
@@ -239,8 +309,9 @@ impl BrowserPool {
         }
     }
 
-    /// Closes the replaced Chromes that no crawl holds any more.
-    async fn close_retired(&self) {
+    /// Closes, in the background, the replaced Chromes that no crawl holds
+    /// any more.
+    fn close_retired(&self) {
         let done: Vec<Arc<Chrome>> = {
             let mut retired = self.retired.lock().expect("pool lock");
             let (done, busy) = std::mem::take(&mut *retired)
@@ -250,12 +321,14 @@ impl BrowserPool {
             done
         };
         for chrome in done {
-            chrome.close().await;
+            self.closing.spawn(async move { chrome.close().await });
         }
     }
 
     /// Closes the browser (shutdown; leases are given back first).
     pub async fn close_all(&self) {
+        let idle: Vec<_> = std::mem::take(&mut *self.idle.lock().expect("pool lock"));
+        drop(idle);
         if let Some(chrome) = self.current.lock().await.take() {
             self.retired.lock().expect("pool lock").push(chrome);
         }

@@ -1,8 +1,12 @@
-//! One crawl's browser: a browser context of the worker's Chrome (its own
-//! cookies, storage and cache, like a fresh incognito profile, and its own
-//! renderer processes) with one page in it, driven over DevTools.
+//! A browser slot's page: a browser context of the worker's Chrome (its own
+//! cookies, storage and cache, like an incognito profile, and its own
+//! renderer processes) with one page in it, driven over DevTools. A context
+//! serves one crawl after another, wiped in between (see [`BrowserSession::wipe`]):
+//! a crawl in a new context costs a new renderer process, about three times
+//! the CPU of a page in a warm one (BENCHMARKS.md).
 
 use std::{
+    collections::BTreeSet,
     sync::{
         Arc,
         atomic::{AtomicU32, Ordering},
@@ -66,11 +70,22 @@ pub struct BrowserSession {
     events: mpsc::UnboundedReceiver<Event>,
     /// DevTools commands sent since [`Self::take_commands`] last asked.
     commands: AtomicU32,
+    /// The proxy the context leaves through (`None`: direct): a context is
+    /// reused only by crawls that leave the same way.
+    pub(super) proxy: Option<String>,
     /// Guards every connection of the context and gives a proxy its
     /// credentials; lives as long as the context.
-    pub(super) relay: Option<SocksRelay>,
+    relay: Option<SocksRelay>,
     /// The latest document response of the page's main frame.
     document: Option<DocumentResponse>,
+    /// The origins of every document the page showed since the last wipe:
+    /// whose storage the wipe clears.
+    origins: BTreeSet<String>,
+    /// A frame of the page loaded a document: storage of another site may be
+    /// in the context (partitioned under the page's), so it is not reused.
+    framed: bool,
+    /// The user agent and extra headers the page was last given.
+    identity: Option<Value>,
     /// A script restoring a kept session's local storage, removed after the
     /// first page so it never overwrites what the site writes later.
     restore_script: Option<String>,
@@ -78,9 +93,11 @@ pub struct BrowserSession {
 
 impl BrowserSession {
     /// Opens a page in a new context of `chrome`, leaving through
-    /// `proxy_server` (or Chrome's own way out).
+    /// `proxy_server` (or Chrome's own way out); `proxy` names that way for
+    /// reuse.
     pub(super) async fn open(
         chrome: Arc<Chrome>,
+        proxy: Option<String>,
         proxy_server: Option<String>,
         relay: Option<SocksRelay>,
     ) -> anyhow::Result<BrowserSession> {
@@ -139,8 +156,12 @@ impl BrowserSession {
             events,
             // The three commands above.
             commands: AtomicU32::new(3),
+            proxy,
             relay,
             document: None,
+            origins: BTreeSet::new(),
+            framed: false,
+            identity: None,
             restore_script: None,
         };
         let enabled = async {
@@ -202,8 +223,10 @@ impl BrowserSession {
     /// Loads `url` and waits for its load event, within `limit`.
     pub async fn navigate(&mut self, url: &Url, limit: Duration) -> Result<(), LoadError> {
         self.chrome.count_page();
+        // What came after the last page's load (frames a script added) still
+        // counts for the wipe; its document response is not this page's.
+        self.note_pending();
         self.document = None;
-        while self.events.try_recv().is_ok() {}
         let deadline = tokio::time::Instant::now() + limit;
         let navigated = tokio::time::timeout_at(
             deadline,
@@ -236,26 +259,39 @@ impl BrowserSession {
         }
     }
 
-    /// Keeps what an event says about the page's own document.
+    /// Keeps what the events received so far say (see [`Self::note`]).
+    fn note_pending(&mut self) {
+        while let Ok(event) = self.events.try_recv() {
+            self.note(&event);
+        }
+    }
+
+    /// Keeps what an event says about the page's documents: the main frame's
+    /// response and origin, and whether a frame loaded one.
     fn note(&mut self, event: &Event) {
         let params = &event.params;
-        if event.method == "Network.responseReceived"
-            && params["type"] == "Document"
-            && params["frameId"] == self.target_id.as_str()
-        {
-            let response = &params["response"];
-            self.document = Some(DocumentResponse {
-                url: response["url"].as_str().unwrap_or_default().to_owned(),
-                status: response["status"].as_u64().unwrap_or(0) as u16,
-                retry_after: response["headers"].as_object().and_then(|headers| {
-                    headers
-                        .iter()
-                        .find(|(name, _)| name.eq_ignore_ascii_case("retry-after"))
-                        .and_then(|(_, value)| value.as_str())
-                        .map(str::to_owned)
-                }),
-            });
+        if event.method != "Network.responseReceived" || params["type"] != "Document" {
+            return;
         }
+        if params["frameId"] != self.target_id.as_str() {
+            self.framed = true;
+            return;
+        }
+        let response = &params["response"];
+        if let Ok(url) = Url::parse(response["url"].as_str().unwrap_or_default()) {
+            self.origins.insert(url.origin().ascii_serialization());
+        }
+        self.document = Some(DocumentResponse {
+            url: response["url"].as_str().unwrap_or_default().to_owned(),
+            status: response["status"].as_u64().unwrap_or(0) as u16,
+            retry_after: response["headers"].as_object().and_then(|headers| {
+                headers
+                    .iter()
+                    .find(|(name, _)| name.eq_ignore_ascii_case("retry-after"))
+                    .and_then(|(_, value)| value.as_str())
+                    .map(str::to_owned)
+            }),
+        });
     }
 
     /// A load that ran out of time: stopped, and the page asked whether it
@@ -338,21 +374,27 @@ impl BrowserSession {
         Ok(())
     }
 
-    /// The user agent and extra headers every request of the page carries.
+    /// The user agent and extra headers every request of the page carries
+    /// (sent only when they differ from the last crawl's).
     pub async fn set_identity(
-        &self,
+        &mut self,
         user_agent: &str,
         headers: &std::collections::BTreeMap<String, String>,
     ) -> anyhow::Result<()> {
+        let identity = json!({"userAgent": user_agent, "headers": headers});
+        if self.identity.as_ref() == Some(&identity) {
+            return Ok(());
+        }
+        // Unknown while the commands are on their way.
+        self.identity = None;
         self.call(
             "Network.setUserAgentOverride",
             json!({"userAgent": user_agent}),
         )
         .await?;
-        if !headers.is_empty() {
-            self.call("Network.setExtraHTTPHeaders", json!({"headers": headers}))
-                .await?;
-        }
+        self.call("Network.setExtraHTTPHeaders", json!({"headers": headers}))
+            .await?;
+        self.identity = Some(identity);
         Ok(())
     }
 
@@ -379,6 +421,55 @@ impl BrowserSession {
             )
             .await?;
         }
+        Ok(())
+    }
+
+    /// Whether the context may serve another crawl once wiped: no frame of
+    /// another site left storage in it that the wipe would miss.
+    pub(super) fn reusable(&mut self) -> bool {
+        self.note_pending();
+        !self.framed
+    }
+
+    /// Clears everything the crawl left for the next one: the context's
+    /// cookies and HTTP cache, every storage (local, session, IndexedDB,
+    /// cache storage, service workers...) of every origin the page showed, and
+    /// a kept session's restore script; then freezes the page, so a page
+    /// left running spends no CPU until the next crawl.
+    pub(super) async fn wipe(&mut self) -> anyhow::Result<()> {
+        self.note_pending();
+        if let Some(identifier) = self.restore_script.take() {
+            self.call(
+                "Page.removeScriptToEvaluateOnNewDocument",
+                json!({"identifier": identifier}),
+            )
+            .await?;
+        }
+        self.call("Network.clearBrowserCookies", json!({})).await?;
+        self.call("Network.clearBrowserCache", json!({})).await?;
+        for origin in std::mem::take(&mut self.origins) {
+            self.call(
+                "Storage.clearDataForOrigin",
+                json!({"origin": origin, "storageTypes": "all"}),
+            )
+            .await?;
+            // Session storage lives with the page, not the origin's storage.
+            self.call(
+                "DOMStorage.clear",
+                json!({"storageId": {"securityOrigin": origin, "isLocalStorage": false}}),
+            )
+            .await?;
+        }
+        self.call("Page.setWebLifecycleState", json!({"state": "frozen"}))
+            .await?;
+        self.document = None;
+        Ok(())
+    }
+
+    /// Wakes a wiped page for its next crawl.
+    pub(super) async fn thaw(&self) -> anyhow::Result<()> {
+        self.call("Page.setWebLifecycleState", json!({"state": "active"}))
+            .await?;
         Ok(())
     }
 

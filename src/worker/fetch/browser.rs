@@ -29,9 +29,9 @@ pub struct BrowserPage<'a> {
     pub session: &'a mut BrowserSession,
 }
 
-/// Makes a new context the site's: its user agent and extra headers, and the
-/// site's kept session when it keeps one. The context is new for the crawl:
-/// nothing of another crawl is in it to clear.
+/// Makes a context the site's: its user agent and extra headers, and the
+/// site's kept session when it keeps one. The context is new or was wiped
+/// after its last crawl: nothing of another crawl is in it.
 pub async fn prepare_for_crawl(
     session: &mut BrowserSession,
     spec: &SiteSpec,

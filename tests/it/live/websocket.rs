@@ -111,8 +111,8 @@ async fn a_crawl_on_a_worker_process_streams_its_states_in_order_to_subscribers(
     );
     assert_eq!(
         scrape.value("crawlfleet_browser_sessions_open", &[]),
-        Some(0.0),
-        "the crawl's browser context is gone with the crawl"
+        Some(1.0),
+        "the crawl's browser context, wiped, waits for the next crawl"
     );
     // And the api's (this process's registry, which the in-process
     // scheduler shares): the crawl's request by route, and its dispatch.
