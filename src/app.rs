@@ -49,7 +49,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     if config.process.runs_api() {
         seal_stored_secrets(&config, &pool).await?;
     }
-    let redis = queue::connect(&common.redis_url).await?;
+    let redis = queue::connect_client(queue::client(
+        &common.redis_url,
+        common.redis.redis_ca_cert.as_deref(),
+    )?)
+    .await?;
 
     let mut roles = JoinSet::new();
     let mut demo_site = None;

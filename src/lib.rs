@@ -6,7 +6,8 @@
 //! job contract over Redis), `events` (live events over Redis pub/sub), `net`
 //! (the outbound-address guard and the hardened HTTP server) and `ops`
 //! (metrics, logs, signals, probes). `demo` is the demo shop and its seeding;
-//! `app` wires the roles together; `simulate` is the fleet simulator
+//! `app` wires the roles together; `migrate` is `crawlfleet migrate` (the
+//! schema as a deploy step); `simulate` is the fleet simulator
 //! (`crawlfleet simulate`: reads infra/, needs no store). docs/architecture.md
 //! walks the house.
 
@@ -16,6 +17,7 @@ pub mod config;
 pub mod demo;
 pub mod domain;
 pub mod events;
+pub mod migrate;
 pub mod net;
 pub mod ops;
 pub mod queue;

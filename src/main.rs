@@ -1,5 +1,7 @@
 use clap::Parser;
-use crawlfleet::{app, config::Config, ops::healthcheck, ops::shutdown, ops::telemetry, simulate};
+use crawlfleet::{
+    app, config::Config, migrate, ops::healthcheck, ops::shutdown, ops::telemetry, simulate,
+};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
@@ -14,7 +16,18 @@ async fn main() -> std::process::ExitCode {
         let args = simulate::Args::parse_from(std::env::args().skip(1));
         return simulate::run(&args);
     }
-    let config = Config::parse();
+    // `crawlfleet migrate [--check]`: the schema, as its own deploy step.
+    if std::env::args().nth(1).as_deref() == Some("migrate") {
+        let args = migrate::Args::parse_from(std::env::args().skip(1));
+        return migrate::run(&args).await;
+    }
+    let config = match Config::parse().resolve() {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("crawlfleet: {e:#}");
+            return std::process::ExitCode::from(2);
+        }
+    };
     telemetry::init(config.common.log_format);
     let token = CancellationToken::new();
     shutdown::cancel_on_signal(token.clone());

@@ -17,8 +17,8 @@ use std::{
 const MAY_IMPORT: &[(&str, &[&str])] = &[
     ("domain", &[]),
     ("ops", &["domain"]),
-    ("store", &["domain"]),
-    ("queue", &["domain"]),
+    ("store", &["domain", "ops"]),
+    ("queue", &["domain", "ops"]),
     ("events", &["domain", "store"]),
     ("net", &["domain", "ops"]),
     ("config", &["net", "ops", "store"]),
@@ -36,6 +36,7 @@ const MAY_IMPORT: &[(&str, &[&str])] = &[
     ),
     ("demo", &["config", "domain", "store"]),
     ("simulate", &["domain"]),
+    ("migrate", &["config", "ops", "store"]),
     (
         "app",
         &[

@@ -280,7 +280,7 @@ pub struct Application {
     listener: TcpListener,
     router: Router,
     state: AppState,
-    redis_url: String,
+    redis: redis::Client,
     queue_name: String,
     database_url: String,
     /// `None`: CloudWatch publishing is off (`CLOUDWATCH_ENABLED` not set).
@@ -315,7 +315,7 @@ impl Application {
             listener,
             router: router(state.clone()),
             state,
-            redis_url: common.redis_url.clone(),
+            redis: crate::queue::client(&common.redis_url, common.redis.redis_ca_cert.as_deref())?,
             queue_name: common.queue_name.clone(),
             database_url: common.database_url.clone(),
             publisher: config
@@ -337,7 +337,7 @@ impl Application {
         tracing::info!(addr = %self.local_addr(), "api listening");
         let shutdown = self.state.shutdown.clone();
         let relay = tokio::spawn(live::relay::relay(
-            self.redis_url,
+            self.redis,
             self.queue_name,
             live::relay::Names::new(self.state.pool.clone()),
             self.state.live.clone(),

@@ -6,3 +6,4 @@ pub mod metrics;
 pub mod process_tree;
 pub mod shutdown;
 pub mod telemetry;
+pub mod tls;

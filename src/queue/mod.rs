@@ -5,7 +5,7 @@
 
 pub mod preview;
 
-use std::time::Duration;
+use std::{path::Path, time::Duration};
 
 use anyhow::Context;
 use apalis_redis::{Config as QueueConfig, ConnectionManager, RedisStorage};
@@ -66,11 +66,37 @@ impl Lane {
     }
 }
 
+/// A Redis client for `redis_url`; over TLS (`rediss://`) the server's
+/// certificate is checked against `ca` (a PEM bundle) when given, else the
+/// system's roots.
+pub fn client(redis_url: &str, ca: Option<&Path>) -> anyhow::Result<redis::Client> {
+    crate::ops::tls::use_ring_provider();
+    match ca {
+        None => redis::Client::open(redis_url).context("parsing REDIS_URL"),
+        Some(ca) => {
+            let root_cert =
+                std::fs::read(ca).with_context(|| format!("reading {}", ca.display()))?;
+            redis::Client::build_with_tls(
+                redis_url,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(root_cert),
+                },
+            )
+            .context("parsing REDIS_URL with its CA")
+        }
+    }
+}
+
+/// A connection manager for `redis_url` (see [`connect_client`]).
+pub async fn connect(redis_url: &str) -> anyhow::Result<ConnectionManager> {
+    connect_client(client(redis_url, None)?).await
+}
+
 /// A Redis connection manager whose commands wait long enough for apalis'
 /// scripts: redis-rs defaults to 500 ms, which turns one slow script into a
 /// fatal stream error that stops the worker pool.
-pub async fn connect(redis_url: &str) -> anyhow::Result<ConnectionManager> {
-    let client = redis::Client::open(redis_url).context("parsing REDIS_URL")?;
+pub async fn connect_client(client: redis::Client) -> anyhow::Result<ConnectionManager> {
     let config = redis::aio::ConnectionManagerConfig::new()
         .set_response_timeout(Some(Duration::from_secs(10)))
         .set_connection_timeout(Some(Duration::from_secs(5)))

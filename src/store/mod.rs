@@ -8,12 +8,15 @@ pub mod leader;
 pub mod names;
 pub mod results;
 pub mod runs;
+pub mod schema;
 pub mod sealing;
 pub mod sessions;
 pub mod sites;
 pub mod stats;
 pub mod webhooks;
 pub mod workers;
+
+pub use schema::migrate;
 
 use std::time::Duration;
 
@@ -23,6 +26,7 @@ use sqlx::{PgPool, postgres::PgPoolOptions};
 /// Opens the pool, retrying with backoff while Postgres is not reachable yet
 /// (containers start together; a database restart must not kill the process).
 pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<PgPool> {
+    crate::ops::tls::use_ring_provider();
     let mut delay = Duration::from_millis(200);
     let mut tries = 0;
     loop {
@@ -33,6 +37,10 @@ pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<PgPool> 
             .await;
         match result {
             Ok(pool) => return Ok(pool),
+            // A certificate that does not check out will not later: say so now.
+            Err(e) if is_certificate_error(&e) => {
+                return Err(e).context("connecting to Postgres over TLS");
+            }
             Err(e) if tries < 30 => {
                 tries += 1;
                 tracing::warn!(error = %e, "Postgres not reachable yet, retrying in {delay:?}");
@@ -44,13 +52,17 @@ pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<PgPool> 
     }
 }
 
-/// Applies pending migrations. sqlx takes a Postgres advisory lock around them,
-/// so several processes starting together apply each migration once.
-pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
-    sqlx::migrate!("./migrations")
-        .run(pool)
-        .await
-        .context("running database migrations")
+/// Whether connecting failed on TLS: a configuration or a certificate that
+/// will not check out later either (rustls' verdict comes wrapped in an I/O
+/// error).
+fn is_certificate_error(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Tls(_) => true,
+        sqlx::Error::Io(io) => io
+            .get_ref()
+            .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some()),
+        _ => false,
+    }
 }
 
 /// Whether an error is a violation of the named constraint.

@@ -31,6 +31,8 @@ mod scheduling;
 mod scheduling_local;
 mod sessions;
 mod site_health;
+mod spot;
 mod ssrf;
+mod tls;
 mod webhooks;
 mod worker_faults;

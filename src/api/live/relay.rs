@@ -104,7 +104,7 @@ impl Names {
 /// Forwards the fleet's events from Redis to `local`, with names filled in,
 /// until `shutdown`, resubscribing after a Redis restart.
 pub async fn relay(
-    redis_url: String,
+    redis: redis::Client,
     queue_name: String,
     mut names: Names,
     local: broadcast::Sender<Event>,
@@ -112,7 +112,7 @@ pub async fn relay(
 ) {
     let channel = channel(&queue_name);
     while !shutdown.is_cancelled() {
-        match subscribe_and_forward(&redis_url, &channel, &mut names, &local, &shutdown).await {
+        match subscribe_and_forward(&redis, &channel, &mut names, &local, &shutdown).await {
             Ok(()) => return,
             Err(e) => {
                 tracing::warn!(error = ?e, "event subscription lost; resubscribing");
@@ -126,13 +126,12 @@ pub async fn relay(
 }
 
 async fn subscribe_and_forward(
-    redis_url: &str,
+    client: &redis::Client,
     channel: &str,
     names: &mut Names,
     local: &broadcast::Sender<Event>,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let client = redis::Client::open(redis_url).context("parsing REDIS_URL")?;
     let mut pubsub = client
         .get_async_pubsub()
         .await

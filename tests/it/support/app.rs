@@ -32,7 +32,9 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
     Config {
         process: Process::All,
         common: CommonConfig {
+            database: Default::default(),
             database_url: database_url.to_owned(),
+            redis: Default::default(),
             database_max_connections: 10,
             redis_url: redis_url(),
             queue_name: queue_name.to_owned(),

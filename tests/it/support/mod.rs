@@ -23,6 +23,8 @@
 //! - `polling`: [`eventually`], for what another task or process does.
 //! - `webhook_receiver`: [`WebhookReceiver`], an endpoint on 127.0.0.1 that
 //!   verifies messages with the Standard Webhooks reference library.
+//! - `tls_servers`: Postgres and Redis speaking TLS only, with certificates of
+//!   a CA the test makes ([`TestCa`], [`TlsPostgres`], [`TlsRedis`]).
 
 mod app;
 mod changing_site;
@@ -33,6 +35,7 @@ mod polling;
 mod ports;
 mod processes;
 mod stores;
+mod tls_servers;
 mod webhook_receiver;
 
 pub use app::{ON_DEMAND, Roles, TEST_SESSION_KEY, TestApp, test_config};
@@ -50,4 +53,5 @@ pub use stores::{
     TestDb, clear_queue, count_states, database_server, dispatch_and_claim, redis_url,
     test_queue_name,
 };
+pub use tls_servers::{CaFile, PG_USER, TestCa, TlsPostgres, TlsRedis};
 pub use webhook_receiver::{Received, WebhookReceiver};

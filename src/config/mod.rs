@@ -3,9 +3,13 @@
 //! `SchedulerConfig`, `WorkerConfig`), flattened into one command line. A
 //! role is handed the common settings and its own, nothing else.
 
+mod datastores;
+
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
+
+pub use datastores::{DatabaseSettings, RedisSettings, SslMode};
 
 use crate::{
     net::{
@@ -80,16 +84,22 @@ pub struct Config {
 /// server, and the defaults of a site's crawl.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonConfig {
-    /// Postgres connection URL: the truth and the backlog.
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    #[command(flatten)]
+    pub database: DatabaseSettings,
+
+    /// The Postgres URL `database` resolves to (see [`Config::resolve`]).
+    #[arg(skip)]
     pub database_url: String,
 
     /// Max Postgres connections of this process.
     #[arg(long, env = "DATABASE_MAX_CONNECTIONS", default_value_t = 10)]
     pub database_max_connections: u32,
 
-    /// Redis connection URL (`redis://:password@host:port`): job transport.
-    #[arg(long, env = "REDIS_URL", hide_env_values = true)]
+    #[command(flatten)]
+    pub redis: RedisSettings,
+
+    /// The Redis URL `redis` resolves to (see [`Config::resolve`]).
+    #[arg(skip)]
     pub redis_url: String,
 
     /// Name of the job queue in Redis; processes that share it share work.
@@ -322,6 +332,15 @@ pub struct WorkerConfig {
     pub robots_cache_secs: u64,
 }
 
+impl Config {
+    /// Settings as parsed, with the datastores' URLs made from what was given.
+    pub fn resolve(mut self) -> anyhow::Result<Config> {
+        self.common.database_url = self.common.database.resolve()?;
+        self.common.redis_url = self.common.redis.resolve()?;
+        Ok(self)
+    }
+}
+
 impl CommonConfig {
     /// The guard of every outbound address, as this process is set up.
     pub fn target_guard(&self) -> TargetGuard {
@@ -389,7 +408,7 @@ mod tests {
 
     #[test]
     fn every_setting_is_documented_in_env_example() {
-        let example = include_str!("../.env.example");
+        let example = include_str!("../../.env.example");
         for arg in Config::command().get_arguments() {
             let Some(env) = arg.get_env() else { continue };
             let name = env.to_str().unwrap();

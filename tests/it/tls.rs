@@ -1,0 +1,171 @@
+//! crawlfleet on datastores as a cloud runs them: Postgres and Redis that
+//! speak TLS only, their certificates checked (`sslmode=verify-full`,
+//! `rediss://` against the CA given), the passwords given apart from the
+//! rest of the settings; and `crawlfleet migrate` as its own step.
+
+use std::{path::Path, time::Duration};
+
+use serde_json::{Value, json};
+
+use crate::support::{
+    CaFile, ON_DEMAND, PG_USER, RoleProcess, Roles, TestApp, TestCa, TlsPostgres, TlsRedis,
+    eventually,
+};
+
+const PG_PASSWORD: &str = "pg p@ss/word";
+const REDIS_PASSWORD: &str = "redis:secret";
+
+/// What `crawlfleet migrate` did: its exit code and what it said.
+struct Migrated {
+    code: Option<i32>,
+    said: String,
+}
+
+/// `crawlfleet migrate` with Postgres given by parts only.
+async fn migrate(pg: &TlsPostgres, ca: &Path, check: bool) -> Migrated {
+    let log =
+        std::env::temp_dir().join(format!("cf-migrate-{}.log", uuid::Uuid::new_v4().simple()));
+    let out = std::fs::File::create(&log).unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_crawlfleet"));
+    cmd.arg("migrate")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("NO_COLOR", "1")
+        .env("DATABASE_HOST", "localhost")
+        .env("DATABASE_PORT", pg.port.to_string())
+        .env("DATABASE_NAME", "postgres")
+        .env("DATABASE_USER", PG_USER)
+        .env("DATABASE_PASSWORD", PG_PASSWORD)
+        .env("DATABASE_SSLMODE", "verify-full")
+        .env("DATABASE_SSLROOTCERT", ca)
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .kill_on_drop(true);
+    if check {
+        cmd.arg("--check");
+    }
+    let mut child = cmd.spawn().unwrap();
+    // A migration of the whole schema takes seconds; a refused certificate
+    // is not retried. 60 s on a loaded machine.
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait()).await;
+    let said = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    let status = status.unwrap_or_else(|_| panic!("crawlfleet migrate did not end: {said}"));
+    Migrated {
+        code: status.unwrap().code(),
+        said,
+    }
+}
+
+/// The settings of a process on the TLS datastores: URLs without the
+/// passwords, which come as parts, with TLS asked for by name.
+fn tls_env(pg: &TlsPostgres, redis: &TlsRedis, ca: &Path) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "DATABASE_URL",
+            format!("postgres://{PG_USER}@localhost:{}/postgres", pg.port),
+        ),
+        ("DATABASE_PASSWORD", PG_PASSWORD.to_owned()),
+        ("DATABASE_SSLMODE", "verify-full".to_owned()),
+        ("DATABASE_SSLROOTCERT", ca.display().to_string()),
+        ("REDIS_URL", format!("redis://localhost:{}", redis.port)),
+        ("REDIS_PASSWORD", REDIS_PASSWORD.to_owned()),
+        ("REDIS_TLS", "true".to_owned()),
+        ("REDIS_CA_CERT", ca.display().to_string()),
+    ]
+}
+
+#[tokio::test]
+async fn the_fleet_crawls_on_postgres_and_redis_over_tls_with_their_certificates_checked() {
+    let ca = TestCa::new("crawlfleet test CA");
+    let cert = ca.server_cert();
+    let pg = TlsPostgres::start(&cert, PG_PASSWORD).await;
+    let redis = TlsRedis::start(&cert, &ca, REDIS_PASSWORD).await;
+    let ca_file = CaFile::of(&ca);
+    // The fixture site (and an api of its own on the local stores, unused).
+    let app = TestApp::spawn_without_browsers(Roles::default(), |_| {}).await;
+
+    // The schema as a step of its own: behind, migrated, current.
+    let behind = migrate(&pg, &ca_file.path, true).await;
+    assert_eq!(behind.code, Some(1), "{}", behind.said);
+    assert!(behind.said.contains("behind"), "{}", behind.said);
+    let migrated = migrate(&pg, &ca_file.path, false).await;
+    assert_eq!(migrated.code, Some(0), "{}", migrated.said);
+    let current = migrate(&pg, &ca_file.path, true).await;
+    assert_eq!(current.code, Some(0), "{}", current.said);
+
+    // Every role in one process, on the TLS datastores only (each accepts
+    // nothing but TLS): a crawl goes through.
+    let fleet = RoleProcess::spawn("all", &app.config, &tls_env(&pg, &redis, &ca_file.path));
+    let api = fleet.listening_on("api listening").await;
+    let http = reqwest::Client::new();
+    let post = |path: &str, body: Value| {
+        let request = http.post(format!("http://{api}{path}")).json(&body);
+        async move {
+            let response = request.send().await.unwrap();
+            assert!(response.status().is_success(), "{}", response.status());
+            response.json::<Value>().await.unwrap()
+        }
+    };
+    let site = post(
+        "/api/sites",
+        json!({
+            "name": "over-tls",
+            "search_url": format!("{}/search?q={{keyword}}", app.site.base_url()),
+            "render": "http",
+            "item_selector": "li.product",
+            "fields": {"title": {"selector": "a.title"}},
+            "max_pages": 1,
+        }),
+    )
+    .await;
+    let keyword = post(
+        "/api/keywords",
+        json!({"keyword": "lamp", "site_ids": [site["id"]], "schedule": ON_DEMAND, "enabled": true}),
+    )
+    .await;
+    let queued = post(&format!("/api/keywords/{}/crawl", keyword["id"]), json!({})).await;
+    let run = queued["queued"][0]["id"].as_i64().expect("a run queued");
+    // One http page: well under a second once dispatched; 60 s is ample.
+    let done = eventually(Duration::from_secs(60), "the run completes", || async {
+        let run: Value = http
+            .get(format!("http://{api}/api/runs/{run}"))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        (run["state"] == "completed").then_some(run)
+    })
+    .await;
+    assert!(done["items_found"].as_i64().unwrap() > 0, "{done}");
+    assert_eq!(fleet.terminate(Duration::from_secs(30)).await, 0);
+
+    // A CA that did not sign the servers' certificates: refused at once,
+    // saying why, never connected in the clear.
+    let stranger = CaFile::of(&TestCa::new("someone else's CA"));
+    let refused = migrate(&pg, &stranger.path, true).await;
+    assert_eq!(refused.code, Some(2), "{}", refused.said);
+    assert!(
+        refused.said.to_lowercase().contains("certificate"),
+        "{}",
+        refused.said
+    );
+    let mut env = tls_env(&pg, &redis, &ca_file.path);
+    env.retain(|(name, _)| *name != "REDIS_CA_CERT");
+    env.push(("REDIS_CA_CERT", stranger.path.display().to_string()));
+    let mut worker = RoleProcess::spawn("worker", &app.config, &env);
+    // The worker gives up on Redis within seconds (a handful of retries).
+    let status = tokio::time::timeout(Duration::from_secs(60), worker.child.wait())
+        .await
+        .expect("a worker that cannot trust Redis exits")
+        .unwrap();
+    assert!(!status.success());
+    let log = std::fs::read_to_string(&worker.log).unwrap();
+    assert!(log.contains("Redis"), "{log}");
+    for secret in [PG_PASSWORD, REDIS_PASSWORD] {
+        assert!(!log.contains(secret), "a password in the log: {log}");
+    }
+    app.stop().await;
+}
