@@ -11,10 +11,21 @@ use crate::{
 };
 
 /// Seals the site secrets an earlier version stored in the clear, once an api
-/// with SESSION_KEY starts; without the key, says how many wait for it.
+/// with SESSION_KEY starts, and while the key rotates seals again what the
+/// previous key sealed; without the key, says how many wait for it.
 async fn seal_stored_secrets(config: &Config, pool: &sqlx::PgPool) -> anyhow::Result<()> {
     match &config.common.session_key {
         Some(key) => {
+            let resealed = store::rekey::reseal_all(pool, key)
+                .await
+                .context("sealing stored values again with the new SESSION_KEY")?;
+            if key.is_rotating() {
+                tracing::info!(
+                    resealed = resealed.moved,
+                    unopenable = resealed.unopenable,
+                    "SESSION_KEY rotation: values sealed with SESSION_KEY_PREVIOUS are now sealed with SESSION_KEY"
+                );
+            }
             let sealed = store::sites::seal_unsealed(pool, key)
                 .await
                 .context("sealing the secrets of sites stored in the clear")?;

@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{ApiError, AppState, error::ErrorBody};
+use crate::net::client_ip::ClientIp;
 
 /// What a token may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
@@ -27,19 +28,28 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(access))
 }
 
-/// What the presented token may do.
+/// What the presented token may do, and who the api takes the client for.
 #[derive(Debug, Serialize, ToSchema)]
 struct AccessView {
     /// `read`: GET only; `write`: everything.
     access: Access,
+    /// The address the api sees this client at: behind a proxy listed in
+    /// `TRUSTED_PROXIES`, the one it forwarded; else the connection's.
+    client_ip: Option<String>,
 }
 
 /// What the presented token may do: a client (the console) hides the
 /// controls a read token may not use. The API refuses them anyway.
 #[utoipa::path(get, path = "/access", tag = "operations", security(("bearer" = [])),
     responses((status = 200, body = AccessView), (status = 401, description = "No valid token", body = ErrorBody)))]
-async fn access(Extension(access): Extension<Access>) -> Json<AccessView> {
-    Json(AccessView { access })
+async fn access(
+    Extension(access): Extension<Access>,
+    client: Option<Extension<ClientIp>>,
+) -> Json<AccessView> {
+    Json(AccessView {
+        access,
+        client_ip: client.map(|Extension(ClientIp(ip))| ip.to_string()),
+    })
 }
 
 /// The configured tokens, kept as digests so comparing them takes the same
@@ -151,7 +161,8 @@ pub async fn require_token(
         None => {
             // The request's span says which (its path in full: this router
             // may be nested), never with the token.
-            tracing::info!("request without a valid token refused");
+            let client = req.extensions().get::<ClientIp>().map(|c| c.0);
+            tracing::info!(?client, "request without a valid token refused");
             Err(ApiError::Unauthorized)
         }
         Some(Access::Read) if !matches!(*req.method(), Method::GET | Method::HEAD) => {

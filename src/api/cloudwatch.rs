@@ -1,5 +1,7 @@
 //! The CloudWatch publisher of the api: the backlog the ECS scaling policy
-//! follows, and the crawls finished per interval for the error-rate alarm.
+//! follows, the crawls finished per interval for the error-rate alarm, and
+//! how full Redis is for the memory alarm (the queue lives there: a full
+//! Redis refuses new jobs).
 //!
 //! One api process publishes at a time (a Postgres advisory lock), because
 //! the scaling policy reads the Average of `QueueWaitingJobs`: two publishers
@@ -10,6 +12,7 @@
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
+use apalis_redis::ConnectionManager;
 use aws_sdk_cloudwatch::{
     error::DisplayErrorContext,
     primitives::DateTime,
@@ -34,6 +37,9 @@ pub const QUEUE_WAITING_JOBS: &str = "QueueWaitingJobs";
 pub const CRAWLS_COMPLETED: &str = "CrawlsCompleted";
 /// Runs failed (attempts exhausted) during the interval.
 pub const CRAWLS_FAILED: &str = "CrawlsFailed";
+/// Redis's used memory in percent of its `maxmemory`; not sent when Redis has
+/// no `maxmemory` (nothing to be a percentage of) or could not be read.
+pub const REDIS_MEMORY_USAGE_PERCENT: &str = "RedisMemoryUsagePercent";
 
 /// How often a standby publisher asks for leadership, at most.
 const TAKEOVER_POLL: Duration = Duration::from_secs(5);
@@ -77,6 +83,7 @@ pub async fn client_from_env() -> aws_sdk_cloudwatch::Client {
 pub async fn run(
     database_url: String,
     pool: PgPool,
+    redis: ConnectionManager,
     client: aws_sdk_cloudwatch::Client,
     settings: PublisherSettings,
     shutdown: CancellationToken,
@@ -90,7 +97,11 @@ pub async fn run(
             Ok(Some(leadership)) => {
                 announced_standby = false;
                 tracing::info!(namespace = %settings.namespace, "CloudWatch publisher is the leader");
-                lead(leadership, &pool, &client, &settings, &shutdown).await;
+                let sources = Sources {
+                    pool: &pool,
+                    redis: redis.clone(),
+                };
+                lead(leadership, sources, &client, &settings, &shutdown).await;
             }
             Ok(None) => {
                 if !announced_standby {
@@ -112,7 +123,7 @@ pub async fn run(
 /// a standby takes over without waiting for a timeout) or loss of the lock.
 async fn lead(
     mut leadership: Leadership,
-    pool: &PgPool,
+    mut sources: Sources<'_>,
     client: &aws_sdk_cloudwatch::Client,
     settings: &PublisherSettings,
     shutdown: &CancellationToken,
@@ -139,7 +150,7 @@ async fn lead(
                 // After a failed put the next one covers the failed interval
                 // too: its crawls are reported late, never lost. (A put that
                 // timed out may have landed: then they count twice, the lesser harm.)
-                if publish_bounded(pool, client, settings, since, now).await {
+                if publish_bounded(&mut sources, client, settings, since, now).await {
                     since = now;
                 }
             };
@@ -160,7 +171,7 @@ async fn lead(
 /// One tick, bounded by `call_timeout`; its outcome is logged and counted.
 /// Whether the put succeeded.
 async fn publish_bounded(
-    pool: &PgPool,
+    sources: &mut Sources<'_>,
     client: &aws_sdk_cloudwatch::Client,
     settings: &PublisherSettings,
     since: ChronoTime<Utc>,
@@ -168,7 +179,7 @@ async fn publish_bounded(
 ) -> bool {
     let outcome = tokio::time::timeout(
         settings.call_timeout,
-        publish(pool, client, &settings.namespace, since, until),
+        publish(sources, client, &settings.namespace, since, until),
     )
     .await;
     match outcome {
@@ -193,47 +204,106 @@ async fn publish_bounded(
     }
 }
 
-/// Reads the backlog and the crawls finished from `since` until `until`,
-/// and puts them in one PutMetricData call; returns the backlog.
+/// Where the published figures are read.
+struct Sources<'a> {
+    pool: &'a PgPool,
+    redis: ConnectionManager,
+}
+
+/// Reads the backlog, the crawls finished from `since` until `until` and
+/// Redis's memory, and puts them in one PutMetricData call; returns the backlog.
 async fn publish(
-    pool: &PgPool,
+    sources: &mut Sources<'_>,
     client: &aws_sdk_cloudwatch::Client,
     namespace: &str,
     since: ChronoTime<Utc>,
     until: ChronoTime<Utc>,
 ) -> anyhow::Result<i64> {
-    let backlog = store::stats::backlog(pool)
+    let backlog = store::stats::backlog(sources.pool)
         .await
         .context("counting the backlog")?;
     // Intervals meet without overlapping, so a crawl counts in one put only.
-    let (completed, failed) = store::stats::finished_between(pool, since, Some(until))
+    let (completed, failed) = store::stats::finished_between(sources.pool, since, Some(until))
         .await
         .context("counting finished crawls")?;
+    // A Redis that cannot be read must not hold back the scaling metric.
+    let redis_memory = redis_memory_percent(&mut sources.redis)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = ?e, "could not read Redis's memory; not published this time");
+            None
+        });
     let at = DateTime::from(SystemTime::now());
     // No dimensions: the scaling policy and the alarms match the bare name.
-    let datum = |name: &str, value: i64| {
+    let datum = |name: &str, value: f64, unit: StandardUnit| {
         MetricDatum::builder()
             .metric_name(name)
-            .value(value as f64)
-            .unit(StandardUnit::Count)
+            .value(value)
+            .unit(unit)
             .timestamp(at)
             .build()
     };
+    let count = |name: &str, value: i64| datum(name, value as f64, StandardUnit::Count);
+    let mut data = vec![
+        count(QUEUE_WAITING_JOBS, backlog),
+        count(CRAWLS_COMPLETED, completed),
+        count(CRAWLS_FAILED, failed),
+    ];
+    if let Some(percent) = redis_memory {
+        data.push(datum(
+            REDIS_MEMORY_USAGE_PERCENT,
+            percent,
+            StandardUnit::Percent,
+        ));
+    }
     client
         .put_metric_data()
         .namespace(namespace)
-        .metric_data(datum(QUEUE_WAITING_JOBS, backlog))
-        .metric_data(datum(CRAWLS_COMPLETED, completed))
-        .metric_data(datum(CRAWLS_FAILED, failed))
+        .set_metric_data(Some(data))
         .send()
         .await
         .map_err(|e| anyhow::anyhow!("PutMetricData: {}", DisplayErrorContext(&e)))?;
     Ok(backlog)
 }
 
+/// Redis's used memory in percent of its `maxmemory` (`INFO memory`);
+/// `None` when no `maxmemory` is set.
+pub async fn redis_memory_percent(redis: &mut ConnectionManager) -> anyhow::Result<Option<f64>> {
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(redis)
+        .await
+        .context("INFO memory")?;
+    Ok(memory_percent(&info))
+}
+
+fn memory_percent(info: &str) -> Option<f64> {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|value| value.trim().parse::<f64>().ok())
+    };
+    let (used, max) = (field("used_memory")?, field("maxmemory")?);
+    (max > 0.0).then(|| used / max * 100.0)
+}
+
 async fn sleep_or_stop(period: Duration, shutdown: &CancellationToken) {
     tokio::select! {
         _ = tokio::time::sleep(period) => {}
         _ = shutdown.cancelled() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::memory_percent;
+
+    #[test]
+    fn memory_is_a_percentage_of_maxmemory_and_nothing_without_one() {
+        let info = "# Memory\r\nused_memory:25165824\r\nused_memory_human:24.00M\r\nmaxmemory:100663296\r\nmaxmemory_human:96.00M\r\n";
+        assert_eq!(memory_percent(info), Some(25.0));
+        let unbounded = "used_memory:1000\r\nmaxmemory:0\r\n";
+        assert_eq!(memory_percent(unbounded), None);
+        assert_eq!(memory_percent("used_memory_rss:1\r\n"), None);
     }
 }

@@ -27,7 +27,13 @@ use anyhow::Context;
 use apalis_redis::ConnectionManager;
 use std::sync::LazyLock;
 
-use axum::{Json, Router, extract::DefaultBodyLimit, http::StatusCode, middleware};
+use axum::{
+    Json, Router,
+    extract::{DefaultBodyLimit, Request, State},
+    http::StatusCode,
+    middleware::{self, Next},
+    response::Response,
+};
 use serde::Serialize;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
@@ -41,7 +47,7 @@ use crate::{
     api::cloudwatch::PublisherSettings,
     config::{ApiConfig, CommonConfig},
     events::{Event, EventPublisher},
-    net::target_guard::TargetGuard,
+    net::{client_ip::TrustedProxies, target_guard::TargetGuard},
 };
 
 pub use auth::Tokens;
@@ -78,6 +84,8 @@ pub struct AppState {
     pub preview_timeout: Duration,
     /// The fleet's queue: previews go through its lanes.
     pub queue_name: String,
+    /// Proxies (the load balancer) whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: TrustedProxies,
 }
 
 /// Longest a request may take (a site preview's may take longer).
@@ -133,6 +141,7 @@ impl AppState {
             ),
             preview_timeout: Duration::from_secs(config.preview_timeout_secs.max(1).into()),
             queue_name: common.queue_name.clone(),
+            trusted_proxies: TrustedProxies::new(config.trusted_proxies.clone()),
         })
     }
 }
@@ -270,9 +279,16 @@ pub fn router(state: AppState) -> Router {
             REQUEST_TIMEOUT.max(state.preview_timeout + Duration::from_secs(5)),
         ))
         .layer(TraceLayer::new_for_http().make_span_with(observe::request_span))
+        // Outermost: the request's span and every handler know the client.
+        .layer(middleware::from_fn_with_state(state.clone(), mark_client))
         // A route layer: it sees the matched route pattern (bounded labels).
         .route_layer(middleware::from_fn(observe::track))
         .with_state(state)
+}
+
+async fn mark_client(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    state.trusted_proxies.mark(&mut req);
+    next.run(req).await
 }
 
 /// The api server, bound to its port (0 picks a free one: tests).
@@ -346,11 +362,15 @@ impl Application {
         let stats = tokio::spawn(live::publish_queue_stats(self.state.clone()));
         let publisher = match self.publisher {
             Some(settings) => {
-                let (database_url, pool, token) =
-                    (self.database_url, self.state.pool.clone(), shutdown.clone());
+                let (database_url, pool, redis, token) = (
+                    self.database_url,
+                    self.state.pool.clone(),
+                    self.state.redis.clone(),
+                    shutdown.clone(),
+                );
                 tokio::spawn(async move {
                     let client = cloudwatch::client_from_env().await;
-                    cloudwatch::run(database_url, pool, client, settings, token).await
+                    cloudwatch::run(database_url, pool, redis, client, settings, token).await
                 })
             }
             None => {

@@ -10,7 +10,7 @@ use axum::{
 };
 use tracing::Span;
 
-use crate::ops::metrics::metrics;
+use crate::{net::client_ip::ClientIp, ops::metrics::metrics};
 
 /// Counts requests by method, route (the pattern, not the path: bounded
 /// labels) and status, and observes their latency.
@@ -54,8 +54,10 @@ fn route_label(pattern: &str) -> String {
 /// `***`, so no log level ever shows a token. Headers are not recorded.
 pub fn request_span(req: &Request) -> Span {
     let query = req.uri().query().map(redact_token);
+    let client = req.extensions().get::<ClientIp>().map(|c| c.0);
     tracing::debug_span!(
         "request",
+        client = client.map(tracing::field::display),
         method = %req.method(),
         path = req.uri().path(),
         query = query.as_deref(),

@@ -136,6 +136,12 @@ pub struct CommonConfig {
     #[arg(long, env = "SESSION_KEY", hide_env_values = true)]
     pub session_key: Option<SessionKey>,
 
+    /// While SESSION_KEY rotates, the key it replaces: what it sealed still
+    /// opens, and the api seals it again with SESSION_KEY at start. Remove it
+    /// once every api has started with the new key.
+    #[arg(long, env = "SESSION_KEY_PREVIOUS", hide_env_values = true)]
+    pub session_key_previous: Option<SessionKey>,
+
     /// Default stuck timeout of a page request, for sites that set none.
     #[arg(long, env = "STUCK_TIMEOUT_SECS", default_value_t = 120)]
     pub stuck_timeout_secs: u32,
@@ -186,6 +192,12 @@ pub struct ApiConfig {
     /// A WebSocket client that takes longer than this to accept a frame is dropped.
     #[arg(long, env = "WS_SEND_TIMEOUT_SECS", default_value_t = 10)]
     pub ws_send_timeout_secs: u64,
+
+    /// Proxies whose `X-Forwarded-For` is believed, as comma-separated CIDRs
+    /// (behind the load balancer: its subnets). Empty: the connection's
+    /// address is the client, whatever a request forwards.
+    #[arg(long, env = "TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 
     /// WebSocket clients of this api process at once; past it, 503.
     #[arg(long, env = "MAX_WS_CLIENTS", default_value_t = 256)]
@@ -322,6 +334,17 @@ pub struct WorkerConfig {
     #[arg(long, env = "ECS_AGENT_URI")]
     pub ecs_agent_uri: Option<String>,
 
+    /// How long one scale-in protection lasts unless renewed (every third of
+    /// it while runs are held): the longest a deployment or a scale-in waits
+    /// for a busy task that has stopped renewing.
+    #[arg(long, env = "ECS_PROTECTION_MINUTES", default_value_t = 10)]
+    pub ecs_protection_minutes: u64,
+
+    /// Set by ECS: where the worker reads its task definition and revision, the
+    /// release it announces (a newer one running means a deployment replaces it).
+    #[arg(long, env = "ECS_CONTAINER_METADATA_URI_V4")]
+    pub ecs_metadata_uri: Option<String>,
+
     /// How often a worker writes the heartbeat of each run it holds.
     #[arg(long, env = "HEARTBEAT_INTERVAL_SECS", default_value_t = 15)]
     pub heartbeat_interval_secs: u64,
@@ -337,6 +360,16 @@ impl Config {
     pub fn resolve(mut self) -> anyhow::Result<Config> {
         self.common.database_url = self.common.database.resolve()?;
         self.common.redis_url = self.common.redis.resolve()?;
+        self.common.session_key = match (
+            self.common.session_key.take(),
+            self.common.session_key_previous.take(),
+        ) {
+            (Some(key), Some(previous)) => Some(key.replacing(&previous)),
+            (None, Some(_)) => anyhow::bail!(
+                "SESSION_KEY_PREVIOUS is set without SESSION_KEY: set the new key as SESSION_KEY"
+            ),
+            (key, None) => key,
+        };
         Ok(self)
     }
 }
@@ -384,7 +417,10 @@ mod tests {
     fn a_session_key_is_32_bytes_of_hex_or_base64_and_never_printed() {
         let hex_key = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
         let key: SessionKey = hex_key.parse().unwrap();
-        assert_eq!(key.0[1], 0x11);
+        assert_eq!(
+            key,
+            SessionKey::from_bytes(hex::decode(hex_key).unwrap().try_into().unwrap())
+        );
         let b64 = "ABEiM0RVZneImaq7zN3u/wARIjNEVWZ3iJmqu8zd7v8=";
         assert_eq!(b64.parse::<SessionKey>().unwrap(), key);
         assert!("short".parse::<SessionKey>().is_err());

@@ -7,11 +7,12 @@
 //! alone (every other path gets a 503), so probes keep answering while a
 //! flood holds every slot; past that, it is closed at once.
 
-use std::{convert::Infallible, sync::Arc, time::Duration};
+use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{
     Router,
     body::Body,
+    extract::ConnectInfo,
     http::{HeaderValue, Request, Response, StatusCode, header},
 };
 use hyper::{body::Incoming, server::conn::http1, service::service_fn};
@@ -71,7 +72,7 @@ pub async fn serve(
     let overflow = Arc::new(Semaphore::new(limits.overflow()));
     let connections = TaskTracker::new();
     loop {
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -108,7 +109,7 @@ pub async fn serve(
         let (router, shutdown) = (router.clone(), shutdown.clone());
         connections.spawn(async move {
             let _gauge = OpenConnection::new();
-            serve_connection(TokioIo::new(stream), router, lane, limits, shutdown).await;
+            serve_connection(TokioIo::new(stream), peer, router, lane, limits, shutdown).await;
             drop(permit);
         });
     }
@@ -127,6 +128,7 @@ pub async fn serve(
 
 async fn serve_connection(
     io: TokioIo<tokio::net::TcpStream>,
+    peer: SocketAddr,
     router: Router,
     lane: Lane,
     limits: Limits,
@@ -150,7 +152,9 @@ async fn serve_connection(
             if lane == Lane::Overflow && !PROBES.contains(&request.uri().path()) {
                 return Ok::<_, Infallible>(overloaded());
             }
-            router.oneshot(request.map(Body::new)).await
+            let mut request = request.map(Body::new);
+            request.extensions_mut().insert(ConnectInfo(peer));
+            router.oneshot(request).await
         }
     });
     let connection = builder.serve_connection(io, service).with_upgrades();

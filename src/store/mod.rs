@@ -6,6 +6,7 @@ pub mod items;
 pub mod keywords;
 pub mod leader;
 pub mod names;
+pub mod rekey;
 pub mod results;
 pub mod runs;
 pub mod schema;

@@ -3,6 +3,12 @@
 //! is sealed with `SESSION_KEY` (AES-256-GCM). Each sealed value is bound to
 //! the row it belongs to (the associated data), so a value copied to another
 //! row, or another kind of row, does not open.
+//!
+//! The key rotates without a moment where stored values do not open: the new
+//! key becomes `SESSION_KEY` and the old one `SESSION_KEY_PREVIOUS`; values
+//! open with either, new ones are sealed with the new key, and the api seals
+//! every stored value again with it at start (`store::rekey`). Once that has
+//! run, `SESSION_KEY_PREVIOUS` can go.
 
 use aes_gcm::{
     Aes256Gcm, KeyInit, Nonce,
@@ -10,9 +16,35 @@ use aes_gcm::{
 };
 
 /// SESSION_KEY: the key that seals kept sessions and site secrets
-/// (AES-256-GCM); never printed.
+/// (AES-256-GCM), and while it rotates the key it replaces, which still
+/// opens; never printed.
 #[derive(Clone, PartialEq, Eq)]
-pub struct SessionKey(pub [u8; 32]);
+pub struct SessionKey {
+    current: [u8; 32],
+    previous: Option<[u8; 32]>,
+}
+
+impl SessionKey {
+    pub fn from_bytes(current: [u8; 32]) -> Self {
+        SessionKey {
+            current,
+            previous: None,
+        }
+    }
+
+    /// This key, still opening what `previous` sealed.
+    pub fn replacing(self, previous: &SessionKey) -> Self {
+        SessionKey {
+            previous: Some(previous.current).filter(|p| *p != self.current),
+            ..self
+        }
+    }
+
+    /// Whether a previous key still opens values.
+    pub fn is_rotating(&self) -> bool {
+        self.previous.is_some()
+    }
+}
 
 impl std::str::FromStr for SessionKey {
     type Err = String;
@@ -29,7 +61,7 @@ impl std::str::FromStr for SessionKey {
         let key: [u8; 32] = bytes
             .try_into()
             .map_err(|b: Vec<u8>| format!("SESSION_KEY must be 32 bytes, not {}", b.len()))?;
-        Ok(SessionKey(key))
+        Ok(SessionKey::from_bytes(key))
     }
 }
 
@@ -73,14 +105,14 @@ const NONCE_BYTES: usize = 12;
 )]
 pub struct NotOpened;
 
-fn cipher(key: &SessionKey) -> Aes256Gcm {
-    Aes256Gcm::new((&key.0).into())
+fn cipher(key: &[u8; 32]) -> Aes256Gcm {
+    Aes256Gcm::new(key.into())
 }
 
 /// Seals `plain`, bound to `bound_to` (what it belongs to).
 pub fn seal(key: &SessionKey, bound_to: &[u8], plain: &[u8]) -> Sealed {
     let nonce: [u8; NONCE_BYTES] = rand::random();
-    let sealed = cipher(key)
+    let sealed = cipher(&key.current)
         .encrypt(
             Nonce::from_slice(&nonce),
             Payload {
@@ -95,8 +127,33 @@ pub fn seal(key: &SessionKey, bound_to: &[u8], plain: &[u8]) -> Sealed {
     }
 }
 
-/// Opens what [`seal`] sealed with the same key and `bound_to`.
+/// Opens what [`seal`] sealed with the same key (or the one it replaces)
+/// and `bound_to`.
 pub fn open(sealed: &Sealed, key: &SessionKey, bound_to: &[u8]) -> Result<Vec<u8>, NotOpened> {
+    open_with(sealed, &key.current, bound_to).or_else(|e| {
+        key.previous
+            .map_or(Err(e), |p| open_with(sealed, &p, bound_to))
+    })
+}
+
+/// `sealed` sealed again with the current key when only the previous one
+/// opens it; `None` when it needs nothing (or no previous key is set).
+pub fn reseal(
+    sealed: &Sealed,
+    key: &SessionKey,
+    bound_to: &[u8],
+) -> Result<Option<Sealed>, NotOpened> {
+    let Some(previous) = key.previous else {
+        return Ok(None);
+    };
+    if open_with(sealed, &key.current, bound_to).is_ok() {
+        return Ok(None);
+    }
+    let plain = open_with(sealed, &previous, bound_to)?;
+    Ok(Some(seal(key, bound_to, &plain)))
+}
+
+fn open_with(sealed: &Sealed, key: &[u8; 32], bound_to: &[u8]) -> Result<Vec<u8>, NotOpened> {
     if sealed.nonce.len() != NONCE_BYTES {
         return Err(NotOpened);
     }
@@ -116,7 +173,7 @@ mod tests {
     use super::*;
 
     fn key(byte: u8) -> SessionKey {
-        SessionKey([byte; 32])
+        SessionKey::from_bytes([byte; 32])
     }
 
     #[test]
@@ -129,5 +186,35 @@ mod tests {
         tampered.sealed[0] ^= 1;
         assert_eq!(open(&tampered, &key(1), b"site 7"), Err(NotOpened));
         assert_ne!(seal(&key(1), b"site 7", b"secret").nonce, sealed.nonce);
+    }
+
+    #[test]
+    fn while_rotating_both_keys_open_new_values_use_the_new_one_and_reseal_moves_old_ones() {
+        let old = seal(&key(1), b"site 7", b"secret");
+        let rotating = key(2).replacing(&key(1));
+        assert!(rotating.is_rotating());
+        assert_eq!(open(&old, &rotating, b"site 7").unwrap(), b"secret");
+        let new = seal(&rotating, b"site 7", b"fresh");
+        assert_eq!(open(&new, &key(2), b"site 7").unwrap(), b"fresh");
+        assert_eq!(open(&new, &key(1), b"site 7"), Err(NotOpened));
+
+        assert_eq!(
+            reseal(&new, &rotating, b"site 7"),
+            Ok(None),
+            "already current"
+        );
+        let moved = reseal(&old, &rotating, b"site 7").unwrap().unwrap();
+        assert_eq!(open(&moved, &key(2), b"site 7").unwrap(), b"secret");
+        assert_eq!(
+            reseal(&old, &rotating, b"site 8"),
+            Err(NotOpened),
+            "bound to its row"
+        );
+        assert_eq!(
+            reseal(&old, &key(3).replacing(&key(4)), b"site 7"),
+            Err(NotOpened)
+        );
+        assert_eq!(reseal(&old, &key(2), b"site 7"), Ok(None), "not rotating");
+        assert!(!key(2).replacing(&key(2)).is_rotating());
     }
 }

@@ -5,6 +5,11 @@ use sqlx::PgPool;
 use super::runs::Fence;
 use crate::store::sealing::Sealed;
 
+/// What site `site_id`'s kept session is bound to: no other site's opens.
+pub fn bound_to(site_id: i64) -> Vec<u8> {
+    site_id.to_be_bytes().to_vec()
+}
+
 /// The site's sealed session: the worker alone opens it (SESSION_KEY).
 pub async fn load(pool: &PgPool, site_id: i64) -> sqlx::Result<Option<Sealed>> {
     sqlx::query_as!(

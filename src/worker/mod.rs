@@ -72,7 +72,13 @@ pub async fn run(
     if processes::become_subreaper() {
         tracing::debug!("worker is a child subreaper");
     }
-    if !announce_when_ready(&pool, &worker_id, slots, &shutdown).await? {
+    let process = store::workers::WorkerProcess {
+        id: worker_id.clone(),
+        host: host_of(&worker_id),
+        release: scale_in::release(config.ecs_metadata_uri.as_deref()).await,
+        slots,
+    };
+    if !announce_when_ready(&pool, &process, &shutdown).await? {
         return Ok(());
     }
     let profile_root = std::env::temp_dir().join(format!("crawlfleet-{worker_id}"));
@@ -93,7 +99,7 @@ pub async fn run(
         scale_in: config
             .ecs_agent_uri
             .as_deref()
-            .map(scale_in::ScaleInProtection::new),
+            .map(|uri| scale_in::ScaleInProtection::new(uri, config.ecs_protection_minutes)),
         limiter: crawl::limiter::SiteLimiter::new(redis.clone(), &common.queue_name),
         robots: crawl::robots::RobotsCache::new(Duration::from_secs(config.robots_cache_secs)),
         guard: common.target_guard(),
@@ -101,13 +107,12 @@ pub async fn run(
         redis: redis.clone(),
         queue_name: common.queue_name.clone(),
     });
-    tracing::info!(%worker_id, browser_slots = slots.browser, http_slots = slots.http, "worker started");
+    tracing::info!(%worker_id, release = %process.release, browser_slots = slots.browser, http_slots = slots.http, "worker started");
 
     let housekeeping = tokio::spawn(housekeeping(
         ctx.clone(),
         pool.clone(),
-        worker_id.clone(),
-        slots,
+        process,
         profile_root.clone(),
         shutdown.clone(),
     ));
@@ -168,13 +173,12 @@ const SCHEMA_WAIT: Duration = Duration::from_secs(120);
 /// `false` when shutdown came first.
 async fn announce_when_ready(
     pool: &PgPool,
-    worker_id: &str,
-    slots: Slots,
+    process: &store::workers::WorkerProcess,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<bool> {
     let started = Instant::now();
     loop {
-        match store::workers::announce(pool, worker_id, &host_of(worker_id), slots).await {
+        match store::workers::announce(pool, process).await {
             Ok(()) => return Ok(true),
             Err(e) if started.elapsed() < SCHEMA_WAIT => {
                 tracing::info!(error = %e, "database not ready for workers yet; waiting");
@@ -282,28 +286,39 @@ fn host_of(worker_id: &str) -> String {
 /// How often the CPU time per page is worked out.
 const PAGE_CPU_EVERY: Duration = Duration::from_secs(10);
 
-/// Announces the worker, renews its scale-in protection, reaps orphaned
-/// Chrome helpers and works out the CPU time per page, until shutdown.
+/// Announces the worker, renews its scale-in protection (dropping it for good
+/// once a newer release runs), reaps orphaned Chrome helpers and works out the
+/// CPU time per page, until shutdown.
 async fn housekeeping(
     ctx: Arc<CrawlContext>,
     pool: PgPool,
-    worker_id: String,
-    slots: Slots,
+    process: store::workers::WorkerProcess,
     profile_root: std::path::PathBuf,
     shutdown: CancellationToken,
 ) {
     let mut announce = tokio::time::interval(ANNOUNCE_EVERY);
     let mut reap = tokio::time::interval(REAP_EVERY);
-    let mut renew = tokio::time::interval(scale_in::RENEW_EVERY);
+    let renew_every = ctx
+        .scale_in
+        .as_ref()
+        .map_or(Duration::from_secs(3600), |p| p.renew_every());
+    let mut renew =
+        tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
     let mut cpu = tokio::time::interval(PAGE_CPU_EVERY);
     let mut page_cpu = page_cpu::PageCpu::start();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = announce.tick() => {
-                let host = host_of(&worker_id);
-                if let Err(e) = store::workers::announce(&pool, &worker_id, &host, slots).await {
+                if let Err(e) = store::workers::announce(&pool, &process).await {
                     tracing::warn!(error = ?e, "could not announce the worker");
+                }
+                if let Some(protection) = &ctx.scale_in {
+                    match store::workers::replaced_by_newer_release(&pool, &process).await {
+                        Ok(true) => protection.replaced().await,
+                        Ok(false) => {}
+                        Err(e) => tracing::warn!(error = ?e, "could not look for a newer release"),
+                    }
                 }
             }
             _ = renew.tick() => {

@@ -113,7 +113,7 @@ async fn the_console_is_served_from_the_binary_under_a_strict_policy_and_tells_a
 
     for (token, access) in [(WRITE_TOKEN, "write"), (READ_TOKEN, "read")] {
         let answer = app.get_as("/api/access", token).await;
-        assert_eq!(answer, json!({"access": access}));
+        assert_eq!(answer, json!({"access": access, "client_ip": "127.0.0.1"}));
     }
     let (status, _) = app.get("/api/access").await;
     assert_eq!(status, StatusCode::OK);

@@ -211,3 +211,43 @@ async fn websocket_clients_are_capped_in_all_and_per_token() {
     .await;
     app.stop().await;
 }
+
+/// The client the api takes a request for, as `/api/access` reports it.
+async fn client_ip_seen(app: &TestApp, forwarded: &str) -> serde_json::Value {
+    let answer: serde_json::Value = app
+        .http
+        .get(format!("{}/api/access", app.base))
+        .header("x-forwarded-for", forwarded)
+        .send()
+        .await
+        .expect("api answers")
+        .json()
+        .await
+        .expect("a JSON body");
+    answer["client_ip"].clone()
+}
+
+#[tokio::test]
+async fn a_forged_x_forwarded_for_is_believed_only_from_a_trusted_proxy_and_only_its_own_hop() {
+    // No trusted proxy: the header is anyone's to write, so it is ignored.
+    let direct = TestApp::spawn().await;
+    assert_eq!(client_ip_seen(&direct, "198.51.100.7").await, "127.0.0.1");
+    direct.stop().await;
+
+    // Behind a trusted proxy (loopback plays the load balancer): the hop it
+    // appended counts, never the ones the client wrote before it.
+    let behind = TestApp::spawn_with(Roles::default(), |c| {
+        c.api.trusted_proxies = vec!["127.0.0.0/8".parse().unwrap()];
+    })
+    .await;
+    assert_eq!(
+        client_ip_seen(&behind, "6.6.6.6, 198.51.100.7").await,
+        "198.51.100.7"
+    );
+    assert_eq!(
+        client_ip_seen(&behind, "198.51.100.7, 127.0.0.9").await,
+        "198.51.100.7",
+        "trusted hops are skipped"
+    );
+    behind.stop().await;
+}

@@ -27,6 +27,7 @@ mod preview;
 mod render_modes;
 mod results_export;
 mod robots;
+mod rotation;
 mod scheduling;
 mod scheduling_local;
 mod sessions;

@@ -7,7 +7,10 @@ use std::{
 };
 
 use apalis::prelude::TaskSink;
-use axum::{Json, Router, routing::put};
+use axum::{
+    Json, Router,
+    routing::{get, put},
+};
 use crawlfleet::domain::page::{CrawledPage, PagesRead, PagingEnd};
 use crawlfleet::{
     queue::{self, Job},
@@ -98,6 +101,102 @@ async fn on_ecs_the_task_is_protected_from_scale_in_exactly_while_it_holds_runs(
         },
     )
     .await;
+    app.stop().await;
+    server.abort();
+}
+
+/// A fake ECS agent: task metadata of `crawlfleet-worker:7` and a task
+/// protection endpoint that records every call.
+async fn fake_ecs_agent() -> (String, Arc<Mutex<Vec<Value>>>, tokio::task::JoinHandle<()>) {
+    let calls: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let agent = Router::new()
+        .route(
+            "/task-protection/v1/state",
+            put({
+                let calls = calls.clone();
+                move |Json(body): Json<Value>| async move {
+                    calls.lock().unwrap().push(body);
+                    Json(json!({"protection": {"ProtectionEnabled": true}}))
+                }
+            }),
+        )
+        .route(
+            "/task",
+            get(|| async { Json(json!({"Family": "crawlfleet-worker", "Revision": "7"})) }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let uri = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        axum::serve(listener, agent).await.unwrap();
+    });
+    (uri, calls, server)
+}
+
+#[tokio::test]
+async fn a_worker_replaced_by_a_deployment_drops_its_protection_while_busy_and_never_takes_it_again()
+ {
+    let (agent_uri, calls, server) = fake_ecs_agent().await;
+    let app = TestApp::spawn_with(Roles::fleet(), |c| {
+        c.worker.ecs_agent_uri = Some(agent_uri.clone());
+        c.worker.ecs_metadata_uri = Some(agent_uri.clone());
+    })
+    .await;
+    let pool = app.pool();
+    let release = eventually(Duration::from_secs(30), "the worker announced", || async {
+        sqlx::query_scalar::<_, String>("SELECT release FROM workers")
+            .fetch_optional(pool)
+            .await
+            .unwrap()
+    })
+    .await;
+    assert_eq!(
+        release, "crawlfleet-worker:7",
+        "read from the task metadata"
+    );
+
+    let slow = app
+        .one_page_site(
+            "slow",
+            "/slow?ms=25000&q={keyword}",
+            json!({"stuck_timeout_secs": 120}),
+        )
+        .await;
+    let run = app.crawl_in_flight("busy", slow, LIMIT).await;
+    assert_eq!(calls.lock().unwrap().len(), 1, "protected while busy");
+
+    // A deployment's new revision starts; so does a host worker of another kind,
+    // which must not count. Within one announce period, the busy worker lets go.
+    sqlx::query(
+        "INSERT INTO workers (id, host, concurrency, release)
+         VALUES ('host-1', 'h', 1, 'crawlfleet-0.0.0'), ('new-1', 'n', 4, 'crawlfleet-worker:8')",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    eventually(Duration::from_secs(30), "protection dropped", || async {
+        let calls = calls.lock().unwrap();
+        (calls.len() == 2 && calls[1]["ProtectionEnabled"] == false).then_some(())
+    })
+    .await;
+    let still: String = sqlx::query_scalar("SELECT state FROM crawl_runs WHERE id = $1")
+        .bind(run)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(still, "url_call", "dropped while the crawl still runs");
+
+    // The crawl ends and another runs: this worker never protects itself again.
+    app.wait_for_run(run, &["completed"], LIMIT).await;
+    let quick = app
+        .one_page_site("quick", "/slow?ms=10&q={keyword}", json!({}))
+        .await;
+    app.crawl_to_completion("after", quick, LIMIT).await;
+    assert_eq!(
+        calls.lock().unwrap().len(),
+        2,
+        "{:?}",
+        calls.lock().unwrap()
+    );
     app.stop().await;
     server.abort();
 }

@@ -19,6 +19,7 @@ use crate::{
     store::sealing::{Sealed, SessionKey},
 };
 pub use health::{RECENT_RUNS, RunItems, STREAK_RUNS, SiteHealth, Window, health, health_of_all};
+pub(crate) use secrets::secrets_bound_to;
 use secrets::{Secrets, StoredSecrets, write_secrets};
 pub use secrets::{SecretsError, count_unsealed, seal_unsealed};
 

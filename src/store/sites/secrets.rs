@@ -54,15 +54,19 @@ impl Secrets {
         self.headers.is_empty() && self.proxy.is_none()
     }
 
-    /// What the secrets of site `id` are bound to: no other site's opens.
     fn bound_to(id: i64) -> Vec<u8> {
-        format!("site {id} secrets").into_bytes()
+        secrets_bound_to(id)
     }
 
     fn seal(&self, id: i64, key: &SessionKey) -> Sealed {
         let plain = serde_json::to_vec(self).expect("strings serialize");
         sealing::seal(key, &Self::bound_to(id), &plain)
     }
+}
+
+/// What the secrets of site `id` are bound to: no other site's opens.
+pub(crate) fn secrets_bound_to(id: i64) -> Vec<u8> {
+    format!("site {id} secrets").into_bytes()
 }
 
 /// Why a site's secrets could not be read.

@@ -36,7 +36,7 @@ pub enum WriteError {
 }
 
 /// What the secret of endpoint `id` is bound to: no other row's opens.
-fn bound_to(id: i64) -> Vec<u8> {
+pub(crate) fn secret_bound_to(id: i64) -> Vec<u8> {
     format!("webhook {id} secret").into_bytes()
 }
 
@@ -47,7 +47,7 @@ fn open_secret(
     key: Option<&SessionKey>,
 ) -> Result<WebhookSecret, SecretError> {
     let key = key.ok_or(SecretError::NoKey)?;
-    let plain = sealing::open(&sealed, key, &bound_to(id))?;
+    let plain = sealing::open(&sealed, key, &secret_bound_to(id))?;
     let text = String::from_utf8(plain).map_err(|_| SecretError::Unreadable)?;
     WebhookSecret::parse(&text).map_err(|_| SecretError::Unreadable)
 }
@@ -89,7 +89,7 @@ async fn write_secret(
     secret: &WebhookSecret,
     key: &SessionKey,
 ) -> sqlx::Result<()> {
-    let sealed = sealing::seal(key, &bound_to(id), secret.expose().as_bytes());
+    let sealed = sealing::seal(key, &secret_bound_to(id), secret.expose().as_bytes());
     sqlx::query!(
         "UPDATE webhooks SET secret_nonce = $2, secret_sealed = $3 WHERE id = $1",
         id,

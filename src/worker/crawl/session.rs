@@ -53,13 +53,13 @@ impl KeptSession {
     /// the sealing module existed: the site id's bytes alone).
     pub fn seal(&self, key: &SessionKey, site_id: i64) -> Sealed {
         let plain = serde_json::to_vec(self).expect("a session serializes");
-        sealing::seal(key, &site_id.to_be_bytes(), &plain)
+        sealing::seal(key, &store::sessions::bound_to(site_id), &plain)
     }
 
     /// Opens a sealed session; fails when the key or the site is not the one
     /// it was sealed with, or it was tampered with.
     pub fn open(sealed: &Sealed, key: &SessionKey, site_id: i64) -> anyhow::Result<Self> {
-        let plain = sealing::open(sealed, key, &site_id.to_be_bytes())
+        let plain = sealing::open(sealed, key, &store::sessions::bound_to(site_id))
             .context("opening the kept session")?;
         serde_json::from_slice(&plain).context("reading the kept session")
     }
@@ -280,7 +280,7 @@ mod tests {
     use reqwest::cookie::CookieStore as _;
 
     fn key(byte: u8) -> SessionKey {
-        SessionKey([byte; 32])
+        SessionKey::from_bytes([byte; 32])
     }
 
     #[test]

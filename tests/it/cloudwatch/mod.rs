@@ -8,14 +8,16 @@ use std::time::{Duration, Instant};
 use crawlfleet::{
     api::cloudwatch::{
         self, CRAWLS_COMPLETED, CRAWLS_FAILED, PublisherSettings, QUEUE_WAITING_JOBS,
+        REDIS_MEMORY_USAGE_PERCENT,
     },
     ops::metrics::metrics,
+    queue,
 };
 use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{RoleProcess, Roles, TestApp, eventually};
+use crate::support::{OwnRedis, RoleProcess, Roles, TestApp, eventually, redis_url};
 use fake::{FakeCloudWatch, Mode, Put};
 
 mod fake;
@@ -42,10 +44,22 @@ impl Publisher {
         interval: Duration,
         call_timeout: Duration,
     ) -> Publisher {
+        Self::start_reading(app, &redis_url(), cw, interval, call_timeout).await
+    }
+
+    /// A publisher reading Redis's memory from the server at `redis`.
+    async fn start_reading(
+        app: &TestApp,
+        redis: &str,
+        cw: &FakeCloudWatch,
+        interval: Duration,
+        call_timeout: Duration,
+    ) -> Publisher {
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(cloudwatch::run(
             app.config.common.database_url.clone(),
             app.pool().clone(),
+            queue::connect(redis).await.unwrap(),
             cw.client().await,
             PublisherSettings {
                 namespace: app.config.api.cloudwatch_namespace.clone(),
@@ -121,6 +135,7 @@ async fn the_publisher_sends_the_backlog_and_the_crawls_finished_each_interval()
 
     let first = cw.put_after(0, Duration::from_secs(5)).await;
     assert_eq!(first.namespace, "CrawlerService");
+    // The test's Redis has no maxmemory: no memory percentage.
     let names: Vec<&str> = first.data.iter().map(|d| d.name.as_str()).collect();
     assert_eq!(names, [QUEUE_WAITING_JOBS, CRAWLS_COMPLETED, CRAWLS_FAILED]);
     assert!(first.data.iter().all(|d| d.unit == "Count"), "{first:?}");
@@ -190,6 +205,84 @@ async fn the_publisher_sends_the_backlog_and_the_crawls_finished_each_interval()
     publisher.stop().await;
     assert!(metrics().cloudwatch_publishes.get() - publishes >= puts.len() as u64);
     cw.stop();
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn redis_memory_is_published_as_a_percentage_of_its_maxmemory() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let app = TestApp::spawn().await;
+    let redis = OwnRedis::start().await;
+    let mut conn = queue::connect(&redis.url()).await.unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "maxmemory", "64mb"])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    // 8 MiB of data: the percentage moves well away from an empty server's.
+    let _: () = redis::cmd("SET")
+        .arg("ballast")
+        .arg(vec![b'x'; 8 << 20])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let cw = FakeCloudWatch::start(Mode::Accept).await;
+    let publisher = Publisher::start_reading(
+        &app,
+        &redis.url(),
+        &cw,
+        Duration::from_secs(1),
+        Duration::from_millis(800),
+    )
+    .await;
+
+    let put = cw.put_after(0, Duration::from_secs(5)).await;
+    let memory = put
+        .data
+        .iter()
+        .find(|d| d.name == REDIS_MEMORY_USAGE_PERCENT)
+        .unwrap_or_else(|| panic!("no memory datum: {put:?}"));
+    assert_eq!(memory.unit, "Percent");
+    assert!(!memory.has_dimensions);
+    let used: f64 = {
+        let info: String = redis::cmd("INFO")
+            .arg("memory")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("used_memory:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let expected = used / (64.0 * 1024.0 * 1024.0) * 100.0;
+    let published = put.value(REDIS_MEMORY_USAGE_PERCENT);
+    assert!(
+        published > 12.5 && (published - expected).abs() < 2.0,
+        "published {published} %, INFO says {expected} %"
+    );
+
+    // Without maxmemory there is nothing to be a percentage of.
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "maxmemory", "0"])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let before = cw.puts().len();
+    // (A put read before the change may still be arriving: the one after it.)
+    let later = cw.put_after(before + 1, Duration::from_secs(5)).await;
+    assert!(
+        later
+            .data
+            .iter()
+            .all(|d| d.name != REDIS_MEMORY_USAGE_PERCENT),
+        "{later:?}"
+    );
+    publisher.stop().await;
+    cw.stop();
+    redis.stop().await;
     app.stop().await;
 }
 
