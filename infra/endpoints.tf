@@ -2,8 +2,14 @@
 # the NAT gateway per GB. S3 (gateway, free): ECR's image layers, which are most
 # of an image pull, and the backups. Interface endpoints (var.vpc_interface_endpoints):
 # ECR's API and registry, CloudWatch Logs, and SSM with ssmmessages and ec2messages
-# (Parameter Store, Session Manager, Run Command), in every private subnet, private
-# DNS on, so the SDKs and the agents use them without configuration.
+# (Parameter Store, Session Manager, Run Command), private DNS on, so the SDKs and
+# the agents use them without configuration.
+#
+# The interface endpoints sit in the first private subnet only: each costs per AZ
+# and hour (docs/cost.md), and a second AZ would buy no availability, since the
+# host and the NAT gateway (every crawl's way out) are in the first AZ already.
+# Workers in the other AZ reach them across the AZ boundary (manifests, logs: a
+# few GB, at the inter-AZ rate).
 
 resource "aws_vpc_endpoint" "s3" {
   vpc_id            = aws_vpc.main.id
@@ -45,7 +51,7 @@ resource "aws_vpc_endpoint" "interface" {
   vpc_id              = aws_vpc.main.id
   service_name        = "com.amazonaws.${var.region}.${each.key}"
   vpc_endpoint_type   = "Interface"
-  subnet_ids          = aws_subnet.private[*].id
+  subnet_ids          = [aws_subnet.private[0].id]
   security_group_ids  = [aws_security_group.endpoints[0].id]
   private_dns_enabled = true
   tags                = { Name = "${var.name}-${each.key}" }

@@ -87,7 +87,7 @@ variable "egress_ports" {
 }
 
 variable "vpc_interface_endpoints" {
-  description = "Interface endpoints for ECR (api, dkr), CloudWatch Logs, SSM, ssmmessages and ec2messages in every private subnet: image manifests, logs and Session Manager stay off the NAT gateway and the internet. About $0.013 an endpoint-AZ-hour in Seoul (docs/cost.md): false saves that and sends the same traffic through the NAT. The S3 gateway endpoint (image layers, backups; free) is always there."
+  description = "Interface endpoints for ECR (api, dkr), CloudWatch Logs, SSM, ssmmessages and ec2messages in the first private subnet: manifests, logs, parameters and Session Manager stay inside the VPC, off the internet. Six endpoints cost about $57 a month in Seoul (docs/cost.md) and save little NAT processing (the image layers go through the free S3 gateway endpoint, which is always there): false sends that traffic through the NAT instead."
   type        = bool
   default     = true
 }
