@@ -109,3 +109,174 @@ resource "aws_cloudwatch_metric_alarm" "error_rate" {
     return_data = true
   }
 }
+
+# --- Redis memory -------------------------------------------------------------------------
+#
+# Redis refuses writes when full (noeviction): dispatching stops while Postgres keeps
+# the backlog. Warn at var.redis_memory_alarm_percent of maxmemory. Host: the api
+# publishes RedisMemoryUsagePercent (used_memory / maxmemory) with the queue depth;
+# managed: ElastiCache's own DatabaseMemoryUsagePercentage, per node.
+
+resource "aws_cloudwatch_metric_alarm" "redis_memory_host" {
+  count               = local.host_datastore ? 1 : 0
+  alarm_name          = "${var.name}-redis-memory"
+  alarm_description   = "[WARNING] Redis above ${var.redis_memory_alarm_percent}% of its maxmemory for 5 minutes; when full, dispatching stops (docs/deploy.md, \"Redis memory pressure\")."
+  namespace           = var.cloudwatch_namespace
+  metric_name         = local.redis_memory_metric
+  statistic           = "Maximum"
+  period              = 60
+  evaluation_periods  = 5
+  threshold           = var.redis_memory_alarm_percent
+  comparison_operator = "GreaterThanThreshold"
+  # No data: the api is not publishing, which queue-metric-missing already says.
+  treat_missing_data = "notBreaching"
+  alarm_actions      = local.alarm_topic
+  ok_actions         = local.alarm_topic
+}
+
+resource "aws_cloudwatch_metric_alarm" "redis_memory_managed" {
+  # The replication group's nodes are named <id>-001, <id>-002.
+  count               = local.host_datastore ? 0 : (var.multi_az ? 2 : 1)
+  alarm_name          = "${var.name}-redis-memory-${format("%03d", count.index + 1)}"
+  alarm_description   = "[WARNING] ElastiCache node ${format("%03d", count.index + 1)} above ${var.redis_memory_alarm_percent}% of its maxmemory for 5 minutes; when full, dispatching stops (docs/deploy.md, \"Redis memory pressure\")."
+  namespace           = "AWS/ElastiCache"
+  metric_name         = "DatabaseMemoryUsagePercentage"
+  dimensions          = { CacheClusterId = "${aws_elasticache_replication_group.redis[0].id}-${format("%03d", count.index + 1)}" }
+  statistic           = "Maximum"
+  period              = 60
+  evaluation_periods  = 5
+  threshold           = var.redis_memory_alarm_percent
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_topic
+  ok_actions          = local.alarm_topic
+}
+
+# --- tasks that cannot start ------------------------------------------------------------
+#
+# A worker or migrate task that never starts (image not pulled, secret unreadable,
+# no Spot capacity, subnet out of addresses) stops with stopCode TaskFailedToStart;
+# the service keeps trying and the circuit breaker may roll back, silently. Say it.
+
+resource "aws_cloudwatch_event_rule" "task_failed_to_start" {
+  name        = "${var.name}-task-failed-to-start"
+  description = "crawlfleet ECS tasks that stopped before they started"
+  event_pattern = jsonencode({
+    source        = ["aws.ecs"]
+    "detail-type" = ["ECS Task State Change"]
+    detail = {
+      clusterArn = [aws_ecs_cluster.crawlfleet.arn]
+      lastStatus = ["STOPPED"]
+      stopCode   = ["TaskFailedToStart"]
+    }
+  })
+}
+
+resource "aws_cloudwatch_event_target" "task_failed_to_start" {
+  rule      = aws_cloudwatch_event_rule.task_failed_to_start.name
+  target_id = "alarm-topic"
+  arn       = aws_sns_topic.alarms.arn
+
+  input_transformer {
+    input_paths = {
+      group  = "$.detail.group"
+      reason = "$.detail.stoppedReason"
+      task   = "$.detail.taskArn"
+    }
+    input_template = "\"[WARNING] ${var.name}: an ECS task of <group> failed to start: <reason> (<task>). docs/deploy.md runbook.\""
+  }
+}
+
+data "aws_iam_policy_document" "alarm_topic" {
+  statement {
+    sid       = "AccountOwnsTheTopic"
+    actions   = ["sns:Publish", "sns:Subscribe", "sns:GetTopicAttributes", "sns:SetTopicAttributes", "sns:ListSubscriptionsByTopic"]
+    resources = [aws_sns_topic.alarms.arn]
+    principals {
+      type        = "AWS"
+      identifiers = [local.account_root]
+    }
+  }
+
+  statement {
+    sid       = "CloudWatchAlarmsPublish"
+    actions   = ["sns:Publish"]
+    resources = [aws_sns_topic.alarms.arn]
+    principals {
+      type        = "Service"
+      identifiers = ["cloudwatch.amazonaws.com"]
+    }
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceAccount"
+      values   = [var.aws_account_id]
+    }
+  }
+
+  statement {
+    sid       = "EventBridgePublishesTaskFailures"
+    actions   = ["sns:Publish"]
+    resources = [aws_sns_topic.alarms.arn]
+    principals {
+      type        = "Service"
+      identifiers = ["events.amazonaws.com"]
+    }
+    condition {
+      test     = "ArnEquals"
+      variable = "aws:SourceArn"
+      values   = [aws_cloudwatch_event_rule.task_failed_to_start.arn]
+    }
+  }
+
+  statement {
+    sid       = "BudgetsPublish"
+    actions   = ["sns:Publish"]
+    resources = [aws_sns_topic.alarms.arn]
+    principals {
+      type        = "Service"
+      identifiers = ["budgets.amazonaws.com"]
+    }
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceAccount"
+      values   = [var.aws_account_id]
+    }
+  }
+}
+
+resource "aws_sns_topic_policy" "alarms" {
+  arn    = aws_sns_topic.alarms.arn
+  policy = data.aws_iam_policy_document.alarm_topic.json
+}
+
+# --- the bill -------------------------------------------------------------------------------
+#
+# The whole account's cost (give crawlfleet its own account, or read it as such):
+# mail at 80 % of var.monthly_budget_usd spent and when the month's forecast passes
+# it. docs/cost.md says what to expect at idle, 10 and 50 workers.
+resource "aws_budgets_budget" "monthly" {
+  name         = "${var.name}-monthly"
+  account_id   = var.aws_account_id
+  budget_type  = "COST"
+  limit_amount = tostring(var.monthly_budget_usd)
+  limit_unit   = "USD"
+  time_unit    = "MONTHLY"
+
+  notification {
+    comparison_operator        = "GREATER_THAN"
+    notification_type          = "ACTUAL"
+    threshold                  = 80
+    threshold_type             = "PERCENTAGE"
+    subscriber_email_addresses = var.budget_emails
+    subscriber_sns_topic_arns  = [aws_sns_topic.alarms.arn]
+  }
+
+  notification {
+    comparison_operator        = "GREATER_THAN"
+    notification_type          = "FORECASTED"
+    threshold                  = 100
+    threshold_type             = "PERCENTAGE"
+    subscriber_email_addresses = var.budget_emails
+    subscriber_sns_topic_arns  = [aws_sns_topic.alarms.arn]
+  }
+}

@@ -1,8 +1,143 @@
-# Postgres is the truth: the host's volume is snapshotted daily (crash-consistent,
-# which Postgres recovers from like from a power cut). Restore: docs/deploy.md.
+# Backups with datastores = "host" (managed: RDS's automated backups and
+# point-in-time recovery, datastores.tf).
+#
+# 1. Every night the host dumps Postgres (pg_dump, custom format: a consistent
+#    snapshot of one moment) into the backup bucket, with the instance role that may
+#    put objects under pg_dump/ and nothing else (it cannot read, list or delete
+#    them). The bucket is encrypted with the project's key, versioned, closed to the
+#    public and TLS-only; dumps expire after var.pg_dump_retention_days. Restore:
+#    docs/deploy.md, "Restoring Postgres".
+# 2. The host's volume is also snapshotted daily (crash-consistent, which Postgres
+#    recovers from like from a power cut): the faster way back after losing the
+#    instance.
+# A night without a dump is an alarm.
+
+locals {
+  host_count = local.host_datastore ? 1 : 0
+  # The host's own metrics (the backup's), put by the host with its instance role.
+  host_metric_namespace = "${var.name}/host"
+}
+
+resource "aws_s3_bucket" "backups" {
+  #checkov:skip=CKV_AWS_18:Server access logs of a bucket written once a night by one role add cost and nothing CloudTrail does not show.
+  #checkov:skip=CKV_AWS_144:One region; a second region's copy is a choice for the operator (docs/deploy.md).
+  #checkov:skip=CKV2_AWS_62:Nothing reacts to a new dump; a missing one is an alarm.
+  count         = local.host_count
+  bucket        = "${var.name}-${var.aws_account_id}-${var.region}-backups"
+  force_destroy = false
+}
+
+resource "aws_s3_bucket_ownership_controls" "backups" {
+  count  = local.host_count
+  bucket = aws_s3_bucket.backups[0].id
+  rule {
+    object_ownership = "BucketOwnerEnforced"
+  }
+}
+
+resource "aws_s3_bucket_public_access_block" "backups" {
+  count                   = local.host_count
+  bucket                  = aws_s3_bucket.backups[0].id
+  block_public_acls       = true
+  block_public_policy     = true
+  ignore_public_acls      = true
+  restrict_public_buckets = true
+}
+
+resource "aws_s3_bucket_server_side_encryption_configuration" "backups" {
+  count  = local.host_count
+  bucket = aws_s3_bucket.backups[0].id
+  rule {
+    apply_server_side_encryption_by_default {
+      sse_algorithm     = "aws:kms"
+      kms_master_key_id = aws_kms_key.crawlfleet.arn
+    }
+    bucket_key_enabled = true
+  }
+}
+
+resource "aws_s3_bucket_versioning" "backups" {
+  count  = local.host_count
+  bucket = aws_s3_bucket.backups[0].id
+  versioning_configuration {
+    status = "Enabled"
+  }
+}
+
+resource "aws_s3_bucket_lifecycle_configuration" "backups" {
+  count  = local.host_count
+  bucket = aws_s3_bucket.backups[0].id
+
+  rule {
+    id     = "pg-dump-retention"
+    status = "Enabled"
+    filter {
+      prefix = "pg_dump/"
+    }
+    expiration {
+      days = var.pg_dump_retention_days
+    }
+    noncurrent_version_expiration {
+      noncurrent_days = 7
+    }
+  }
+
+  rule {
+    id     = "abort-incomplete-uploads"
+    status = "Enabled"
+    filter {}
+    abort_incomplete_multipart_upload {
+      days_after_initiation = 1
+    }
+  }
+}
+
+data "aws_iam_policy_document" "backups" {
+  count = local.host_count
+
+  statement {
+    sid       = "TlsOnly"
+    effect    = "Deny"
+    actions   = ["s3:*"]
+    resources = [aws_s3_bucket.backups[0].arn, "${aws_s3_bucket.backups[0].arn}/*"]
+    principals {
+      type        = "*"
+      identifiers = ["*"]
+    }
+    condition {
+      test     = "Bool"
+      variable = "aws:SecureTransport"
+      values   = ["false"]
+    }
+  }
+}
+
+resource "aws_s3_bucket_policy" "backups" {
+  count  = local.host_count
+  bucket = aws_s3_bucket.backups[0].id
+  policy = data.aws_iam_policy_document.backups[0].json
+}
+
+resource "aws_cloudwatch_metric_alarm" "pg_dump_missing" {
+  count               = local.host_count
+  alarm_name          = "${var.name}-pg-dump-missing"
+  alarm_description   = "[WARNING] No nightly pg_dump reached the backup bucket for 26 hours: see journalctl -u crawlfleet-pg-dump on the host (docs/deploy.md)."
+  namespace           = local.host_metric_namespace
+  metric_name         = "PgDumpBytes"
+  statistic           = "SampleCount"
+  period              = 3600
+  evaluation_periods  = 26
+  threshold           = 1
+  comparison_operator = "LessThanThreshold"
+  treat_missing_data  = "breaching"
+  alarm_actions       = local.alarm_topic
+  ok_actions          = local.alarm_topic
+}
+
 resource "aws_dlm_lifecycle_policy" "host" {
+  count              = local.host_count
   description        = "${var.name} host volume daily"
-  execution_role_arn = aws_iam_role.dlm.arn
+  execution_role_arn = aws_iam_role.dlm[0].arn
   state              = "ENABLED"
 
   policy_details {

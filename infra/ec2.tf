@@ -1,5 +1,7 @@
-# The one EC2 host: api, scheduler, Postgres, Redis and the base workers under
-# docker compose (docker-compose.ec2.yaml), with its own Elastic IP for the api.
+# The one EC2 host: api, scheduler and the base workers (and with datastores =
+# "host" Postgres and Redis) under docker compose, in the first private subnet: no
+# public address, no SSH (Session Manager), reached by the ALB only, crawling
+# through the NAT gateway like the Fargate workers.
 
 resource "aws_cloudwatch_log_group" "ec2" {
   #checkov:skip=CKV_AWS_338:Retention is var.log_retention_days (30 by default): operational logs, not an audit trail.
@@ -17,7 +19,8 @@ locals {
       metrics_collected = {
         mem  = { measurement = ["mem_used_percent"] }
         disk = { measurement = ["used_percent"], resources = ["/"] }
-        # Redis memory for the dashboard (it runs in a container, but it is a host process).
+        # Redis memory for the dashboard (with datastores = "host" it runs in a
+        # container, but it is a host process).
         procstat = [{ exe = "redis-server", measurement = ["memory_rss"] }]
       }
     }
@@ -27,22 +30,25 @@ locals {
 resource "aws_instance" "host" {
   ami                         = var.ec2_ami
   instance_type               = var.ec2_instance_type
-  subnet_id                   = aws_subnet.public.id
+  subnet_id                   = aws_subnet.private[0].id
   private_ip                  = var.ec2_private_ip
   vpc_security_group_ids      = [aws_security_group.ec2.id]
   iam_instance_profile        = aws_iam_instance_profile.ec2.name
-  key_name                    = var.ec2_key_name
-  associate_public_ip_address = false # the Elastic IP below is its address
+  associate_public_ip_address = false # private subnet; crawls leave through the NAT
   monitoring                  = true
   ebs_optimized               = true
-  disable_api_termination     = true # it holds Postgres
+  disable_api_termination     = true # with datastores = "host" it holds Postgres
 
   metadata_options {
     http_endpoint = "enabled"
     http_tokens   = "required"
-    # 2: containers (one network hop further) need the instance role too: the api
-    # publishes the queue depth, Docker's awslogs driver writes the logs.
-    http_put_response_hop_limit = 2
+    # 1: the instance role is for the host's own processes (the SSM and CloudWatch
+    # agents, dockerd's awslogs driver, crawlfleet-deploy, the backup). A container
+    # is one network hop further, so its IMDSv2 token request dies on the way: no
+    # container, Chrome (--no-sandbox) in a worker included, can take the role. The
+    # api gets short-lived credentials of a role that may only put its metrics
+    # (iam.tf, crawlfleet-api-credentials in the user data).
+    http_put_response_hop_limit = 1
   }
 
   root_block_device {
@@ -58,9 +64,15 @@ resource "aws_instance" "host" {
     ecr_registry            = split("/", aws_ecr_repository.crawlfleet.repository_url)[0]
     secret_placeholder      = local.secret_placeholder
     cloudwatch_agent_config = local.cloudwatch_agent_config
+    api_metrics_role_arn    = aws_iam_role.api_metrics.arn
+    backup_bucket           = local.host_datastore ? aws_s3_bucket.backups[0].id : ""
+    backup_metric_namespace = local.host_metric_namespace
   })
 
   tags = { Name = "${var.name}-host" }
+
+  # First boot installs packages: the way out (NAT) and to AWS (endpoints) first.
+  depends_on = [aws_route.private_nat, aws_vpc_endpoint.s3, aws_vpc_endpoint.interface]
 
   lifecycle {
     # ami: resolve:ssm reads back as the AMI id it resolved to. user_data: it only
@@ -70,14 +82,8 @@ resource "aws_instance" "host" {
   }
 }
 
-resource "aws_eip" "host" {
-  domain   = "vpc"
-  instance = aws_instance.host.id
-  tags     = { Name = "${var.name}-host" }
-}
-
-# A host whose hardware failed comes back on new hardware with the same volume,
-# addresses and Elastic IP (docs/deploy.md, "EC2 host lost").
+# A host whose hardware failed comes back on new hardware with the same volume and
+# address (docs/deploy.md, "EC2 host lost").
 resource "aws_cloudwatch_metric_alarm" "host_recover" {
   alarm_name          = "${var.name}-host-system-check-failed"
   alarm_description   = "EC2 system status check failed: the host is being recovered onto new hardware."
@@ -106,4 +112,20 @@ resource "aws_cloudwatch_metric_alarm" "host_instance_check" {
   comparison_operator = "GreaterThanOrEqualToThreshold"
   alarm_actions       = ["arn:aws:automate:${var.region}:ec2:reboot", aws_sns_topic.alarms.arn]
   ok_actions          = [aws_sns_topic.alarms.arn]
+}
+
+resource "aws_cloudwatch_metric_alarm" "host_cpu" {
+  alarm_name          = "${var.name}-host-cpu"
+  alarm_description   = "[WARNING] The host's CPU above ${var.host_cpu_alarm_percent}% for 15 minutes: api, scheduler and base workers${local.host_datastore ? ", Postgres and Redis" : ""} compete for it (t3: and its CPU credits run out). docs/deploy.md runbook."
+  namespace           = "AWS/EC2"
+  metric_name         = "CPUUtilization"
+  dimensions          = { InstanceId = aws_instance.host.id }
+  statistic           = "Average"
+  period              = 300
+  evaluation_periods  = 3
+  threshold           = var.host_cpu_alarm_percent
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "missing"
+  alarm_actions       = local.alarm_topic
+  ok_actions          = local.alarm_topic
 }

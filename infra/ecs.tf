@@ -1,4 +1,5 @@
-# 0..50 extra workers on Fargate, in the private subnets, leaving through the NAT.
+# 0..50 extra workers on Fargate (on-demand and Spot), in the private subnets,
+# leaving through the NAT; and the migrate task, the first step of every release.
 
 resource "aws_ecs_cluster" "crawlfleet" {
   name = var.name
@@ -6,6 +7,21 @@ resource "aws_ecs_cluster" "crawlfleet" {
   setting {
     name  = "containerInsights"
     value = "enabled" # RunningTaskCount / DesiredTaskCount per service, used by scaling and the dashboard
+  }
+}
+
+# Spot for most workers: a reclaimed task gets SIGTERM two minutes ahead, drains
+# (DRAIN_TIMEOUT_SECS) and hands back what it held; the watchdog takes back what a
+# SIGKILL leaves. The first var.worker_on_demand_base tasks, and a share past them,
+# stay on-demand so a Spot shortage slows the fleet instead of stopping it.
+resource "aws_ecs_cluster_capacity_providers" "crawlfleet" {
+  cluster_name       = aws_ecs_cluster.crawlfleet.name
+  capacity_providers = ["FARGATE", "FARGATE_SPOT"]
+
+  default_capacity_provider_strategy {
+    capacity_provider = "FARGATE"
+    base              = 0
+    weight            = 1
   }
 }
 
@@ -37,17 +53,30 @@ resource "aws_ecs_service" "worker" {
   name            = "${var.name}-worker"
   cluster         = aws_ecs_cluster.crawlfleet.id
   task_definition = aws_ecs_task_definition.worker.arn
-  launch_type     = "FARGATE"
   # Application Auto Scaling owns the count from here on (autoscaling.tf).
   desired_count = 0
 
+  capacity_provider_strategy {
+    capacity_provider = "FARGATE"
+    base              = var.worker_on_demand_base
+    weight            = var.worker_on_demand_weight
+  }
+
+  capacity_provider_strategy {
+    capacity_provider = "FARGATE_SPOT"
+    weight            = var.worker_spot_weight
+  }
+
   # Workers may all be replaced at once on a deploy: each drains its crawls, and
-  # what did not finish goes back to the queue.
+  # what did not finish goes back to the queue. A busy worker's scale-in protection
+  # lasts var.worker_protection_minutes at a time, so a deployment waits that long
+  # at most, not for the queue to drain.
   deployment_minimum_healthy_percent = 0
   deployment_maximum_percent         = 200
   propagate_tags                     = "SERVICE"
   enable_ecs_managed_tags            = true
 
+  # A release whose workers never get healthy is rolled back to the last one that did.
   deployment_circuit_breaker {
     enable   = true
     rollback = true
@@ -61,5 +90,25 @@ resource "aws_ecs_service" "worker" {
 
   lifecycle {
     ignore_changes = [desired_count]
+  }
+
+  depends_on = [aws_ecs_cluster_capacity_providers.crawlfleet]
+}
+
+# `crawlfleet migrate` as a one-off task (docs/deploy.md, "Upgrading"): run before
+# the host's api and scheduler and before the workers of a release, with the
+# release's image, in the workers' subnets and group (which reach Postgres).
+resource "aws_ecs_task_definition" "migrate" {
+  family                   = "${var.name}-migrate"
+  requires_compatibilities = ["FARGATE"]
+  network_mode             = "awsvpc"
+  cpu                      = 256
+  memory                   = 512
+  execution_role_arn       = aws_iam_role.ecs_execution.arn
+  container_definitions    = jsonencode([local.migrate_container])
+
+  runtime_platform {
+    operating_system_family = "LINUX"
+    cpu_architecture        = "X86_64"
   }
 }

@@ -55,15 +55,33 @@ data "aws_iam_policy_document" "ec2" {
   }
 
   statement {
-    sid = "PublishQueueDepthAndHostMetrics"
-    # PutMetricData has no resource-level permissions; the namespace condition is
-    # the only way to narrow it.
+    sid = "PublishHostMetrics"
+    # The CloudWatch agent's and the backup's metrics. The api's (the queue depth)
+    # go out with the api-metrics role below, not this one. PutMetricData has no
+    # resource-level permissions; the namespace condition is the only way to narrow it.
     actions   = ["cloudwatch:PutMetricData"]
     resources = ["*"]
     condition {
       test     = "StringEquals"
       variable = "cloudwatch:namespace"
-      values   = [var.cloudwatch_namespace, "CWAgent"]
+      values   = ["CWAgent", local.host_metric_namespace]
+    }
+  }
+
+  statement {
+    sid       = "HandTheApiItsMetricsRole"
+    actions   = ["sts:AssumeRole"]
+    resources = [aws_iam_role.api_metrics.arn]
+  }
+
+  dynamic "statement" {
+    for_each = local.host_datastore ? [1] : []
+    content {
+      sid = "WriteNightlyDumps"
+      # Put only: the host cannot read, list, overwrite-and-hide (versioning) or
+      # delete a dump.
+      actions   = ["s3:PutObject"]
+      resources = ["${aws_s3_bucket.backups[0].arn}/pg_dump/*"]
     }
   }
 
@@ -78,13 +96,16 @@ data "aws_iam_policy_document" "ec2" {
     actions = ["ssm:GetParameter", "ssm:GetParameters"]
     resources = concat(
       [for p in aws_ssm_parameter.secret : p.arn],
-      [aws_ssm_parameter.compose_file.arn, aws_ssm_parameter.host_env.arn],
+      [for p in aws_ssm_parameter.compose_file : p.arn],
+      [aws_ssm_parameter.host_env.arn],
     )
   }
 
   statement {
-    sid       = "DecryptOwnParameters"
-    actions   = ["kms:Decrypt"]
+    sid = "DecryptOwnParametersEncryptDumps"
+    # Decrypt: the SecureString parameters. GenerateDataKey: the dumps are written
+    # encrypted with the same key (the bucket's default).
+    actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
     resources = [aws_kms_key.crawlfleet.arn]
   }
 
@@ -112,6 +133,52 @@ resource "aws_iam_instance_profile" "ec2" {
   role = aws_iam_role.ec2.name
 }
 
+# --- the api's CloudWatch metrics -------------------------------------------------------
+#
+# The host's metadata service answers the host only (hop limit 1, ec2.tf), so no
+# container can take the instance role. The api alone needs AWS: PutMetricData of
+# the queue depth, RedisMemoryUsagePercent and the crawl counts. The host assumes
+# this role every 15 minutes (crawlfleet-api-credentials, a systemd timer) and
+# writes the one-hour credentials into a folder mounted into the api's container
+# only; the api's AWS config runs `cat` on them as its credential_process. A
+# compromised worker gets nothing; a compromised api gets PutMetricData in one
+# namespace.
+
+data "aws_iam_policy_document" "api_metrics_assume" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "AWS"
+      identifiers = [aws_iam_role.ec2.arn]
+    }
+  }
+}
+
+resource "aws_iam_role" "api_metrics" {
+  name                 = "${var.name}-api-metrics"
+  assume_role_policy   = data.aws_iam_policy_document.api_metrics_assume.json
+  max_session_duration = 3600
+}
+
+data "aws_iam_policy_document" "api_metrics" {
+  statement {
+    sid       = "PublishQueueDepth"
+    actions   = ["cloudwatch:PutMetricData"]
+    resources = ["*"] # no resource-level permissions; narrowed by namespace
+    condition {
+      test     = "StringEquals"
+      variable = "cloudwatch:namespace"
+      values   = [var.cloudwatch_namespace]
+    }
+  }
+}
+
+resource "aws_iam_role_policy" "api_metrics" {
+  name   = "crawlfleet-api-metrics"
+  role   = aws_iam_role.api_metrics.id
+  policy = data.aws_iam_policy_document.api_metrics.json
+}
+
 # --- Fargate workers --------------------------------------------------------------------
 
 data "aws_iam_policy_document" "ecs_tasks_assume" {
@@ -129,8 +196,8 @@ data "aws_iam_policy_document" "ecs_tasks_assume" {
   }
 }
 
-# Used by ECS itself to start a task: pull the image, create the log stream, read
-# the secrets into the container's environment.
+# Used by ECS itself to start a task (a worker, or the migrate task): pull the
+# image, create the log stream, read the secrets into the container's environment.
 resource "aws_iam_role" "ecs_execution" {
   name               = "${var.name}-worker-execution"
   assume_role_policy = data.aws_iam_policy_document.ecs_tasks_assume.json
@@ -158,7 +225,7 @@ data "aws_iam_policy_document" "ecs_execution" {
   statement {
     sid       = "WorkerSecrets"
     actions   = ["ssm:GetParameters"]
-    resources = [for name in ["database-url", "redis-url", "session-key"] : aws_ssm_parameter.secret[name].arn]
+    resources = [for name in ["postgres-password", "redis-password", "session-key", "session-key-previous"] : aws_ssm_parameter.secret[name].arn]
   }
 
   statement {
@@ -247,11 +314,13 @@ data "aws_iam_policy_document" "dlm_assume" {
 }
 
 resource "aws_iam_role" "dlm" {
+  count              = local.host_count
   name               = "${var.name}-snapshots"
   assume_role_policy = data.aws_iam_policy_document.dlm_assume.json
 }
 
 resource "aws_iam_role_policy_attachment" "dlm" {
-  role       = aws_iam_role.dlm.name
+  count      = local.host_count
+  role       = aws_iam_role.dlm[0].name
   policy_arn = "arn:aws:iam::aws:policy/service-role/AWSDataLifecycleManagerServiceRole"
 }

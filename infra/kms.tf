@@ -1,5 +1,7 @@
 # One customer-managed key for what crawlfleet keeps at rest in AWS: the secrets in
-# Parameter Store, the log groups and the alarm topic. A customer-managed key (not
+# Parameter Store, the log groups, the alarm topic, the backups, and with
+# datastores = "managed" RDS (storage, Performance Insights, the master password's
+# secret) and ElastiCache. A customer-managed key (not
 # the AWS-managed ones) because CloudWatch alarms cannot publish to a topic
 # encrypted with alias/aws/sns.
 
@@ -37,12 +39,12 @@ data "aws_iam_policy_document" "kms" {
   }
 
   statement {
-    sid       = "CloudWatchAlarmsPublishToOurTopic"
+    sid       = "AlarmsTaskEventsAndBudgetsPublishToOurTopic"
     actions   = ["kms:Decrypt", "kms:GenerateDataKey*"]
     resources = ["*"]
     principals {
       type        = "Service"
-      identifiers = ["cloudwatch.amazonaws.com"]
+      identifiers = ["cloudwatch.amazonaws.com", "events.amazonaws.com", "budgets.amazonaws.com"]
     }
   }
 }

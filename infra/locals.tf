@@ -5,12 +5,54 @@ locals {
   api_port = 3000
 
   # What the api publishes every minute (namespace: var.cloudwatch_namespace).
-  queue_metric     = "QueueWaitingJobs"
-  completed_metric = "CrawlsCompleted"
-  failed_metric    = "CrawlsFailed"
+  queue_metric        = "QueueWaitingJobs"
+  completed_metric    = "CrawlsCompleted"
+  failed_metric       = "CrawlsFailed"
+  redis_memory_metric = "RedisMemoryUsagePercent"
 
-  worker_command = ["--process=worker"]
-  worker_image   = "${aws_ecr_repository.crawlfleet.repository_url}:${var.image_tag}"
+  worker_command  = ["--process=worker"]
+  migrate_command = ["migrate"]
+  image           = "${aws_ecr_repository.crawlfleet.repository_url}:${var.image_tag}"
+  worker_image    = "${aws_ecr_repository.crawlfleet.repository_url}:${var.worker_image_tag == "" ? var.image_tag : var.worker_image_tag}"
+
+  tls            = var.domain != ""
+  host_datastore = var.datastores == "host"
+
+  # The RDS CA bundle the image carries (the lead's Dockerfile adds it).
+  rds_ca_bundle = "/usr/local/share/crawlfleet/rds-ca-bundle.pem"
+
+  # Where Postgres and Redis are, by parts (src/config/datastores.rs); the
+  # passwords come apart, from Parameter Store. The host's containers reach the
+  # host-mode datastores by their compose names, everything else by address.
+  database_env = {
+    DATABASE_HOST = local.host_datastore ? var.ec2_private_ip : aws_db_instance.postgres[0].address
+    DATABASE_PORT = "5432"
+    DATABASE_NAME = "crawlfleet"
+    DATABASE_USER = "crawlfleet"
+    # Host: Postgres in a container on the VPC's private network, without TLS.
+    DATABASE_SSLMODE = local.host_datastore ? "disable" : "verify-full"
+    # Always given (the image carries it), so every mode's tasks have the same names.
+    DATABASE_SSLROOTCERT = local.rds_ca_bundle
+  }
+  redis_env = {
+    REDIS_HOST = local.host_datastore ? var.ec2_private_ip : aws_elasticache_replication_group.redis[0].primary_endpoint_address
+    REDIS_PORT = "6379"
+    REDIS_TLS  = local.host_datastore ? "false" : "true"
+  }
+  # As task environment (written out, so tests/infra_agrees/ can read them).
+  database_environment = [
+    { name = "DATABASE_HOST", value = local.database_env.DATABASE_HOST },
+    { name = "DATABASE_PORT", value = local.database_env.DATABASE_PORT },
+    { name = "DATABASE_NAME", value = local.database_env.DATABASE_NAME },
+    { name = "DATABASE_USER", value = local.database_env.DATABASE_USER },
+    { name = "DATABASE_SSLMODE", value = local.database_env.DATABASE_SSLMODE },
+    { name = "DATABASE_SSLROOTCERT", value = local.database_env.DATABASE_SSLROOTCERT },
+  ]
+  redis_environment = [
+    { name = "REDIS_HOST", value = local.redis_env.REDIS_HOST },
+    { name = "REDIS_PORT", value = local.redis_env.REDIS_PORT },
+    { name = "REDIS_TLS", value = local.redis_env.REDIS_TLS },
+  ]
 
   # The Fargate worker's container. Kept as an HCL object (not inline JSON) so the
   # agreement test can read it.
@@ -21,20 +63,23 @@ locals {
     command                = local.worker_command
     stopTimeout            = var.worker_stop_timeout_secs
     readonlyRootFilesystem = false
-    environment = [
+    environment = concat([
       { name = "LOG_FORMAT", value = "json" },
       { name = "WORKER_CONCURRENCY", value = tostring(var.worker_concurrency) },
       { name = "HTTP_CONCURRENCY", value = tostring(var.worker_http_concurrency) },
       { name = "DRAIN_TIMEOUT_SECS", value = tostring(var.worker_drain_timeout_secs) },
+      { name = "ECS_PROTECTION_MINUTES", value = tostring(var.worker_protection_minutes) },
       { name = "METRICS_PORT", value = tostring(var.worker_metrics_port) },
       { name = "DATABASE_MAX_CONNECTIONS", value = tostring(var.worker_db_max_connections) },
       { name = "AWS_REGION", value = var.region },
-    ]
-    secrets = [
-      { name = "DATABASE_URL", valueFrom = aws_ssm_parameter.secret["database-url"].arn },
-      { name = "REDIS_URL", valueFrom = aws_ssm_parameter.secret["redis-url"].arn },
+    ], local.database_environment, local.redis_environment)
+    secrets = concat([
+      { name = "DATABASE_PASSWORD", valueFrom = aws_ssm_parameter.secret["postgres-password"].arn },
+      { name = "REDIS_PASSWORD", valueFrom = aws_ssm_parameter.secret["redis-password"].arn },
       { name = "SESSION_KEY", valueFrom = aws_ssm_parameter.secret["session-key"].arn },
-    ]
+      ], var.session_key_previous ? [
+      { name = "SESSION_KEY_PREVIOUS", valueFrom = aws_ssm_parameter.secret["session-key-previous"].arn },
+    ] : [])
     portMappings = [
       { containerPort = var.worker_metrics_port, protocol = "tcp" },
     ]
@@ -51,6 +96,30 @@ locals {
         awslogs-group         = aws_cloudwatch_log_group.workers.name
         awslogs-region        = var.region
         awslogs-stream-prefix = "worker"
+      }
+    }
+  }
+
+  # `crawlfleet migrate`, the first step of every release (docs/deploy.md): the
+  # release's image, the database's parts and password, nothing else.
+  migrate_container = {
+    name                   = "migrate"
+    image                  = local.image
+    essential              = true
+    command                = local.migrate_command
+    readonlyRootFilesystem = true
+    environment = concat([
+      { name = "LOG_FORMAT", value = "json" },
+    ], local.database_environment)
+    secrets = [
+      { name = "DATABASE_PASSWORD", valueFrom = aws_ssm_parameter.secret["postgres-password"].arn },
+    ]
+    logConfiguration = {
+      logDriver = "awslogs"
+      options = {
+        awslogs-group         = aws_cloudwatch_log_group.workers.name
+        awslogs-region        = var.region
+        awslogs-stream-prefix = "migrate"
       }
     }
   }

@@ -1,6 +1,7 @@
-# One VPC: a public subnet with the EC2 host and the NAT gateway, private subnets
-# (one per AZ) for the Fargate workers. All worker traffic to the internet leaves
-# through the one NAT gateway and its one Elastic IP, so sites see one address.
+# One VPC: public subnets (one per AZ) with the NAT gateway and the load balancer
+# only; private subnets (one per AZ) with the EC2 host, the Fargate workers and the
+# managed datastores. Every crawl, the host's base workers' and the Fargate tasks',
+# leaves through the one NAT gateway and its one Elastic IP: sites see one address.
 
 resource "aws_vpc" "main" {
   cidr_block           = var.vpc_cidr
@@ -22,12 +23,13 @@ resource "aws_internet_gateway" "main" {
 }
 
 resource "aws_subnet" "public" {
+  count             = length(var.public_subnet_cidrs)
   vpc_id            = aws_vpc.main.id
-  cidr_block        = var.public_subnet_cidr
-  availability_zone = var.availability_zones[0]
-  # The host gets an Elastic IP; nothing else here should get a public address.
+  cidr_block        = var.public_subnet_cidrs[count.index]
+  availability_zone = var.availability_zones[count.index]
+  # Only the NAT gateway and the ALB live here; nothing gets a public address by default.
   map_public_ip_on_launch = false
-  tags                    = { Name = "${var.name}-public" }
+  tags                    = { Name = "${var.name}-public-${var.availability_zones[count.index]}" }
 }
 
 resource "aws_subnet" "private" {
@@ -50,22 +52,23 @@ resource "aws_route" "public_internet" {
 }
 
 resource "aws_route_table_association" "public" {
-  subnet_id      = aws_subnet.public.id
+  count          = length(aws_subnet.public)
+  subnet_id      = aws_subnet.public[count.index].id
   route_table_id = aws_route_table.public.id
 }
 
-# The egress address of every Fargate crawl: give it to sites that allowlist.
+# The egress address of every crawl: give it to sites that allow-list.
 resource "aws_eip" "nat" {
   domain = "vpc"
   tags   = { Name = "${var.name}-nat-egress" }
 }
 
 # One NAT gateway (one AZ) on purpose: a second would mean a second egress address.
-# If its AZ fails, Fargate workers lose the internet until it is back; the EC2
-# host's base workers keep crawling (docs/deploy.md).
+# If its AZ fails, crawls stop until it is back (docs/deploy.md, runbook); the
+# host and the first private subnet are in the same AZ anyway.
 resource "aws_nat_gateway" "main" {
   allocation_id = aws_eip.nat.id
-  subnet_id     = aws_subnet.public.id
+  subnet_id     = aws_subnet.public[0].id
   tags          = { Name = var.name }
   depends_on    = [aws_internet_gateway.main]
 }

@@ -1,20 +1,25 @@
 output "api_url" {
-  description = "The api, on the EC2 host's Elastic IP."
-  value       = "http://${aws_eip.host.public_ip}:${local.api_port}"
+  description = "The api: HTTPS on var.domain through the ALB; without a domain, the local end of a Session Manager port forward (see ssm_port_forward_command)."
+  value       = local.tls ? "https://${var.domain}" : "http://127.0.0.1:${local.api_port} (after ssm_port_forward_command)"
+}
+
+output "ssm_port_forward_command" {
+  description = "Reach the api (and /ws) from your machine through Session Manager: no port is open to the internet."
+  value       = "aws ssm start-session --region ${var.region} --target ${aws_instance.host.id} --document-name AWS-StartPortForwardingSession --parameters portNumber=${local.api_port},localPortNumber=${local.api_port}"
+}
+
+output "alb_dns_name" {
+  description = "The load balancer's name (var.domain is an alias of it); null without a domain."
+  value       = local.tls ? aws_lb.api[0].dns_name : null
 }
 
 output "egress_ip" {
-  description = "The one address Fargate workers crawl from (NAT gateway). Give it to sites that allowlist."
+  description = "Allow-list this address: every crawl, the host's base workers' and the Fargate workers', leaves from it (the NAT gateway's Elastic IP)."
   value       = aws_eip.nat.public_ip
 }
 
-output "host_public_ip" {
-  description = "The EC2 host's Elastic IP: the api's address, and the address its base workers crawl from."
-  value       = aws_eip.host.public_ip
-}
-
 output "host_private_ip" {
-  description = "Where Fargate workers reach Postgres (5432) and Redis (6379): use it in the database-url and redis-url parameters."
+  description = "The EC2 host's address (private subnet, no public address)."
   value       = aws_instance.host.private_ip
 }
 
@@ -23,13 +28,48 @@ output "host_instance_id" {
   value       = aws_instance.host.id
 }
 
+output "database_host" {
+  description = "DATABASE_HOST the Fargate workers and the migrate task use: the host's address, or RDS's."
+  value       = local.database_env.DATABASE_HOST
+}
+
+output "redis_host" {
+  description = "REDIS_HOST the Fargate workers use: the host's address, or ElastiCache's primary endpoint."
+  value       = local.redis_env.REDIS_HOST
+}
+
+output "db_master_secret_arn" {
+  description = "datastores = \"managed\": Secrets Manager secret of RDS's master user crawlfleet_admin (RDS keeps and rotates it): for creating the crawlfleet role (docs/deploy.md step 3) and for administration only."
+  value       = local.host_datastore ? null : aws_db_instance.postgres[0].master_user_secret[0].secret_arn
+}
+
+output "redis_replication_group_id" {
+  description = "datastores = \"managed\": the ElastiCache replication group, for setting and rotating its AUTH token (docs/deploy.md)."
+  value       = local.host_datastore ? null : aws_elasticache_replication_group.redis[0].id
+}
+
+output "backup_bucket" {
+  description = "datastores = \"host\": where the nightly pg_dump files go (pg_dump/)."
+  value       = local.host_datastore ? aws_s3_bucket.backups[0].id : null
+}
+
 output "ecr_repository_url" {
   description = "Push images here (tag = git commit)."
   value       = aws_ecr_repository.crawlfleet.repository_url
 }
 
+output "image_tag" {
+  description = "The release the migrate task and the host run."
+  value       = var.image_tag
+}
+
+output "worker_image_tag" {
+  description = "The release the Fargate workers run (image_tag unless an upgrade holds them back)."
+  value       = var.worker_image_tag == "" ? var.image_tag : var.worker_image_tag
+}
+
 output "ecs_cluster" {
-  description = "ECS cluster of the Fargate workers."
+  description = "ECS cluster of the Fargate workers and the migrate task."
   value       = aws_ecs_cluster.crawlfleet.name
 }
 
@@ -38,13 +78,23 @@ output "ecs_service" {
   value       = aws_ecs_service.worker.name
 }
 
+output "migrate_task_definition" {
+  description = "Task definition of `crawlfleet migrate` (family:revision), for aws ecs run-task."
+  value       = "${aws_ecs_task_definition.migrate.family}:${aws_ecs_task_definition.migrate.revision}"
+}
+
+output "migrate_network_configuration" {
+  description = "--network-configuration of the migrate task's run-task: the workers' subnets and group."
+  value       = "awsvpcConfiguration={subnets=[${join(",", aws_subnet.private[*].id)}],securityGroups=[${aws_security_group.workers.id}],assignPublicIp=DISABLED}"
+}
+
 output "ssm_parameter_prefix" {
   description = "Parameter Store path holding the secrets to set before the first deploy."
   value       = local.ssm_prefix
 }
 
 output "alarm_topic_arn" {
-  description = "SNS topic of the alarms: subscribe pager or chat here."
+  description = "SNS topic of the alarms, failed task starts and the budget: subscribe pager or chat here."
   value       = aws_sns_topic.alarms.arn
 }
 

@@ -1,21 +1,29 @@
-# Secrets live in Parameter Store, never in plain task environment or in the state:
-# Terraform creates each parameter with a placeholder and never looks at its value
-# again; the operator writes the real ones (docs/deploy.md, step 3). The EC2 host
-# reads them into /opt/crawlfleet/.env (api.env for the api's tokens); the Fargate
-# task gets its three as `secrets`. An optional secret left at the placeholder
-# means "none"; a required one stops crawlfleet-deploy.
+# Secrets live in Parameter Store, each in exactly one SecureString, never in plain
+# task environment, never in a URL typed by hand and never in the state: Terraform
+# creates each parameter with a placeholder and never looks at its value again; the
+# operator writes the real ones (docs/deploy.md, step 3). The EC2 host reads them
+# into /opt/crawlfleet/.env (api.env for the api's tokens); the Fargate tasks get
+# theirs as `secrets`. crawlfleet assembles its URLs from the parts (DATABASE_HOST,
+# DATABASE_PASSWORD...). An optional secret left at the placeholder means "none"; a
+# required one stops crawlfleet-deploy.
 
 locals {
   secret_parameters = {
-    "postgres-password" = "Password of the crawlfleet Postgres user (hex, URL-safe)."
-    "redis-password"    = "Redis requirepass (hex, URL-safe)."
-    "database-url"      = "DATABASE_URL of the Fargate workers: postgres://crawlfleet:<password>@<ec2_private_ip>:5432/crawlfleet"
-    "redis-url"         = "REDIS_URL of the Fargate workers: redis://:<password>@<ec2_private_ip>:6379"
-    "session-key"       = "SESSION_KEY: 32 random bytes as 64 hex characters; seals kept site sessions, sites' header values and proxy credentials, and webhook secrets (api, scheduler and every worker)."
-    "api-tokens"        = "API_TOKENS of the api alone: bearer tokens allowed to read and write, comma-separated (openssl rand -hex 32 each)."
-    "api-read-tokens"   = "API_READ_TOKENS of the api alone: read-only bearer tokens, comma-separated. Optional: the placeholder means none."
+    "postgres-password"    = "DATABASE_PASSWORD: password of the Postgres role crawlfleet (host: also the postgres container's; managed: the role created in docs/deploy.md step 3). openssl rand -hex 24. Rotation: docs/deploy.md."
+    "redis-password"       = "REDIS_PASSWORD: Redis's password (host: requirepass; managed: ElastiCache's AUTH token, 16-128 characters). openssl rand -hex 24. Rotation: docs/deploy.md."
+    "session-key"          = "SESSION_KEY: 32 random bytes as 64 hex characters; seals kept site sessions, sites' header values and proxy credentials, and webhook secrets (api, scheduler and every worker)."
+    "session-key-previous" = "SESSION_KEY_PREVIOUS: the session key before the last rotation, still accepted to open what it sealed. Optional: the placeholder means none."
+    "api-tokens"           = "API_TOKENS of the api alone: bearer tokens allowed to read and write, comma-separated (openssl rand -hex 32 each)."
+    "api-read-tokens"      = "API_READ_TOKENS of the api alone: read-only bearer tokens, comma-separated. Optional: the placeholder means none."
   }
   secret_placeholder = "set-me-see-docs-deploy-md"
+
+  # The compose files the host runs: crawlfleet's, and with datastores = "host"
+  # Postgres and Redis beside it.
+  compose_files = concat(
+    ["docker-compose.ec2.yaml"],
+    local.host_datastore ? ["docker-compose.datastores.yaml"] : [],
+  )
 }
 
 resource "aws_ssm_parameter" "secret" {
@@ -31,17 +39,18 @@ resource "aws_ssm_parameter" "secret" {
   }
 }
 
-# The EC2 host's configuration, not secret and fully managed here: the compose file
-# and the non-secret half of its .env. crawlfleet-deploy on the host reads both on
+# The EC2 host's configuration, not secret and fully managed here: the compose files
+# and the non-secret half of its .env. crawlfleet-deploy on the host reads them on
 # every run, so changing them is `terraform apply` + one command on the host, with
 # no instance replacement (docs/deploy.md, "Upgrading").
 resource "aws_ssm_parameter" "compose_file" {
   #checkov:skip=CKV2_AWS_34:Not secret (it is in git); a String keeps plans showing what changes.
-  name        = "${local.ssm_prefix}/host/docker-compose.ec2.yaml"
-  description = "docker-compose.ec2.yaml of the EC2 host."
+  for_each    = toset(local.compose_files)
+  name        = "${local.ssm_prefix}/host/${each.key}"
+  description = "${each.key} of the EC2 host."
   type        = "String"
   tier        = "Intelligent-Tiering" # over 4 KB it becomes an advanced parameter
-  value       = file("${path.module}/../docker-compose.ec2.yaml")
+  value       = file("${path.module}/../${each.key}")
 }
 
 resource "aws_ssm_parameter" "host_env" {
@@ -49,13 +58,23 @@ resource "aws_ssm_parameter" "host_env" {
   name        = "${local.ssm_prefix}/host/env"
   description = "Non-secret lines of the EC2 host's .env."
   type        = "String"
-  value       = <<-EOT
-    CRAWLFLEET_IMAGE=${local.worker_image}
-    WORKER_REPLICAS=${var.base_worker_replicas}
-    REDIS_MAXMEMORY=${var.redis_maxmemory}
-    PRIVATE_BIND_IP=${var.ec2_private_ip}
-    AWS_REGION=${var.region}
-    AWS_LOG_GROUP=${aws_cloudwatch_log_group.ec2.name}
-    CLOUDWATCH_NAMESPACE=${var.cloudwatch_namespace}
-  EOT
+  tier        = "Intelligent-Tiering"
+  # Every crawlfleet container on the host reads these (env_file: .env); compose
+  # interpolates some of them into docker-compose*.yaml. With datastores = "host"
+  # the host's containers reach Postgres and Redis by their compose names.
+  value = join("\n", concat([
+    "COMPOSE_FILE=${join(":", local.compose_files)}",
+    "CRAWLFLEET_IMAGE=${local.image}",
+    "WORKER_REPLICAS=${var.base_worker_replicas}",
+    "REDIS_MAXMEMORY=${var.redis_maxmemory}",
+    "PRIVATE_BIND_IP=${var.ec2_private_ip}",
+    "AWS_REGION=${var.region}",
+    "AWS_LOG_GROUP=${aws_cloudwatch_log_group.ec2.name}",
+    "CLOUDWATCH_NAMESPACE=${var.cloudwatch_namespace}",
+    "TRUSTED_PROXIES=${local.trusted_proxies}",
+    "API_HTTP_HEADER_TIMEOUT_SECS=${local.tls ? var.alb_idle_timeout_secs + 5 : 10}",
+    ], [
+    for name, value in merge(local.database_env, local.redis_env) :
+    "${name}=${local.host_datastore && contains(["DATABASE_HOST", "REDIS_HOST"], name) ? (name == "DATABASE_HOST" ? "postgres" : "redis") : value}"
+  ], [""]))
 }

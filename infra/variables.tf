@@ -40,7 +40,7 @@ variable "tags" {
 }
 
 variable "availability_zones" {
-  description = "Two or more AZs of the region: the public subnet goes in the first, one private subnet in each of the first N (N = number of private_subnet_cidrs)."
+  description = "Two or more AZs of the region: one public and one private subnet in each of the first N (N = number of private_subnet_cidrs). The NAT gateway lives in the first."
   type        = list(string)
   default     = ["ap-northeast-2a", "ap-northeast-2c"]
 
@@ -58,38 +58,85 @@ variable "vpc_cidr" {
   default     = "10.0.0.0/16"
 }
 
-variable "public_subnet_cidr" {
-  description = "Public subnet: the EC2 host and the NAT gateway."
-  type        = string
-  default     = "10.0.1.0/24"
+variable "public_subnet_cidrs" {
+  description = "Public subnets (one per AZ): the NAT gateway (first AZ) and the load balancer (an ALB needs two AZs). Nothing else gets a public address. These CIDRs are the api's TRUSTED_PROXIES: the ALB's nodes live here."
+  type        = list(string)
+  default     = ["10.0.1.0/24", "10.0.4.0/24"]
+
+  validation {
+    condition     = length(var.public_subnet_cidrs) >= 2
+    error_message = "public_subnet_cidrs: two or more (an application load balancer spans two AZs)."
+  }
 }
 
 variable "private_subnet_cidrs" {
-  description = "Private subnets (one per AZ) for the Fargate workers; they reach the internet through the one NAT gateway."
+  description = "Private subnets (one per AZ): the EC2 host (first), the Fargate workers, RDS and ElastiCache. They reach the internet through the one NAT gateway."
   type        = list(string)
   default     = ["10.0.2.0/24", "10.0.3.0/24"]
-}
-
-variable "api_ingress_cidrs" {
-  description = "Who may reach the api on port 3000. The world by default (bearer tokens guard /api); narrow it when the clients are known."
-  type        = list(string)
-  default     = ["0.0.0.0/0"]
-}
-
-variable "admin_cidr" {
-  description = "The one CIDR allowed to SSH into the EC2 host (e.g. your office's /32). Session Manager works without it."
-  type        = string
 
   validation {
-    condition     = can(cidrhost(var.admin_cidr, 0)) && !endswith(var.admin_cidr, "/0")
-    error_message = "admin_cidr: a CIDR narrower than the whole internet, e.g. 203.0.113.7/32."
+    condition     = length(var.private_subnet_cidrs) >= 2
+    error_message = "private_subnet_cidrs: two or more (RDS and ElastiCache subnet groups span two AZs)."
   }
 }
 
 variable "egress_ports" {
-  description = "TCP ports the host and the workers may open to the internet (crawl targets, ECR, CloudWatch, SSM, apt). Add 8080 etc. when a site needs it."
+  description = "TCP ports the host and the workers may open to the internet (crawl targets, AWS APIs, apt). Add 8080 etc. when a site needs it."
   type        = list(number)
   default     = [80, 443]
+}
+
+variable "vpc_interface_endpoints" {
+  description = "Interface endpoints for ECR (api, dkr), CloudWatch Logs, SSM, ssmmessages and ec2messages in the first private subnet: manifests, logs, parameters and Session Manager stay inside the VPC, off the internet. Six endpoints cost about $57 a month in Seoul (docs/cost.md) and save little NAT processing (the image layers go through the free S3 gateway endpoint, which is always there): false sends that traffic through the NAT instead."
+  type        = bool
+  default     = true
+}
+
+# --- the api's front door ---------------------------------------------------------------
+
+variable "domain" {
+  description = "The api's DNS name, e.g. crawl.example.com: an internet-facing ALB with an ACM certificate for it (DNS-validated in route53_zone_id), HTTPS only (HTTP redirected). Empty: no load balancer; the api is reached through Session Manager port forwarding only (docs/deploy.md, \"Without a domain\")."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.domain == "" || can(regex("^([a-z0-9]([a-z0-9-]*[a-z0-9])?\\.)+[a-z]{2,}$", var.domain))
+    error_message = "domain: a lowercase DNS name like crawl.example.com, or empty."
+  }
+}
+
+variable "route53_zone_id" {
+  description = "Route 53 hosted zone holding var.domain: the certificate's validation records and the api's alias record go there. Required with a domain."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = (var.domain == "") == (var.route53_zone_id == "")
+    error_message = "route53_zone_id: set it exactly when domain is set."
+  }
+}
+
+variable "api_ingress_cidrs" {
+  description = "Who may reach the load balancer (443, and 80 which only redirects). The world by default: TLS and bearer tokens guard the api. Unused without a domain."
+  type        = list(string)
+  default     = ["0.0.0.0/0"]
+}
+
+variable "alb_idle_timeout_secs" {
+  description = "The ALB's idle timeout. Above the api's WebSocket ping (WS_PING_INTERVAL_SECS, 30 s) so a quiet /ws stays open; the api's own keep-alive (HTTP_HEADER_TIMEOUT_SECS) is set 5 s above it, so the ALB, not the api, closes idle connections (no 502 on a reused one)."
+  type        = number
+  default     = 60
+
+  validation {
+    condition     = var.alb_idle_timeout_secs > 30 && var.alb_idle_timeout_secs <= 4000
+    error_message = "alb_idle_timeout_secs: above the api's WebSocket ping interval (30 s), at most 4000."
+  }
+}
+
+variable "alb_access_log_retention_days" {
+  description = "The ALB's access logs (S3) are deleted after this many days."
+  type        = number
+  default     = 90
 }
 
 # --- EC2 host -------------------------------------------------------------------------
@@ -107,21 +154,15 @@ variable "ec2_ami" {
 }
 
 variable "ec2_private_ip" {
-  description = "Fixed private IP of the host, in the public subnet: the Fargate workers' DATABASE_URL and REDIS_URL point at it."
+  description = "Fixed private IP of the host, in the first private subnet: with datastores = \"host\" the Fargate workers reach Postgres and Redis there."
   type        = string
-  default     = "10.0.1.10"
+  default     = "10.0.2.10"
 }
 
 variable "ec2_root_volume_gb" {
-  description = "Size of the host's root volume (Postgres data lives on it)."
+  description = "Size of the host's root volume (with datastores = \"host\", Postgres data lives on it)."
   type        = number
   default     = 50
-}
-
-variable "ec2_key_name" {
-  description = "Optional EC2 key pair for SSH from admin_cidr. null: use Session Manager."
-  type        = string
-  default     = null
 }
 
 variable "base_worker_replicas" {
@@ -142,16 +183,87 @@ variable "redis_maxmemory" {
 }
 
 variable "snapshot_retention_days" {
-  description = "Daily EBS snapshots of the host (Postgres data) kept this many days."
+  description = "datastores = \"host\": daily EBS snapshots of the host (Postgres data) kept this many days."
   type        = number
   default     = 7
+}
+
+# --- datastores ---------------------------------------------------------------------------
+
+variable "datastores" {
+  description = "host: Postgres and Redis in containers on the EC2 host (docker-compose.datastores.yaml), a nightly pg_dump to S3. managed: RDS PostgreSQL 16 and ElastiCache Redis 7.1, over TLS, in the private subnets; the host runs only crawlfleet."
+  type        = string
+  default     = "host"
+
+  validation {
+    condition     = contains(["host", "managed"], var.datastores)
+    error_message = "datastores: host or managed."
+  }
+}
+
+variable "pg_dump_retention_days" {
+  description = "datastores = \"host\": nightly pg_dump files kept this many days in the backup bucket (then deleted; a replaced version 7 days later)."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = var.pg_dump_retention_days >= 1
+    error_message = "pg_dump_retention_days: at least 1."
+  }
+}
+
+variable "db_instance_class" {
+  description = "datastores = \"managed\": RDS instance class. db.t4g.medium (2 vCPU, 4 GB) allows ~400 connections: 50 workers x DATABASE_MAX_CONNECTIONS 4 plus the host."
+  type        = string
+  default     = "db.t4g.medium"
+}
+
+variable "db_allocated_storage_gb" {
+  description = "datastores = \"managed\": RDS storage (gp3), grown automatically up to 4x this."
+  type        = number
+  default     = 50
+}
+
+variable "db_backup_retention_days" {
+  description = "datastores = \"managed\": automated backups kept this many days; point-in-time recovery to any second within them."
+  type        = number
+  default     = 14
+
+  validation {
+    condition     = var.db_backup_retention_days >= 1 && var.db_backup_retention_days <= 35
+    error_message = "db_backup_retention_days: 1 to 35 (0 would turn off backups and point-in-time recovery)."
+  }
+}
+
+variable "multi_az" {
+  description = "datastores = \"managed\": RDS Multi-AZ (a standby in the second AZ) and a Redis replica there with automatic failover. Doubles their cost."
+  type        = bool
+  default     = false
+}
+
+variable "redis_node_type" {
+  description = "datastores = \"managed\": ElastiCache node type."
+  type        = string
+  default     = "cache.t4g.small"
 }
 
 # --- image ----------------------------------------------------------------------------
 
 variable "image_tag" {
-  description = "Tag in ECR of the image to run everywhere (tags are immutable: use the git commit)."
+  description = "Tag in ECR of the image of the release (tags are immutable: use the git commit): the migrate task and the host's api, scheduler and base workers."
   type        = string
+}
+
+variable "worker_image_tag" {
+  description = "Tag the Fargate workers run. Empty: image_tag. An upgrade sets it to the previous tag until the migration and the host have moved (docs/deploy.md, \"Upgrading\"), then empties it."
+  type        = string
+  default     = ""
+}
+
+variable "session_key_previous" {
+  description = "While rotating SESSION_KEY: also hand SESSION_KEY_PREVIOUS (Parameter Store session-key-previous) to the Fargate workers, so what was sealed with the old key still opens (docs/deploy.md, \"Rotating secrets\")."
+  type        = bool
+  default     = false
 }
 
 # --- Fargate workers ----------------------------------------------------------------
@@ -206,6 +318,35 @@ variable "worker_stop_timeout_secs" {
   validation {
     condition     = var.worker_stop_timeout_secs >= var.worker_drain_timeout_secs + 10 && var.worker_stop_timeout_secs <= 120
     error_message = "worker_stop_timeout_secs: at least worker_drain_timeout_secs + 10, at most 120 (Fargate's limit)."
+  }
+}
+
+variable "worker_protection_minutes" {
+  description = "ECS_PROTECTION_MINUTES: a busy worker protects its task from scale-in this long at a time, renewing it while it holds runs; short, so a deployment waits minutes, not for the queue to drain."
+  type        = number
+  default     = 10
+}
+
+variable "worker_on_demand_base" {
+  description = "The first this-many Fargate workers run on FARGATE (on-demand) whatever the weights."
+  type        = number
+  default     = 1
+}
+
+variable "worker_on_demand_weight" {
+  description = "Past the base, FARGATE (on-demand) gets this share of the workers against worker_spot_weight. 0: all Spot."
+  type        = number
+  default     = 1
+}
+
+variable "worker_spot_weight" {
+  description = "Past the base, FARGATE_SPOT gets this share against worker_on_demand_weight. A reclaimed Spot task gets SIGTERM 2 minutes ahead and drains like a scale-in; the watchdog takes back what a SIGKILL leaves. 0: no Spot."
+  type        = number
+  default     = 3
+
+  validation {
+    condition     = var.worker_spot_weight + var.worker_on_demand_weight > 0
+    error_message = "worker_spot_weight + worker_on_demand_weight: at least one above 0."
   }
 }
 
@@ -276,6 +417,30 @@ variable "error_rate_threshold_percent" {
   description = "Failed / (completed + failed) crawls over 15 minutes above this: error-rate alarm."
   type        = number
   default     = 10
+}
+
+variable "host_cpu_alarm_percent" {
+  description = "The host's CPU above this for 15 minutes: alarm."
+  type        = number
+  default     = 80
+}
+
+variable "redis_memory_alarm_percent" {
+  description = "Redis memory above this % of its maxmemory for 5 minutes: alarm (host: the api's RedisMemoryUsagePercent; managed: ElastiCache's DatabaseMemoryUsagePercentage)."
+  type        = number
+  default     = 80
+}
+
+variable "monthly_budget_usd" {
+  description = "AWS Budget of the account, USD a month: mails at 80 % actual and 100 % forecast (docs/cost.md has what to expect)."
+  type        = number
+  default     = 500
+}
+
+variable "budget_emails" {
+  description = "Addresses the budget mails; the alarm topic gets them too."
+  type        = list(string)
+  default     = []
 }
 
 variable "log_retention_days" {

@@ -29,6 +29,10 @@ PLACEHOLDERS = {
     "CLUSTER_NAME": "crawlfleet",
     "SERVICE_NAME": "crawlfleet-worker",
     "EC2_INSTANCE_ID": "i-0123456789abcdef0",
+    "DATABASE_HOST": "crawlfleet.abcdefghijkl.ap-northeast-2.rds.amazonaws.com",
+    "DATABASE_SSLMODE": "verify-full",
+    "REDIS_HOST": "master.crawlfleet.abcdef.apn2.cache.amazonaws.com",
+    "REDIS_TLS": "true",
 }
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -59,6 +63,9 @@ def main():
 
     check("task-definition.json", "ecs", "RegisterTaskDefinition", load(ecs / "task-definition.json"))
     check("service.json", "ecs", "CreateService", load(ecs / "service.json"))
+    check("migrate-task-definition.json", "ecs", "RegisterTaskDefinition",
+          load(ecs / "migrate-task-definition.json"))
+    check("run-migrate.json", "ecs", "RunTask", load(ecs / "run-migrate.json"))
 
     # PutRolePolicy takes the document as a string; check it is a policy.
     policy = load(ecs / "task-role-policy.json")

@@ -7,6 +7,7 @@
 
 mod iam;
 mod ports;
+mod release;
 mod scaling;
 mod secrets;
 mod settings;

@@ -4,8 +4,8 @@
 use serde_json::json;
 
 use crate::sources::{
-    Terraform, attr, code_default, compose, ecs_env, health_port, json_file, runtime_stage, source,
-    text, url_port,
+    Terraform, attr, code_default, compose, datastores_compose, ecs_env, health_port, json_file,
+    runtime_stage, source, text, url_port,
 };
 
 #[test]
@@ -89,17 +89,15 @@ fn postgres_and_redis_ports_agree_between_the_security_groups_and_compose() {
     let tf = Terraform::load();
     let data_ports = tf.get("local", "data_ports");
     assert_eq!(data_ports, json!({ "postgres": 5432, "redis": 6379 }));
-    let services = compose();
-    let secrets = tf.get("local", "secret_parameters");
+    let datastores = datastores_compose();
+    let tf_worker = tf.get("local", "worker_container");
+    let worker = &json_file("ecs/task-definition.json")["containerDefinitions"][0];
 
-    for (service, url_variable, url_secret) in [
-        ("postgres", "DATABASE_URL", "database-url"),
-        ("redis", "REDIS_URL", "redis-url"),
-    ] {
+    for (service, port_variable) in [("postgres", "DATABASE_PORT"), ("redis", "REDIS_PORT")] {
         let port = data_ports[service].as_u64().unwrap();
         // "${PRIVATE_BIND_IP:-127.0.0.1}:5432:5432": published on the host's
         // private IP at the port the security group opens, to the same port inside.
-        let published = text(&services[service]["ports"][0]);
+        let published = text(&datastores[service]["ports"][0]);
         let mut fields = published.rsplit(':');
         let (inside, on_host) = (fields.next().unwrap(), fields.next().unwrap());
         assert_eq!(
@@ -107,26 +105,67 @@ fn postgres_and_redis_ports_agree_between_the_security_groups_and_compose() {
             (port.to_string().as_str(), port.to_string().as_str()),
             "{service}: {published}"
         );
-        // The host's containers and the Fargate workers connect on that port.
-        let url = text(&services["api"]["environment"][url_variable]);
-        assert!(
-            url.contains(&format!("@{service}:{port}")),
-            "{url_variable}: {url}"
-        );
-        assert!(
-            text(&secrets[url_secret]).contains(&format!(":{port}")),
-            "the {url_secret} parameter's description says port {port}"
-        );
+        // The host's containers (.env from Terraform), the Fargate workers and
+        // the migrate task connect on that port.
+        assert_eq!(ecs_env(&tf_worker, port_variable), port.to_string());
+        assert_eq!(ecs_env(worker, port_variable), port.to_string());
     }
+    let migrate = tf.get("local", "migrate_container");
+    assert_eq!(ecs_env(&migrate, "DATABASE_PORT"), "5432");
 
-    // The rules take their ports from local.data_ports, none of their own.
+    // The rules take their ports from local.data_ports, none of their own, and go
+    // to wherever the datastores are (the host's group, or RDS's and ElastiCache's).
     assert!(source(tf.expr("local", "data_rules")).contains("local.data_ports["));
     let ingress = tf.resource("aws_vpc_security_group_ingress_rule", "data");
     assert_eq!(source(attr(ingress, "for_each")), "local.data_rules");
+    assert_eq!(
+        source(attr(ingress, "security_group_id")),
+        "each.value.server"
+    );
     let egress = tf.resource("aws_vpc_security_group_egress_rule", "workers_data");
     assert_eq!(source(attr(egress, "for_each")), "local.data_ports");
     for (rule, port) in [(ingress, "each.value.port"), (egress, "each.value")] {
         assert_eq!(source(attr(rule, "from_port")), port);
         assert_eq!(source(attr(rule, "to_port")), port);
+    }
+    // ElastiCache on the same port; RDS on its default, 5432.
+    let redis = tf.resource("aws_elasticache_replication_group", "redis");
+    assert_eq!(tf.eval(attr(redis, "port")), data_ports["redis"]);
+    let postgres = tf.resource("aws_db_instance", "postgres");
+    assert!(postgres.attributes().all(|a| a.key() != "port"));
+}
+
+#[test]
+fn the_api_is_reached_through_the_load_balancer_only() {
+    let tf = Terraform::load();
+    let api = code_default("API_PORT");
+    // The target group and the host's one ingress rule: the api's port, from the
+    // ALB's group (no CIDR, nothing from the internet).
+    let target = tf.resource("aws_lb_target_group", "api");
+    assert_eq!(source(attr(target, "port")), "local.api_port");
+    assert_eq!(tf.get("local", "api_port"), api);
+    let rule = tf.resource("aws_vpc_security_group_ingress_rule", "api");
+    assert_eq!(
+        source(attr(rule, "referenced_security_group_id")),
+        "aws_security_group.alb[0].id"
+    );
+    assert!(rule.attributes().all(|a| !a.key().starts_with("cidr")));
+    let ingress: Vec<String> = tf
+        .all("resource", "aws_vpc_security_group_ingress_rule")
+        .filter(|r| source(attr(r, "security_group_id")) == "aws_security_group.ec2.id")
+        .map(|r| source(attr(r, "ip_protocol")))
+        .collect();
+    assert_eq!(
+        ingress.len(),
+        1,
+        "the host admits the ALB alone: {ingress:?}"
+    );
+    // Nothing opens SSH.
+    for rule in tf.all("resource", "aws_vpc_security_group_ingress_rule") {
+        for key in ["from_port", "to_port"] {
+            if let Some(port) = rule.attributes().find(|a| a.key() == key) {
+                assert_ne!(source(port.expr()), "22", "SSH is Session Manager's");
+            }
+        }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::sources::{compose_file, env_example_names, runtime_stage};
+use crate::sources::{COMPOSE_FILES, compose_file, env_example_names, runtime_stage};
 
 /// The variables docker compose interpolates in `value`: `$NAME`, `${NAME}`,
 /// `${NAME:-default}`, `${NAME:?error}`...; `$$` is a literal `$`.
@@ -75,13 +75,18 @@ fn assert_documented(what: &str, found: &BTreeSet<String>, sample: &str) {
 
 #[test]
 fn every_variable_compose_and_the_image_read_is_in_env_example() {
-    let mut texts = Vec::new();
-    strings(&compose_file(), &mut texts);
-    let mut compose = BTreeSet::new();
-    for text in &texts {
-        interpolated(text, &mut compose);
+    for (file, sample) in COMPOSE_FILES
+        .iter()
+        .zip(["CRAWLFLEET_IMAGE", "DATABASE_PASSWORD"])
+    {
+        let mut texts = Vec::new();
+        strings(&compose_file(file), &mut texts);
+        let mut compose = BTreeSet::new();
+        for text in &texts {
+            interpolated(text, &mut compose);
+        }
+        assert_documented(file, &compose, sample);
     }
-    assert_documented("docker-compose.ec2.yaml", &compose, "POSTGRES_PASSWORD");
 
     // The runtime image's ENV: its defaults, which an operator may override.
     let image: BTreeSet<String> = runtime_stage()

@@ -7,7 +7,7 @@ use std::{
     path::Path,
 };
 
-use hcl::expr::TraversalOperator;
+use hcl::expr::{BinaryOperator, Operation, TraversalOperator};
 use hcl::{Block, Body, Expression, ObjectKey};
 use serde_json::{Value as Json, json};
 
@@ -43,14 +43,15 @@ pub fn code_default(name: &str) -> u64 {
             .parse::<u64>()
             .ok()
     });
+    // A set line, else a commented one documenting the default (`# NAME=10`).
     let in_example = || {
         let example = read(".env.example");
-        example.lines().find_map(|l| {
-            l.strip_prefix(&format!("{name}="))?
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
+        let value = |prefix: String| {
+            example
+                .lines()
+                .find_map(|l| l.strip_prefix(&prefix)?.trim().parse::<u64>().ok())
+        };
+        value(format!("{name}=")).or_else(|| value(format!("# {name}=")))
     };
     in_code
         .or_else(in_example)
@@ -115,9 +116,10 @@ pub fn first<'a>(body: &'a Body, name: &'a str) -> &'a Body {
 }
 
 /// `variable` defaults, `locals`, `resource` and `data` blocks of infra/*.tf. Values
-/// evaluate to JSON as far as the checks need: literals, var.* / local.*,
-/// tostring(); templates stay as written and anything else (resource attributes)
-/// becomes null.
+/// evaluate to JSON as far as the checks need: literals, var.* / local.* (and
+/// their attributes), tostring(), concat(), `==` / `!=` and `? :` on what
+/// evaluates, with the variables' defaults; templates stay as written and
+/// anything else (resource attributes) becomes null.
 pub struct Terraform {
     vars: HashMap<String, Expression>,
     locals: HashMap<String, Expression>,
@@ -224,11 +226,47 @@ impl Terraform {
             Expression::FuncCall(f) if f.name.name.as_str() == "tostring" => {
                 Json::from(text(&self.eval(&f.args[0])))
             }
+            Expression::FuncCall(f) if f.name.name.as_str() == "concat" => {
+                let lists: Vec<Json> = f.args.iter().map(|a| self.eval(a)).collect();
+                if lists.iter().all(Json::is_array) {
+                    lists
+                        .into_iter()
+                        .flat_map(|l| l.as_array().unwrap().clone())
+                        .collect()
+                } else {
+                    Json::Null
+                }
+            }
+            Expression::Conditional(c) => match self.eval(&c.cond_expr) {
+                Json::Bool(true) => self.eval(&c.true_expr),
+                Json::Bool(false) => self.eval(&c.false_expr),
+                _ => Json::Null,
+            },
+            Expression::Operation(op) => match op.as_ref() {
+                Operation::Binary(b)
+                    if matches!(b.operator, BinaryOperator::Eq | BinaryOperator::NotEq) =>
+                {
+                    let (lhs, rhs) = (self.eval(&b.lhs_expr), self.eval(&b.rhs_expr));
+                    if lhs.is_null() || rhs.is_null() {
+                        Json::Null
+                    } else {
+                        Json::from((lhs == rhs) == (b.operator == BinaryOperator::Eq))
+                    }
+                }
+                _ => Json::Null,
+            },
             Expression::Traversal(t) => match (&t.expr, &t.operators[..]) {
-                (Expression::Variable(scope), [TraversalOperator::GetAttr(name)])
+                (Expression::Variable(scope), [TraversalOperator::GetAttr(name), rest @ ..])
                     if matches!(scope.as_str(), "var" | "local") =>
                 {
-                    self.get(scope.as_str(), name.as_str())
+                    let mut value = self.get(scope.as_str(), name.as_str());
+                    for op in rest {
+                        value = match op {
+                            TraversalOperator::GetAttr(attr) => value[attr.as_str()].clone(),
+                            _ => Json::Null,
+                        };
+                    }
+                    value
                 }
                 _ => Json::Null,
             },
@@ -241,16 +279,29 @@ pub fn json_file(path: &str) -> Json {
     serde_json::from_str(&read(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-/// docker-compose.ec2.yaml as written (before interpolation).
-pub fn compose_file() -> serde_yaml::Value {
-    serde_yaml::from_str(&read("docker-compose.ec2.yaml")).unwrap()
+/// The host's compose files: crawlfleet's, and Postgres and Redis beside it
+/// (datastores = "host").
+pub const COMPOSE_FILES: [&str; 2] = ["docker-compose.ec2.yaml", "docker-compose.datastores.yaml"];
+
+/// A compose file as written (before interpolation).
+pub fn compose_file(path: &str) -> serde_yaml::Value {
+    serde_yaml::from_str(&read(path)).unwrap()
+}
+
+fn services(path: &str) -> Json {
+    let mut doc = compose_file(path);
+    doc.apply_merge().unwrap();
+    serde_json::to_value(&doc["services"]).unwrap()
 }
 
 /// The services of docker-compose.ec2.yaml, anchors merged, as JSON.
 pub fn compose() -> Json {
-    let mut doc = compose_file();
-    doc.apply_merge().unwrap();
-    serde_json::to_value(&doc["services"]).unwrap()
+    services(COMPOSE_FILES[0])
+}
+
+/// The services of docker-compose.datastores.yaml (and what it adds to the others).
+pub fn datastores_compose() -> Json {
+    services(COMPOSE_FILES[1])
 }
 
 /// The instructions of the Dockerfile's last (runtime) stage: continuations joined,
@@ -278,6 +329,18 @@ pub fn runtime_stage() -> Vec<String> {
         .rposition(|i| i.starts_with("FROM "))
         .expect("a FROM");
     instructions.split_off(last_from)
+}
+
+/// The names of an ECS container definition's `environment` (or `secrets`).
+pub fn ecs_names(container: &Json, key: &str) -> Vec<String> {
+    let mut names: Vec<String> = container[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("{key}: {container}"))
+        .iter()
+        .map(|e| text(&e["name"]))
+        .collect();
+    names.sort();
+    names
 }
 
 /// A `{name, value}` environment entry of an ECS container definition.

@@ -1,8 +1,8 @@
 //! The Fargate worker in Terraform, the ECS JSON and the compose file's base worker.
 
-use serde_json::{Value as Json, json};
+use serde_json::json;
 
-use crate::sources::{Terraform, code_default, compose, ecs_env, json_file, text};
+use crate::sources::{Terraform, code_default, compose, ecs_env, ecs_names, json_file, text};
 
 #[test]
 fn the_fargate_worker_is_the_same_in_terraform_and_the_ecs_json() {
@@ -23,12 +23,29 @@ fn the_fargate_worker_is_the_same_in_terraform_and_the_ecs_json() {
         "WORKER_CONCURRENCY",
         "HTTP_CONCURRENCY",
         "DRAIN_TIMEOUT_SECS",
+        "ECS_PROTECTION_MINUTES",
         "METRICS_PORT",
         "DATABASE_MAX_CONNECTIONS",
         "LOG_FORMAT",
+        "DATABASE_PORT",
+        "DATABASE_NAME",
+        "DATABASE_USER",
+        "DATABASE_SSLROOTCERT",
+        "REDIS_PORT",
     ] {
         assert_eq!(ecs_env(&tf_worker, name), ecs_env(worker, name), "{name}");
     }
+    // The same settings by name; where the datastores are differs by mode and
+    // account (Terraform's expressions, the JSON's ${PLACEHOLDERS}).
+    assert_eq!(
+        ecs_names(&tf_worker, "environment"),
+        ecs_names(worker, "environment")
+    );
+    assert_eq!(
+        ecs_env(worker, "ECS_PROTECTION_MINUTES"),
+        code_default("ECS_PROTECTION_MINUTES").to_string(),
+        "short protection: a deployment waits minutes, not for the queue"
+    );
     assert_eq!(
         ecs_env(worker, "WORKER_CONCURRENCY"),
         "4",
@@ -41,28 +58,25 @@ fn the_fargate_worker_is_the_same_in_terraform_and_the_ecs_json() {
     );
     assert_eq!(base["command"], tf_worker["command"]);
 
-    // Secrets reach the task from Parameter Store, the same ones in both.
-    let secrets = |container: &Json| -> Vec<String> {
-        let mut names: Vec<String> = container["secrets"]
-            .as_array()
-            .expect("secrets")
-            .iter()
-            .map(|s| text(&s["name"]))
-            .collect();
-        names.sort();
-        names
-    };
-    assert_eq!(secrets(worker), secrets(&tf_worker));
+    // Secrets reach the task from Parameter Store, the same ones in both: the
+    // passwords alone, never a URL holding one (SESSION_KEY_PREVIOUS only while
+    // rotating, var.session_key_previous).
     assert_eq!(
-        secrets(worker),
-        ["DATABASE_URL", "REDIS_URL", "SESSION_KEY"]
+        ecs_names(worker, "secrets"),
+        ecs_names(&tf_worker, "secrets")
+    );
+    assert_eq!(
+        ecs_names(worker, "secrets"),
+        ["DATABASE_PASSWORD", "REDIS_PASSWORD", "SESSION_KEY"]
     );
     for container in [worker, &tf_worker] {
         let environment = container["environment"].to_string();
-        assert!(
-            !environment.contains("SESSION_KEY") && !environment.contains("DATABASE_URL"),
-            "a secret in plain environment"
-        );
+        for secret in ["SESSION_KEY", "PASSWORD", "DATABASE_URL", "REDIS_URL"] {
+            assert!(
+                !environment.contains(secret),
+                "{secret} in plain environment: {environment}"
+            );
+        }
     }
 }
 
