@@ -649,3 +649,46 @@ async fn an_api_process_publishes_when_enabled_and_says_so_when_not() {
     cw.stop();
     app.stop().await;
 }
+
+/// On the host the instance role is out of the containers' reach; the api
+/// reads credentials the host refreshes, through the profile the host writes
+/// (infra/templates/user_data.sh.tftpl): `credential_process = /bin/cat FILE`.
+#[tokio::test]
+async fn the_api_reads_the_credentials_the_host_refreshes_through_credential_process() {
+    use aws_config::profile::{
+        ProfileFileCredentialsProvider,
+        profile_file::{ProfileFileKind, ProfileFiles},
+    };
+    use aws_sdk_cloudwatch::config::ProvideCredentials;
+
+    let dir = std::env::temp_dir().join(format!("cf-aws-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let credentials = dir.join("api-credentials.json");
+    // As the host's script writes it.
+    std::fs::write(
+        &credentials,
+        r#"{"Version": 1, "AccessKeyId": "ASIAHOSTREFRESHED", "SecretAccessKey": "s3cr3t", "SessionToken": "t0k3n", "Expiration": "2099-01-01T00:00:00Z"}"#,
+    )
+    .unwrap();
+    let config = dir.join("config");
+    std::fs::write(
+        &config,
+        format!(
+            "[default]\nregion = ap-northeast-2\ncredential_process = /bin/cat {}\n",
+            credentials.display()
+        ),
+    )
+    .unwrap();
+    let provider = ProfileFileCredentialsProvider::builder()
+        .profile_files(
+            ProfileFiles::builder()
+                .with_file(ProfileFileKind::Config, &config)
+                .build(),
+        )
+        .build();
+    let read = provider.provide_credentials().await.unwrap();
+    assert_eq!(read.access_key_id(), "ASIAHOSTREFRESHED");
+    assert_eq!(read.session_token(), Some("t0k3n"));
+    assert!(read.expiry().is_some(), "the SDK knows when to run it again");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
