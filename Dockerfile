@@ -29,6 +29,22 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     cargo build --release --locked --bin crawlfleet \
     && install -D -m 0755 target/release/crawlfleet /out/crawlfleet
 
+# --- the RDS CA bundle --------------------------------------------------------------
+# With DATABASE_SSLMODE=verify-full, crawlfleet checks RDS's certificate against AWS's
+# CA bundle (DATABASE_SSLROOTCERT). Fetched at every build, so CAs AWS adds reach the
+# next image. A build without internet gives the file instead, as a build context
+# holding out/rds-ca-bundle.pem (scripts/check-image does):
+#   podman build --build-context rds-ca=DIR ...
+FROM debian:bookworm-slim AS rds-ca
+ARG RDS_CA_BUNDLE_URL=https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ca-certificates curl \
+    && rm -rf /var/lib/apt/lists/* \
+    && curl --fail --silent --show-error --location --proto '=https' --tlsv1.2 \
+        --retry 3 --create-dirs --output /out/rds-ca-bundle.pem "$RDS_CA_BUNDLE_URL" \
+    && grep -q 'BEGIN CERTIFICATE' /out/rds-ca-bundle.pem
+
 # --- run ---------------------------------------------------------------------------
 FROM debian:bookworm-slim AS runtime
 
@@ -52,6 +68,8 @@ RUN groupadd --system --gid 10001 crawlfleet \
         --home-dir /home/crawlfleet --shell /usr/sbin/nologin crawlfleet
 
 COPY --from=builder /out/crawlfleet /usr/local/bin/crawlfleet
+# Readable by the crawlfleet user: DATABASE_SSLROOTCERT points here for RDS.
+COPY --from=rds-ca --chmod=0644 /out/rds-ca-bundle.pem /usr/local/share/crawlfleet/rds-ca-bundle.pem
 
 ENV LOG_FORMAT=json \
     CHROME_PATH=/usr/bin/chromium \

@@ -51,7 +51,30 @@ fn worker_id() -> String {
         .map(|h| h.trim().to_owned())
         .unwrap_or_else(|_| "host".to_owned());
     let nonce: u32 = rand::random();
-    format!("{host}-{}-{nonce:08x}", std::process::id())
+    worker_id_for(&host, std::process::id(), nonce)
+}
+
+/// At most this much of the host name goes into a worker id. The id names the
+/// worker's folder in the temp dir, and Chrome makes its singleton socket a
+/// few levels below it, in a path of at most 107 bytes: with a Fargate task's
+/// whole host name (`ip-10-0-1-23.ap-northeast-2.compute.internal`) Chrome
+/// refused to start ("Socket path too long"; scripts/check-image found it).
+const HOST_IN_WORKER_ID: usize = 20;
+
+/// `<host>-<pid>-<nonce>`, the host being the first label of the host name
+/// (the rest is the same for every task of a region), cut to
+/// [`HOST_IN_WORKER_ID`] characters fit for a file name.
+fn worker_id_for(host_name: &str, pid: u32, nonce: u32) -> String {
+    let label: String = host_name
+        .split('.')
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(HOST_IN_WORKER_ID)
+        .collect();
+    let host = if label.is_empty() { "host" } else { &label };
+    format!("{host}-{pid}-{nonce:08x}")
 }
 
 /// Runs until `shutdown`, then drains: no new jobs, in-flight crawls get
@@ -331,5 +354,32 @@ async fn housekeeping(
             }
             _ = cpu.tick() => page_cpu.sample(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_id_names_the_first_label_of_the_host_then_pid_and_nonce() {
+        let id = worker_id_for("ip-10-0-1-23.ap-northeast-2.compute.internal", 7, 0xab);
+        assert_eq!(id, "ip-10-0-1-23-7-000000ab");
+        assert_eq!(host_of(&id), "ip-10-0-1-23");
+        assert_eq!(worker_id_for("", 7, 0xab), "host-7-000000ab");
+        assert_eq!(
+            worker_id_for("3f9c2a1b7d4e", 1, 1),
+            "3f9c2a1b7d4e-1-00000001"
+        );
+    }
+
+    #[test]
+    fn chrome_has_room_for_its_socket_below_the_longest_worker_folder() {
+        // Chrome's TMPDIR is <temp>/crawlfleet-<worker id>/tmp (ChromePlaces); its
+        // singleton socket goes in a folder it makes there. pid_max is at most 2^22.
+        let id = worker_id_for(&"a".repeat(63), 4_194_304, u32::MAX);
+        let socket =
+            format!("/tmp/crawlfleet-{id}/tmp/org.chromium.Chromium.XXXXXX/SingletonSocket");
+        assert!(socket.len() <= 107, "{socket}: {} bytes", socket.len());
     }
 }
