@@ -689,6 +689,9 @@ async fn the_api_reads_the_credentials_the_host_refreshes_through_credential_pro
     let read = provider.provide_credentials().await.unwrap();
     assert_eq!(read.access_key_id(), "ASIAHOSTREFRESHED");
     assert_eq!(read.session_token(), Some("t0k3n"));
-    assert!(read.expiry().is_some(), "the SDK knows when to run it again");
+    assert!(
+        read.expiry().is_some(),
+        "the SDK knows when to run it again"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
