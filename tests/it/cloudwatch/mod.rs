@@ -655,10 +655,8 @@ async fn an_api_process_publishes_when_enabled_and_says_so_when_not() {
 /// (infra/templates/user_data.sh.tftpl): `credential_process = /bin/cat FILE`.
 #[tokio::test]
 async fn the_api_reads_the_credentials_the_host_refreshes_through_credential_process() {
-    use aws_config::profile::{
-        ProfileFileCredentialsProvider,
-        profile_file::{ProfileFileKind, ProfileFiles},
-    };
+    use aws_config::profile::ProfileFileCredentialsProvider;
+    use aws_runtime::env_config::file::{EnvConfigFileKind, EnvConfigFiles};
     use aws_sdk_cloudwatch::config::ProvideCredentials;
 
     let dir = std::env::temp_dir().join(format!("cf-aws-{}", uuid::Uuid::new_v4().simple()));
@@ -681,8 +679,8 @@ async fn the_api_reads_the_credentials_the_host_refreshes_through_credential_pro
     .unwrap();
     let provider = ProfileFileCredentialsProvider::builder()
         .profile_files(
-            ProfileFiles::builder()
-                .with_file(ProfileFileKind::Config, &config)
+            EnvConfigFiles::builder()
+                .with_file(EnvConfigFileKind::Config, &config)
                 .build(),
         )
         .build();
