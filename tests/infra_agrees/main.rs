@@ -8,6 +8,7 @@
 mod iam;
 mod ports;
 mod release;
+mod rotation;
 mod scaling;
 mod secrets;
 mod settings;

@@ -57,7 +57,7 @@ fn the_release_migrates_before_any_of_it_runs() {
     assert!(run < up);
 
     // On ECS: a task of the release's image (not the workers', which an upgrade
-    // holds back), with the database's parts and password only.
+    // holds back), with the database's parts, user and password only.
     let tf = Terraform::load();
     let tf_migrate = tf.get("local", "migrate_container");
     let json_migrate = &json_file("ecs/migrate-task-definition.json")["containerDefinitions"][0];
@@ -66,7 +66,10 @@ fn the_release_migrates_before_any_of_it_runs() {
     assert_eq!(json_migrate["command"], tf_migrate["command"]);
     assert_eq!(source(&hcl_image(&tf)), "local.image");
     for container in [&tf_migrate, json_migrate] {
-        assert_eq!(ecs_names(container, "secrets"), ["DATABASE_PASSWORD"]);
+        assert_eq!(
+            ecs_names(container, "secrets"),
+            ["DATABASE_PASSWORD", "DATABASE_USER"]
+        );
         assert!(
             ecs_names(container, "environment")
                 .iter()
@@ -311,6 +314,17 @@ fn every_variable_the_deployment_hands_crawlfleet_is_one_it_reads() {
     for part in tf.get("local", "redis_env").as_object().unwrap().keys() {
         given.push(("host .env".into(), part.clone()));
     }
+    // ... and what crawlfleet-deploy adds from the secrets and postgres-user.
+    let script = read(USER_DATA);
+    for line in script.lines() {
+        let written = line.trim().strip_prefix("echo \"").and_then(|l| l.split_once('='));
+        if let Some((name, _)) = written.filter(|(name, _)| {
+            name.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+        }) {
+            given.push(("host .env (crawlfleet-deploy)".into(), name.to_owned()));
+        }
+    }
+    assert!(given.iter().any(|(_, n)| n == "DATABASE_USER"));
     assert!(given.iter().any(|(_, n)| n == "DATABASE_SSLROOTCERT"));
     let unknown: Vec<_> = given.iter().filter(|(_, name)| !reads(name)).collect();
     assert!(unknown.is_empty(), "crawlfleet reads none of {unknown:?}");
