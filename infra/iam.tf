@@ -81,7 +81,7 @@ data "aws_iam_policy_document" "ec2" {
       # Put only: the host cannot read, list, overwrite-and-hide (versioning) or
       # delete a dump.
       actions   = ["s3:PutObject"]
-      resources = ["${aws_s3_bucket.backups[0].arn}/pg_dump/*"]
+      resources = ["${aws_s3_bucket.backups[0].arn}/${local.pg_dump_prefix}/*"]
     }
   }
 
