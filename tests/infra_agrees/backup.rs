@@ -1,5 +1,6 @@
 //! The host's nightly backup is scripts/pg-backup's dump, where Terraform lets it
-//! go and expires it.
+//! go and expires it, and docs/deploy.md restores it the way scripts/restore-drill
+//! proves it restores.
 
 use crate::sources::{Terraform, attr, first, nested, read, source};
 
@@ -50,5 +51,27 @@ fn the_dumps_go_where_the_role_may_write_and_the_lifecycle_expires() {
     );
     let policy = read("infra/iam.tf");
     assert!(policy.contains("\"${aws_s3_bucket.backups[0].arn}/${local.pg_dump_prefix}/*\""));
-    assert!(!policy.contains("/pg_dump/"), "the prefix by its local, not a literal");
+    assert!(
+        !policy.contains("/pg_dump/"),
+        "the prefix by its local, not a literal"
+    );
+}
+
+#[test]
+fn a_restore_is_the_one_scripts_restore_drill_proves() {
+    let drill = read("scripts/restore-drill");
+    let deploy = read("docs/deploy.md");
+    let restore = deploy
+        .split("## Restoring Postgres")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("docs/deploy.md: Restoring Postgres");
+    let flags = "pg_restore --exit-on-error --no-owner --no-privileges";
+    assert!(drill.contains(flags), "scripts/restore-drill: {flags}");
+    assert!(
+        restore.contains(flags),
+        "docs/deploy.md restores with {flags}"
+    );
+    assert!(restore.contains("scripts/restore-drill <time>.dump"));
+    assert!(restore.contains("s3://$BUCKET/pg_dump/"));
 }

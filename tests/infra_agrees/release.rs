@@ -317,10 +317,13 @@ fn every_variable_the_deployment_hands_crawlfleet_is_one_it_reads() {
     // ... and what crawlfleet-deploy adds from the secrets and postgres-user.
     let script = read(USER_DATA);
     for line in script.lines() {
-        let written = line.trim().strip_prefix("echo \"").and_then(|l| l.split_once('='));
-        if let Some((name, _)) = written.filter(|(name, _)| {
-            name.chars().all(|c| c.is_ascii_uppercase() || c == '_')
-        }) {
+        let written = line
+            .trim()
+            .strip_prefix("echo \"")
+            .and_then(|l| l.split_once('='));
+        if let Some((name, _)) =
+            written.filter(|(name, _)| name.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+        {
             given.push(("host .env (crawlfleet-deploy)".into(), name.to_owned()));
         }
     }

@@ -60,10 +60,14 @@ fn the_postgres_user_comes_from_its_parameter_wherever_crawlfleet_runs() {
             "{name}: DATABASE_USER is not a constant"
         );
     }
-    for file in ["ecs/task-definition.json", "ecs/migrate-task-definition.json"] {
+    for file in [
+        "ecs/task-definition.json",
+        "ecs/migrate-task-definition.json",
+    ] {
         let container = &json_file(file)["containerDefinitions"][0];
         assert!(
-            secret_from(container, "DATABASE_USER").ends_with(":parameter/crawlfleet/postgres-user"),
+            secret_from(container, "DATABASE_USER")
+                .ends_with(":parameter/crawlfleet/postgres-user"),
             "{file}"
         );
         assert!(!ecs_names(container, "environment").contains(&"DATABASE_USER".to_owned()));
@@ -106,16 +110,25 @@ fn the_login_roles_take_turns_as_the_owner_role_in_every_mode_and_in_the_test() 
         .map(text)
         .collect();
     let init = read(POSTGRES_INIT);
+    let deploy = read("docs/deploy.md");
     let proof = read("tests/it/rotation.rs");
     assert!(init.contains("CREATE ROLE crawlfleet NOLOGIN;"));
+    assert!(
+        deploy.contains("CREATE ROLE crawlfleet NOLOGIN;"),
+        "managed first deploy"
+    );
     for role in &roles {
         for statement in [
             format!("CREATE ROLE {role} LOGIN IN ROLE crawlfleet"),
             format!("ALTER ROLE {role} SET role = 'crawlfleet';"),
         ] {
             assert!(init.contains(&statement), "{POSTGRES_INIT}: {statement}");
+            assert!(deploy.contains(&statement), "docs/deploy.md: {statement}");
         }
-        assert!(proof.contains(&format!("\"{role}\"")), "tests/it/rotation.rs rotates {role}");
+        assert!(
+            proof.contains(&format!("\"{role}\"")),
+            "tests/it/rotation.rs rotates {role}"
+        );
     }
     // The host's Postgres runs the script on its first start, with what it reads.
     let postgres = &datastores_compose()["postgres"];
@@ -161,4 +174,61 @@ fn no_password_is_part_of_a_datastore_containers_configuration() {
             "crawlfleet-deploy writes no datastores/{file}"
         );
     }
+}
+
+/// The `"..."` string literal of `code` that contains `part`.
+fn literal_with<'a>(code: &'a str, part: &str) -> &'a str {
+    let at = code.find(part).unwrap_or_else(|| panic!("no {part:?}"));
+    let start = code[..at].rfind('"').unwrap() + 1;
+    let end = at + code[at..].find('"').unwrap();
+    &code[start..end]
+}
+
+#[test]
+fn each_rotation_in_the_docs_names_the_test_that_proves_it_and_quotes_the_code() {
+    let deploy = read("docs/deploy.md");
+    let rotating = deploy
+        .split("## Rotating secrets")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("docs/deploy.md: Rotating secrets");
+    let proof = read("tests/it/rotation.rs");
+    for test in [
+        "postgres_and_redis_passwords_rotate_while_a_worker_crawls_and_no_run_is_lost",
+        "a_rotated_session_key_reseals_every_stored_value_at_the_api_start_and_the_old_key_can_go",
+    ] {
+        assert!(
+            proof.contains(&format!("async fn {test}()")),
+            "no test {test}"
+        );
+        assert!(
+            rotating.contains(test),
+            "docs/deploy.md does not name {test}"
+        );
+    }
+    // The log line an operator waits for, word for word.
+    let app = read("src/app.rs");
+    let logged = literal_with(&app, "SESSION_KEY rotation:");
+    assert!(
+        rotating.contains(&format!("`{logged}`")),
+        "docs/deploy.md quotes another line than src/app.rs logs: {logged}"
+    );
+    for field in ["resealed=", "unopenable="] {
+        assert!(proof.contains(field) && rotating.contains(field), "{field}");
+    }
+    // Rotation is by rolling with both credentials valid: nothing re-reads one.
+    assert!(
+        !deploy.contains("re-read"),
+        "docs/deploy.md: a process re-reads a secret"
+    );
+    // The Redis ACL steps the test takes are the ones the docs give.
+    for step in [
+        "ACL SETUSER default \">$NEW\"",
+        "ACL SETUSER default \"<$OLD\"",
+    ] {
+        assert!(rotating.contains(step), "docs/deploy.md: {step}");
+    }
+    assert!(proof.contains("\"SETUSER\", \"default\", \">redis-new\""));
+    assert!(proof.contains("\"SETUSER\", \"default\", \"<redis-old\""));
+    assert!(rotating.contains("PASSWORD NULL") && proof.contains("PASSWORD NULL"));
 }
