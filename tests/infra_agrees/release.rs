@@ -332,3 +332,51 @@ fn every_variable_the_deployment_hands_crawlfleet_is_one_it_reads() {
     let unknown: Vec<_> = given.iter().filter(|(_, name)| !reads(name)).collect();
     assert!(unknown.is_empty(), "crawlfleet reads none of {unknown:?}");
 }
+
+/// The role whose settings (src/config/mod.rs) read the variable `name`.
+fn read_by(name: &str) -> &'static str {
+    let config = read("src/config/mod.rs");
+    let at = config
+        .find(&format!("env = \"{name}\""))
+        .unwrap_or_else(|| panic!("src/config/mod.rs reads no {name}"));
+    let owner = config[..at]
+        .rsplit("pub struct ")
+        .next()
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap();
+    match owner {
+        "ApiConfig" => "api",
+        "SchedulerConfig" => "scheduler",
+        "WorkerConfig" => "worker",
+        other => panic!("{name} is read by {other}"),
+    }
+}
+
+#[test]
+fn settings_reach_the_role_that_reads_them() {
+    let tf = Terraform::load();
+    // Scale-in protection: the worker's, on ECS only (where ECS_AGENT_URI is set).
+    assert_eq!(read_by("ECS_PROTECTION_MINUTES"), "worker");
+    let tf_worker = tf.get("local", "worker_container");
+    let json_worker = &json_file("ecs/task-definition.json")["containerDefinitions"][0];
+    for container in [&tf_worker, json_worker] {
+        assert!(
+            ecs_names(container, "environment").contains(&"ECS_PROTECTION_MINUTES".to_owned()),
+            "{container}"
+        );
+    }
+    assert!(source(tf.expr("local", "worker_container")).contains(
+        "{ name = \"ECS_PROTECTION_MINUTES\", value = tostring(var.worker_protection_minutes) }"
+    ));
+
+    // The load balancer's subnets: the api's, on the host, from .env.
+    assert_eq!(read_by("TRUSTED_PROXIES"), "api");
+    for (name, service) in compose().as_object().unwrap() {
+        assert_eq!(
+            service["environment"].get("TRUSTED_PROXIES").is_some(),
+            name == "api",
+            "{name}: TRUSTED_PROXIES is the api's"
+        );
+    }
+    assert!(read("infra/ssm.tf").contains("\"TRUSTED_PROXIES=${local.trusted_proxies}\""));
+}
