@@ -1,9 +1,9 @@
 # Backups with datastores = "host" (managed: RDS's automated backups and
 # point-in-time recovery, datastores.tf).
 #
-# 1. Every night the host dumps Postgres (pg_dump, custom format: a consistent
-#    snapshot of one moment) into the backup bucket, with the instance role that may
-#    put objects under pg_dump/ and nothing else (it cannot read, list or delete
+# 1. Every night the host dumps Postgres (scripts/pg-backup's pg_dump, custom format:
+#    a consistent snapshot of one moment) into the backup bucket, with the instance
+#    role that may put objects under pg_dump/ and nothing else (it cannot read, list or delete
 #    them). The bucket is encrypted with the project's key, versioned, closed to the
 #    public and TLS-only; dumps expire after var.pg_dump_retention_days. Restore:
 #    docs/deploy.md, "Restoring Postgres".
@@ -16,6 +16,10 @@ locals {
   host_count = local.host_datastore ? 1 : 0
   # The host's own metrics (the backup's), put by the host with its instance role.
   host_metric_namespace = "${var.name}/host"
+  # Where the nightly dumps go in the bucket: the host's script writes
+  # <prefix>/YYYY-MM-DDTHHMMSSZ.dump (scripts/pg-backup's names), the instance role
+  # may put there alone, and the lifecycle rule expires what is there.
+  pg_dump_prefix = "pg_dump"
 }
 
 resource "aws_s3_bucket" "backups" {
@@ -72,7 +76,7 @@ resource "aws_s3_bucket_lifecycle_configuration" "backups" {
     id     = "pg-dump-retention"
     status = "Enabled"
     filter {
-      prefix = "pg_dump/"
+      prefix = "${local.pg_dump_prefix}/"
     }
     expiration {
       days = var.pg_dump_retention_days

@@ -67,6 +67,7 @@ resource "aws_instance" "host" {
     api_metrics_role_arn    = aws_iam_role.api_metrics.arn
     backup_bucket           = local.host_datastore ? aws_s3_bucket.backups[0].id : ""
     backup_metric_namespace = local.host_metric_namespace
+    pg_dump_prefix          = local.pg_dump_prefix
   })
 
   tags = { Name = "${var.name}-host" }

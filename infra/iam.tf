@@ -81,7 +81,7 @@ data "aws_iam_policy_document" "ec2" {
       # Put only: the host cannot read, list, overwrite-and-hide (versioning) or
       # delete a dump.
       actions   = ["s3:PutObject"]
-      resources = ["${aws_s3_bucket.backups[0].arn}/pg_dump/*"]
+      resources = ["${aws_s3_bucket.backups[0].arn}/${local.pg_dump_prefix}/*"]
     }
   }
 
@@ -97,7 +97,7 @@ data "aws_iam_policy_document" "ec2" {
     resources = concat(
       [for p in aws_ssm_parameter.secret : p.arn],
       [for p in aws_ssm_parameter.compose_file : p.arn],
-      [aws_ssm_parameter.host_env.arn],
+      [aws_ssm_parameter.host_env.arn, aws_ssm_parameter.postgres_user.arn],
     )
   }
 
@@ -223,9 +223,12 @@ data "aws_iam_policy_document" "ecs_execution" {
   }
 
   statement {
-    sid       = "WorkerSecrets"
-    actions   = ["ssm:GetParameters"]
-    resources = [for name in ["postgres-password", "redis-password", "session-key", "session-key-previous"] : aws_ssm_parameter.secret[name].arn]
+    sid     = "WorkerSecrets"
+    actions = ["ssm:GetParameters"]
+    resources = concat(
+      [aws_ssm_parameter.postgres_user.arn],
+      [for name in ["postgres-password", "redis-password", "session-key", "session-key-previous"] : aws_ssm_parameter.secret[name].arn],
+    )
   }
 
   statement {

@@ -22,13 +22,13 @@ locals {
   rds_ca_bundle = "/usr/local/share/crawlfleet/rds-ca-bundle.pem"
 
   # Where Postgres and Redis are, by parts (src/config/datastores.rs); the
-  # passwords come apart, from Parameter Store. The host's containers reach the
+  # passwords, and the Postgres user that goes with its password, come apart from
+  # Parameter Store (ssm.tf: postgres-user). The host's containers reach the
   # host-mode datastores by their compose names, everything else by address.
   database_env = {
     DATABASE_HOST = local.host_datastore ? var.ec2_private_ip : aws_db_instance.postgres[0].address
     DATABASE_PORT = "5432"
     DATABASE_NAME = "crawlfleet"
-    DATABASE_USER = "crawlfleet"
     # Host: Postgres in a container on the VPC's private network, without TLS.
     DATABASE_SSLMODE = local.host_datastore ? "disable" : "verify-full"
     # Always given (the image carries it), so every mode's tasks have the same names.
@@ -44,7 +44,6 @@ locals {
     { name = "DATABASE_HOST", value = local.database_env.DATABASE_HOST },
     { name = "DATABASE_PORT", value = local.database_env.DATABASE_PORT },
     { name = "DATABASE_NAME", value = local.database_env.DATABASE_NAME },
-    { name = "DATABASE_USER", value = local.database_env.DATABASE_USER },
     { name = "DATABASE_SSLMODE", value = local.database_env.DATABASE_SSLMODE },
     { name = "DATABASE_SSLROOTCERT", value = local.database_env.DATABASE_SSLROOTCERT },
   ]
@@ -74,6 +73,7 @@ locals {
       { name = "AWS_REGION", value = var.region },
     ], local.database_environment, local.redis_environment)
     secrets = concat([
+      { name = "DATABASE_USER", valueFrom = aws_ssm_parameter.postgres_user.arn },
       { name = "DATABASE_PASSWORD", valueFrom = aws_ssm_parameter.secret["postgres-password"].arn },
       { name = "REDIS_PASSWORD", valueFrom = aws_ssm_parameter.secret["redis-password"].arn },
       { name = "SESSION_KEY", valueFrom = aws_ssm_parameter.secret["session-key"].arn },
@@ -101,7 +101,7 @@ locals {
   }
 
   # `crawlfleet migrate`, the first step of every release (docs/deploy.md): the
-  # release's image, the database's parts and password, nothing else.
+  # release's image, the database's parts, user and password, nothing else.
   migrate_container = {
     name                   = "migrate"
     image                  = local.image
@@ -112,6 +112,7 @@ locals {
       { name = "LOG_FORMAT", value = "json" },
     ], local.database_environment)
     secrets = [
+      { name = "DATABASE_USER", valueFrom = aws_ssm_parameter.postgres_user.arn },
       { name = "DATABASE_PASSWORD", valueFrom = aws_ssm_parameter.secret["postgres-password"].arn },
     ]
     logConfiguration = {

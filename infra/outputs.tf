@@ -49,7 +49,7 @@ output "redis_replication_group_id" {
 }
 
 output "backup_bucket" {
-  description = "datastores = \"host\": where the nightly pg_dump files go (pg_dump/)."
+  description = "datastores = \"host\": where the nightly dumps go (pg_dump/YYYY-MM-DDTHHMMSSZ.dump, scripts/pg-backup's names)."
   value       = local.host_datastore ? aws_s3_bucket.backups[0].id : null
 }
 

@@ -9,7 +9,7 @@
 
 locals {
   secret_parameters = {
-    "postgres-password"    = "DATABASE_PASSWORD: password of the Postgres role crawlfleet (host: also the postgres container's; managed: the role created in docs/deploy.md step 3). openssl rand -hex 24. Rotation: docs/deploy.md."
+    "postgres-password"    = "DATABASE_PASSWORD: password of the Postgres login role that postgres-user names (crawlfleet_blue or crawlfleet_green). openssl rand -hex 24. Rotation: docs/deploy.md."
     "redis-password"       = "REDIS_PASSWORD: Redis's password (host: requirepass; managed: ElastiCache's AUTH token, 16-128 characters). openssl rand -hex 24. Rotation: docs/deploy.md."
     "session-key"          = "SESSION_KEY: 32 random bytes as 64 hex characters; seals kept site sessions, sites' header values and proxy credentials, and webhook secrets (api, scheduler and every worker)."
     "session-key-previous" = "SESSION_KEY_PREVIOUS: the session key before the last rotation, still accepted to open what it sealed. Optional: the placeholder means none."
@@ -24,6 +24,34 @@ locals {
     ["docker-compose.ec2.yaml"],
     local.host_datastore ? ["docker-compose.datastores.yaml"] : [],
   )
+  # Every file crawlfleet-deploy writes into /opt/crawlfleet from git: the compose
+  # files, and with Postgres on the host the script that makes its roles on first
+  # start (mounted into /docker-entrypoint-initdb.d).
+  host_files = concat(
+    local.compose_files,
+    local.host_datastore ? ["postgres-init.sh"] : [],
+  )
+}
+
+# DATABASE_USER: which of the two Postgres login roles the fleet logs in as. Both
+# act as the owner role crawlfleet (docs/deploy.md, first deploy), so a password is
+# rotated without an outage by giving the idle one a new password, pointing this
+# and postgres-password at it, rolling the fleet, then revoking the other's
+# (tests/it/rotation.rs). The operator flips it; Terraform sets only the first value.
+locals {
+  postgres_login_roles = ["crawlfleet_blue", "crawlfleet_green"]
+}
+
+resource "aws_ssm_parameter" "postgres_user" {
+  #checkov:skip=CKV2_AWS_34:A role's name, not a secret; a String, so the execution role and the host read it without KMS.
+  name        = "${local.ssm_prefix}/postgres-user"
+  description = "DATABASE_USER: the Postgres login role in use, ${join(" or ", local.postgres_login_roles)}; its password is postgres-password. Flipped at each password rotation (docs/deploy.md)."
+  type        = "String"
+  value       = local.postgres_login_roles[0]
+
+  lifecycle {
+    ignore_changes = [value]
+  }
 }
 
 resource "aws_ssm_parameter" "secret" {
@@ -40,12 +68,12 @@ resource "aws_ssm_parameter" "secret" {
 }
 
 # The EC2 host's configuration, not secret and fully managed here: the compose files
-# and the non-secret half of its .env. crawlfleet-deploy on the host reads them on
+# (with host datastores also postgres-init.sh) and the non-secret half of its .env. crawlfleet-deploy on the host reads them on
 # every run, so changing them is `terraform apply` + one command on the host, with
 # no instance replacement (docs/deploy.md, "Upgrading").
 resource "aws_ssm_parameter" "compose_file" {
   #checkov:skip=CKV2_AWS_34:Not secret (it is in git); a String keeps plans showing what changes.
-  for_each    = toset(local.compose_files)
+  for_each    = toset(local.host_files)
   name        = "${local.ssm_prefix}/host/${each.key}"
   description = "${each.key} of the EC2 host."
   type        = "String"
@@ -64,6 +92,7 @@ resource "aws_ssm_parameter" "host_env" {
   # the host's containers reach Postgres and Redis by their compose names.
   value = join("\n", concat([
     "COMPOSE_FILE=${join(":", local.compose_files)}",
+    "HOST_FILES=${join(":", local.host_files)}",
     "CRAWLFLEET_IMAGE=${local.image}",
     "WORKER_REPLICAS=${var.base_worker_replicas}",
     "REDIS_MAXMEMORY=${var.redis_maxmemory}",

@@ -5,9 +5,11 @@
 //! reads them, the IAM the code needs, and a stop timeout that covers the worker's
 //! drain. Reads files only.
 
+mod backup;
 mod iam;
 mod ports;
 mod release;
+mod rotation;
 mod scaling;
 mod secrets;
 mod settings;

@@ -57,7 +57,7 @@ fn the_release_migrates_before_any_of_it_runs() {
     assert!(run < up);
 
     // On ECS: a task of the release's image (not the workers', which an upgrade
-    // holds back), with the database's parts and password only.
+    // holds back), with the database's parts, user and password only.
     let tf = Terraform::load();
     let tf_migrate = tf.get("local", "migrate_container");
     let json_migrate = &json_file("ecs/migrate-task-definition.json")["containerDefinitions"][0];
@@ -66,7 +66,10 @@ fn the_release_migrates_before_any_of_it_runs() {
     assert_eq!(json_migrate["command"], tf_migrate["command"]);
     assert_eq!(source(&hcl_image(&tf)), "local.image");
     for container in [&tf_migrate, json_migrate] {
-        assert_eq!(ecs_names(container, "secrets"), ["DATABASE_PASSWORD"]);
+        assert_eq!(
+            ecs_names(container, "secrets"),
+            ["DATABASE_PASSWORD", "DATABASE_USER"]
+        );
         assert!(
             ecs_names(container, "environment")
                 .iter()
@@ -311,7 +314,69 @@ fn every_variable_the_deployment_hands_crawlfleet_is_one_it_reads() {
     for part in tf.get("local", "redis_env").as_object().unwrap().keys() {
         given.push(("host .env".into(), part.clone()));
     }
+    // ... and what crawlfleet-deploy adds from the secrets and postgres-user.
+    let script = read(USER_DATA);
+    for line in script.lines() {
+        let written = line
+            .trim()
+            .strip_prefix("echo \"")
+            .and_then(|l| l.split_once('='));
+        if let Some((name, _)) =
+            written.filter(|(name, _)| name.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+        {
+            given.push(("host .env (crawlfleet-deploy)".into(), name.to_owned()));
+        }
+    }
+    assert!(given.iter().any(|(_, n)| n == "DATABASE_USER"));
     assert!(given.iter().any(|(_, n)| n == "DATABASE_SSLROOTCERT"));
     let unknown: Vec<_> = given.iter().filter(|(_, name)| !reads(name)).collect();
     assert!(unknown.is_empty(), "crawlfleet reads none of {unknown:?}");
+}
+
+/// The role whose settings (src/config/mod.rs) read the variable `name`.
+fn read_by(name: &str) -> &'static str {
+    let config = read("src/config/mod.rs");
+    let at = config
+        .find(&format!("env = \"{name}\""))
+        .unwrap_or_else(|| panic!("src/config/mod.rs reads no {name}"));
+    let owner = config[..at]
+        .rsplit("pub struct ")
+        .next()
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap();
+    match owner {
+        "ApiConfig" => "api",
+        "SchedulerConfig" => "scheduler",
+        "WorkerConfig" => "worker",
+        other => panic!("{name} is read by {other}"),
+    }
+}
+
+#[test]
+fn settings_reach_the_role_that_reads_them() {
+    let tf = Terraform::load();
+    // Scale-in protection: the worker's, on ECS only (where ECS_AGENT_URI is set).
+    assert_eq!(read_by("ECS_PROTECTION_MINUTES"), "worker");
+    let tf_worker = tf.get("local", "worker_container");
+    let json_worker = &json_file("ecs/task-definition.json")["containerDefinitions"][0];
+    for container in [&tf_worker, json_worker] {
+        assert!(
+            ecs_names(container, "environment").contains(&"ECS_PROTECTION_MINUTES".to_owned()),
+            "{container}"
+        );
+    }
+    assert!(source(tf.expr("local", "worker_container")).contains(
+        "{ name = \"ECS_PROTECTION_MINUTES\", value = tostring(var.worker_protection_minutes) }"
+    ));
+
+    // The load balancer's subnets: the api's, on the host, from .env.
+    assert_eq!(read_by("TRUSTED_PROXIES"), "api");
+    for (name, service) in compose().as_object().unwrap() {
+        assert_eq!(
+            service["environment"].get("TRUSTED_PROXIES").is_some(),
+            name == "api",
+            "{name}: TRUSTED_PROXIES is the api's"
+        );
+    }
+    assert!(read("infra/ssm.tf").contains("\"TRUSTED_PROXIES=${local.trusted_proxies}\""));
 }

@@ -304,3 +304,24 @@ fn target_tracking_is_the_same_in_terraform_and_the_ecs_json() {
         tf.eval(attr(starved, "expression"))
     );
 }
+
+#[test]
+fn the_redis_memory_alarm_watches_what_the_api_publishes() {
+    let tf = Terraform::load();
+    assert_eq!(
+        tf.get("local", "redis_memory_metric"),
+        cloudwatch::REDIS_MEMORY_USAGE_PERCENT
+    );
+    // Host datastores: the api's metric, in the api's namespace.
+    let alarm = tf.resource("aws_cloudwatch_metric_alarm", "redis_memory_host");
+    assert_eq!(
+        source(attr(alarm, "metric_name")),
+        "local.redis_memory_metric"
+    );
+    assert_eq!(source(attr(alarm, "namespace")), "var.cloudwatch_namespace");
+    assert_eq!(
+        tf.get("var", "redis_memory_alarm_percent"),
+        json!(80),
+        "the architecture: 80 % of maxmemory"
+    );
+}

@@ -29,7 +29,6 @@ fn the_fargate_worker_is_the_same_in_terraform_and_the_ecs_json() {
         "LOG_FORMAT",
         "DATABASE_PORT",
         "DATABASE_NAME",
-        "DATABASE_USER",
         "DATABASE_SSLROOTCERT",
         "REDIS_PORT",
     ] {
@@ -59,15 +58,20 @@ fn the_fargate_worker_is_the_same_in_terraform_and_the_ecs_json() {
     assert_eq!(base["command"], tf_worker["command"]);
 
     // Secrets reach the task from Parameter Store, the same ones in both: the
-    // passwords alone, never a URL holding one (SESSION_KEY_PREVIOUS only while
-    // rotating, var.session_key_previous).
+    // passwords (and the Postgres user that goes with its password), never a URL
+    // holding one (SESSION_KEY_PREVIOUS only while rotating, var.session_key_previous).
     assert_eq!(
         ecs_names(worker, "secrets"),
         ecs_names(&tf_worker, "secrets")
     );
     assert_eq!(
         ecs_names(worker, "secrets"),
-        ["DATABASE_PASSWORD", "REDIS_PASSWORD", "SESSION_KEY"]
+        [
+            "DATABASE_PASSWORD",
+            "DATABASE_USER",
+            "REDIS_PASSWORD",
+            "SESSION_KEY"
+        ]
     );
     for container in [worker, &tf_worker] {
         let environment = container["environment"].to_string();
