@@ -173,21 +173,22 @@ pub async fn handle(run_id: i64, attempt: i32, ctx: &CrawlContext) {
             _ => {}
         }
         metrics.count_attempt_end(run.state, run.site_id, attempt_failed);
+        // The last page's results and the run's end: one round trip.
+        let mut events = Vec::with_capacity(2);
         if let Some((page, count)) = *stored_page {
-            ctx.events
-                .publish(&Event::ResultStored {
-                    run_id: run.id,
-                    keyword_id: run.keyword_id,
-                    site_id: run.site_id,
-                    page,
-                    count,
-                })
-                .await;
+            events.push(Event::ResultStored {
+                run_id: run.id,
+                keyword_id: run.keyword_id,
+                site_id: run.site_id,
+                page,
+                count,
+            });
         }
-        match changes {
-            Some(changes) => ctx.events.run_completed(run, changes).await,
-            None => ctx.events.run_updated(run).await,
-        }
+        events.push(match changes {
+            Some(changes) => Event::run_completed(run, changes),
+            None => Event::run_updated(run),
+        });
+        ctx.events.publish_all(&events).await;
     }
     if let Some(protection) = &ctx.scale_in {
         protection.release().await;
