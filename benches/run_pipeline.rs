@@ -152,7 +152,14 @@ async fn page_server_alone(url: &str, concurrency: usize, secs: u64, fresh_clien
                         true => reqwest::Client::builder().no_proxy().build().unwrap(),
                         false => shared.clone(),
                     };
-                    let body = client.get(&url).send().await.unwrap().bytes().await.unwrap();
+                    let body = client
+                        .get(&url)
+                        .send()
+                        .await
+                        .unwrap()
+                        .bytes()
+                        .await
+                        .unwrap();
                     assert!(!body.is_empty());
                     n += 1;
                 }
@@ -233,7 +240,11 @@ async fn main() -> std::process::ExitCode {
     };
     let mut redis_conn = crawlfleet::queue::connect(&redis.url()).await.unwrap();
 
-    let worker = RoleProcess::spawn("worker", &app.config, &[("RUST_LOG", PRODUCTION_LOG.into())]);
+    let worker = RoleProcess::spawn(
+        "worker",
+        &app.config,
+        &[("RUST_LOG", PRODUCTION_LOG.into())],
+    );
     worker.listening_on("health and metrics listening").await;
     // The dispatcher reads the fleet's slots every 5 s: until then its window is the minimum.
     tokio::time::sleep(Duration::from_secs(6)).await;
@@ -255,8 +266,20 @@ async fn main() -> std::process::ExitCode {
     let statements = counts::statements(&observer).await;
     let commands = counts::redis_commands(&mut redis_conn).await;
 
-    let alone_fresh = page_server_alone(&format!("{}/search?q=alone", pages.base_url()), slots, 3, true).await;
-    let alone_kept = page_server_alone(&format!("{}/search?q=alone", pages.base_url()), slots, 3, false).await;
+    let alone_fresh = page_server_alone(
+        &format!("{}/search?q=alone", pages.base_url()),
+        slots,
+        3,
+        true,
+    )
+    .await;
+    let alone_kept = page_server_alone(
+        &format!("{}/search?q=alone", pages.base_url()),
+        slots,
+        3,
+        false,
+    )
+    .await;
 
     let _ = worker.terminate(Duration::from_secs(30)).await;
     observer.close().await;
@@ -316,8 +339,16 @@ async fn main() -> std::process::ExitCode {
         println!("    {:>6.2}/run  {name}", *n as f64 / runs);
     }
     let warm_runs = warm.runs as f64;
-    let by_client: u64 = monitored.iter().filter(|((c, _), _)| *c).map(|(_, n)| n).sum();
-    let by_script: u64 = monitored.iter().filter(|((c, _), _)| !*c).map(|(_, n)| n).sum();
+    let by_client: u64 = monitored
+        .iter()
+        .filter(|((c, _), _)| *c)
+        .map(|(_, n)| n)
+        .sum();
+    let by_script: u64 = monitored
+        .iter()
+        .filter(|((c, _), _)| !*c)
+        .map(|(_, n)| n)
+        .sum();
     println!(
         "  Redis, MONITOR of the warm-up: {:.2} commands per run sent by clients, {:.2} run inside scripts",
         by_client as f64 / warm_runs,
@@ -325,7 +356,10 @@ async fn main() -> std::process::ExitCode {
     );
     let mut client_cmds: Vec<_> = monitored.iter().filter(|((c, _), _)| *c).collect();
     client_cmds.sort_by(|a, b| b.1.cmp(a.1));
-    for ((_, name), n) in client_cmds.iter().filter(|(_, n)| **n as f64 / warm_runs >= 0.01) {
+    for ((_, name), n) in client_cmds
+        .iter()
+        .filter(|(_, n)| **n as f64 / warm_runs >= 0.01)
+    {
         println!("    {:>6.2}/run  {name}", **n as f64 / warm_runs);
     }
 
@@ -338,7 +372,10 @@ async fn main() -> std::process::ExitCode {
             1000.0 * secs / runs
         )
     };
-    println!("  CPU over the batch ({wall:.2} s wall, {nproc} cores = {:.1} core-s):", wall * nproc as f64);
+    println!(
+        "  CPU over the batch ({wall:.2} s wall, {nproc} cores = {:.1} core-s):",
+        wall * nproc as f64
+    );
     row("worker process", spent.worker);
     row("bench process (api, dispatcher, page server)", spent.bench);
     row("  of which the page server's thread", spent.page_server);

@@ -110,11 +110,7 @@ impl Monitor {
                         .nth(1)
                         .unwrap_or_default()
                         .to_ascii_lowercase();
-                    *counts
-                        .lock()
-                        .unwrap()
-                        .entry((by_client, name))
-                        .or_default() += 1;
+                    *counts.lock().unwrap().entry((by_client, name)).or_default() += 1;
                 }
             }
         });

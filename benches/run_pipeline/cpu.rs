@@ -45,7 +45,11 @@ pub fn thread(tid: i32) -> f64 {
 pub fn tree(root: i32) -> f64 {
     let mut total = cpu_of(&format!("/proc/{root}/stat"), true);
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
             continue;
         };
         if pid == root {
