@@ -25,7 +25,7 @@ use crate::{
     domain::{
         failure::FailureKind,
         page::PagesRead,
-        run::RunState,
+        run::{CrawlRun, RunState},
         site::{RenderMode, SiteSpec},
     },
     events::{Event, EventPublisher},
@@ -174,7 +174,7 @@ pub async fn handle(run_id: i64, attempt: i32, ctx: &CrawlContext) {
         }
         metrics.count_attempt_end(run.state, run.site_id, attempt_failed);
         // The last page's results and the run's end: one round trip.
-        let mut events = Vec::with_capacity(2);
+        let mut events = Vec::with_capacity(3);
         if let Some((page, count)) = *stored_page {
             events.push(Event::ResultStored {
                 run_id: run.id,
@@ -183,6 +183,7 @@ pub async fn handle(run_id: i64, attempt: i32, ctx: &CrawlContext) {
                 page,
                 count,
             });
+            events.push(Event::run_updated(&page_stored(run)));
         }
         events.push(match changes {
             Some(changes) => Event::run_completed(run, changes),
@@ -197,6 +198,19 @@ pub async fn handle(run_id: i64, attempt: i32, ctx: &CrawlContext) {
         Ok(_) | Err(FenceError::Superseded { .. }) => {}
         // The run stays held; the watchdog takes it back once the heartbeat stops.
         Err(e) => tracing::error!(run_id, error = ?e, "could not record the end of the attempt"),
+    }
+}
+
+/// A run completed with its last page, as it was between the two: the
+/// page stored (`call_done`), not judged yet. The completion's transaction
+/// goes through that state under the run's lock; live clients are told of
+/// it as of every page before.
+fn page_stored(completed: &CrawlRun) -> CrawlRun {
+    CrawlRun {
+        state: RunState::CallDone,
+        health: None,
+        items_removed: 0,
+        ..completed.clone()
     }
 }
 
