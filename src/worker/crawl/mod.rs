@@ -195,7 +195,14 @@ pub async fn handle(run_id: i64, attempt: i32, ctx: &CrawlContext) {
         protection.release().await;
     }
     match ended {
-        Ok(_) | Err(FenceError::Superseded { .. }) => {}
+        Ok(_) => {}
+        // The last page now goes with the completion: a superseded worker
+        // often learns it only here.
+        Err(FenceError::Superseded { .. }) => tracing::warn!(
+            run_id,
+            attempt,
+            "attempt superseded or cancelled; its end was not written"
+        ),
         // The run stays held; the watchdog takes it back once the heartbeat stops.
         Err(e) => tracing::error!(run_id, error = ?e, "could not record the end of the attempt"),
     }
