@@ -101,8 +101,8 @@ impl Dispatcher {
                     Err(e) => tracing::warn!(error = ?e, "dispatcher checks failed"),
                 }
             }
-            for index in 0..self.lanes.len() {
-                if !tick && !hot[index] {
+            for (index, lane_hot) in hot.iter_mut().enumerate() {
+                if !tick && !*lane_hot {
                     continue;
                 }
                 let lane = self.lanes[index].0;
@@ -115,13 +115,13 @@ impl Dispatcher {
                     true => 1,
                     false => (window / 2).max(1),
                 };
-                hot[index] = match self.dispatch_once(lane, window, least).await {
+                *lane_hot = match self.dispatch_once(lane, window, least).await {
                     Ok(n) if n > 0 => {
                         tracing::debug!(dispatched = n, window, lane = lane.as_str(), "dispatched");
                         true
                     }
                     // Not filled yet: still hot until the next tick.
-                    Ok(_) if !tick => hot[index],
+                    Ok(_) if !tick => *lane_hot,
                     Ok(_) => false,
                     Err(e) => {
                         tracing::warn!(error = ?e, lane = lane.as_str(), "dispatch failed; retrying");
