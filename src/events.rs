@@ -196,6 +196,21 @@ impl EventPublisher {
         }
     }
 
+    /// Publishes `events` in order, in one round trip (a pipeline).
+    pub async fn publish_all(&self, events: &[Event]) {
+        let mut pipe = redis::pipe();
+        for event in events {
+            let payload = serde_json::to_string(event).expect("events serialize");
+            pipe.cmd("PUBLISH").arg(&self.channel).arg(payload).ignore();
+        }
+        let mut conn = self.conn.clone();
+        let sent =
+            tokio::time::timeout(Duration::from_secs(2), pipe.query_async::<()>(&mut conn)).await;
+        if !matches!(sent, Ok(Ok(_))) {
+            tracing::debug!(?sent, "events not published");
+        }
+    }
+
     pub async fn run_updated(&self, run: &CrawlRun) {
         self.publish(&Event::run_updated(run)).await;
     }

@@ -101,13 +101,41 @@ impl FromStr for PagingEnd {
     }
 }
 
+/// The page a crawl's paging ended on, read and not stored yet: the run's
+/// completion stores it in its own transaction (one commit, not two).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FinalPage {
+    pub page: i32,
+    pub url: String,
+    pub items: Vec<PageItem>,
+    /// The site's key field (`item_key`).
+    pub item_key: Option<String>,
+    /// Identity keys of its items an earlier completed run stored.
+    pub stored_before: Vec<String>,
+}
+
+impl FinalPage {
+    /// The page as the store records it.
+    pub fn crawled(&self) -> CrawledPage<'_> {
+        CrawledPage {
+            page: self.page,
+            url: &self.url,
+            items: &self.items,
+            item_key: self.item_key.as_deref(),
+            stored_before: &self.stored_before,
+        }
+    }
+}
+
 /// The pages a completed crawl read: up to which, and why it stopped there.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PagesRead {
     pub last_page: i32,
     pub end: PagingEnd,
     /// The first page it did not read, when it was not allowed to.
     pub stopped: Option<EarlyStop>,
+    /// The last page, when it is left for the completion to store.
+    pub unstored: Option<FinalPage>,
 }
 
 impl PagesRead {
@@ -116,6 +144,17 @@ impl PagesRead {
             last_page,
             end,
             stopped: None,
+            unstored: None,
+        }
+    }
+
+    /// Paging ended on `page`, which the completion stores.
+    pub fn ended_on(page: FinalPage, end: PagingEnd) -> Self {
+        PagesRead {
+            last_page: page.page,
+            end,
+            stopped: None,
+            unstored: Some(page),
         }
     }
 
@@ -125,6 +164,7 @@ impl PagesRead {
             last_page,
             end: PagingEnd::Disallowed,
             stopped: Some(stopped),
+            unstored: None,
         }
     }
 

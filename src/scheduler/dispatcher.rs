@@ -24,6 +24,11 @@ const MIN_WINDOW: i64 = 10;
 const WINDOW_PER_SLOT: i64 = 4;
 /// How often the fleet's size and lost messages are looked at.
 const SLOW_CHECKS_EVERY: Duration = Duration::from_secs(5);
+/// How soon a lane whose last fill pushed jobs is looked at again: fast
+/// crawls empty a window within a tick, and would wait out the rest of it.
+/// Between ticks a lane is filled only once half its window is free: each
+/// fill reads the backlog, and a few big fills cost less than many small.
+const REFILL_AFTER: Duration = Duration::from_millis(10);
 
 #[derive(Debug, Clone)]
 pub struct DispatchSettings {
@@ -80,7 +85,15 @@ impl Dispatcher {
     pub async fn run(mut self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let mut fleet = Slots::default();
         let mut last_slow_check: Option<Instant> = None;
+        // Lanes whose last fill pushed jobs: their workers drain the window
+        // faster than the tick, so they are filled again soon.
+        let mut hot = vec![false; self.lanes.len()];
+        let mut next_tick = Instant::now();
         while !shutdown.is_cancelled() {
+            let tick = Instant::now() >= next_tick;
+            if tick {
+                next_tick = Instant::now() + self.settings.interval;
+            }
             if last_slow_check.is_none_or(|t| t.elapsed() >= SLOW_CHECKS_EVERY) {
                 last_slow_check = Some(Instant::now());
                 match self.slow_checks().await {
@@ -88,26 +101,41 @@ impl Dispatcher {
                     Err(e) => tracing::warn!(error = ?e, "dispatcher checks failed"),
                 }
             }
-            for index in 0..self.lanes.len() {
+            for (index, lane_hot) in hot.iter_mut().enumerate() {
+                if !tick && !*lane_hot {
+                    continue;
+                }
                 let lane = self.lanes[index].0;
                 let window = window_for(&self.settings, lane_slots(fleet, lane));
                 metrics()
                     .dispatch_window
                     .with_label_values(&[lane.as_str()])
                     .set(window);
-                match self.dispatch_once(lane, window).await {
+                let least = match tick {
+                    true => 1,
+                    false => (window / 2).max(1),
+                };
+                *lane_hot = match self.dispatch_once(lane, window, least).await {
                     Ok(n) if n > 0 => {
-                        tracing::debug!(dispatched = n, window, lane = lane.as_str(), "dispatched")
+                        tracing::debug!(dispatched = n, window, lane = lane.as_str(), "dispatched");
+                        true
                     }
-                    Ok(_) => {}
+                    // Not filled yet: still hot until the next tick.
+                    Ok(_) if !tick => *lane_hot,
+                    Ok(_) => false,
                     Err(e) => {
-                        tracing::warn!(error = ?e, lane = lane.as_str(), "dispatch failed; retrying")
+                        tracing::warn!(error = ?e, lane = lane.as_str(), "dispatch failed; retrying");
+                        false
                     }
-                }
+                };
             }
+            let pause = match hot.iter().any(|h| *h) {
+                true => REFILL_AFTER.min(self.settings.interval),
+                false => next_tick.saturating_duration_since(Instant::now()),
+            };
             tokio::select! {
                 _ = shutdown.cancelled() => {}
-                _ = tokio::time::sleep(self.settings.interval) => {}
+                _ = tokio::time::sleep(pause) => {}
             }
         }
         Ok(())
@@ -126,12 +154,18 @@ impl Dispatcher {
         Ok(store::workers::fleet_slots(&self.pool).await?)
     }
 
-    /// Fills one lane's window once; returns how many jobs were pushed.
-    pub async fn dispatch_once(&mut self, lane: Lane, window: i64) -> anyhow::Result<usize> {
+    /// Fills one lane's window once, when at least `least` of it is free;
+    /// returns how many jobs were pushed.
+    pub async fn dispatch_once(
+        &mut self,
+        lane: Lane,
+        window: i64,
+        least: i64,
+    ) -> anyhow::Result<usize> {
         let modes = lane.render_modes();
         let in_redis = store::runs::count_in_redis(&self.pool, modes).await?;
         let room = window - in_redis;
-        if room <= 0 {
+        if room <= 0 || room < least {
             return Ok(0);
         }
         let runs = store::runs::take_for_dispatch(&self.pool, modes, room).await?;

@@ -176,10 +176,3 @@ pub async fn schedule_of(pool: &PgPool, id: i64) -> sqlx::Result<Option<Schedule
     .fetch_optional(pool)
     .await
 }
-
-/// The keyword text of a keyword.
-pub async fn text_of(pool: &PgPool, id: i64) -> sqlx::Result<Option<String>> {
-    sqlx::query_scalar!("SELECT keyword FROM keywords WHERE id = $1", id)
-        .fetch_optional(pool)
-        .await
-}

@@ -129,6 +129,7 @@ pub async fn run(
         session_key: common.session_key.clone(),
         redis: redis.clone(),
         queue_name: common.queue_name.clone(),
+        sites: Default::default(),
     });
     tracing::info!(%worker_id, release = %process.release, browser_slots = slots.browser, http_slots = slots.http, "worker started");
 

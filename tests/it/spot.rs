@@ -42,7 +42,9 @@ async fn a_fleet_mid_queue(app: &TestApp, doomed: &RoleProcess, n: usize) -> Vec
         .one_page_site(
             "slow",
             "/slow?ms=3000&q={keyword}",
-            json!({"render": "http", "stuck_timeout_secs": 60}),
+            // More at once than one worker's 4 slots: both workers hold runs,
+            // whichever polls the queue first.
+            json!({"render": "http", "stuck_timeout_secs": 60, "max_concurrent_runs": 8}),
         )
         .await;
     let runs = app.queue_crawls(site, "spot ", n).await;

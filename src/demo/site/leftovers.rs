@@ -7,7 +7,9 @@
 //!
 //! `/leftovers?frame=ORIGIN` also shows `ORIGIN/leftovers/framed` in a frame:
 //! the same leaving and reporting from another site (`&frame=1` in its
-//! report), whose storage Chrome keeps apart, under the page's site.
+//! report), whose storage Chrome keeps apart, under the page's site. The page
+//! is `#ready` only once the frame has reported too, so a crawl that waits for
+//! it ends after both reports, however fast it is.
 
 use axum::extract::Query;
 use axum::http::header;
@@ -45,8 +47,14 @@ const LEAVE_AND_REPORT: &str = r#"<script src="/leftovers/cached.js"></script>
   document.cookie = 'left=yes; Max-Age=86400; Path=/';
   localStorage.setItem('left', 'yes');
   sessionStorage.setItem('left', 'yes');
-  if (window !== window.top) found.frame = '1';
+  const framed = window !== window.top;
+  if (framed) found.frame = '1';
   await fetch('/leftovers/found?' + new URLSearchParams(found));
+  if (framed) {
+    window.top.postMessage('leftovers-reported', '*');
+    return;
+  }
+  await (window.frameReported || Promise.resolve());
   document.body.insertAdjacentHTML('beforeend', '<div id="ready"></div>');
 })();
 </script>"#;
@@ -64,7 +72,14 @@ pub(super) async fn page(Query(p): Query<LeftoversParams>) -> Html<String> {
     let frame = p
         .frame
         .filter(|origin| origin.starts_with("http://") && !origin.contains(['"', '<', '>']))
-        .map(|origin| format!("<iframe src=\"{origin}/leftovers/framed\"></iframe>"))
+        .map(|origin| {
+            // Listening before the frame exists: its message cannot come too early.
+            format!(
+                "<script>window.frameReported = new Promise((ok) => addEventListener('message', \
+                 (e) => e.data === 'leftovers-reported' && ok()));</script>\n\
+                 <iframe src=\"{origin}/leftovers/framed\"></iframe>"
+            )
+        })
         .unwrap_or_default();
     page_html(
         "Leftovers",

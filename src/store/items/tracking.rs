@@ -11,12 +11,13 @@ use crate::{
     domain::{
         change::{CHANGE_SAMPLES, Change, ChangeSummary, FieldDiff, ItemChange},
         page::CrawledPage,
+        site::Expectations,
     },
     store::runs::{Fence, row::decode},
 };
 
 /// What storing one page did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(in crate::store) struct PageWritten {
     /// Results stored for the page.
     pub stored: i64,
@@ -24,6 +25,14 @@ pub(in crate::store) struct PageWritten {
     pub new: i64,
     /// Items found changed, not counted by this run before.
     pub changed: i64,
+    /// Results the run has now, on every page.
+    pub run_results: i64,
+    /// The held run's keyword and site, its refusals so far, and its site's
+    /// expectations: what judging a completion needs.
+    pub keyword_id: i64,
+    pub site_id: i64,
+    pub refusals: i32,
+    pub expectations: Expectations,
 }
 
 /// Judges and stores one page's items and its results, if the fence still
@@ -36,11 +45,13 @@ pub(in crate::store) struct PageWritten {
 /// stored for each item, except, in an incremental crawl, for one an earlier
 /// run stored that did not change. An item the run saw before (a retried
 /// page, an item listed twice) keeps what the run recorded for it and is
-/// not counted again.
+/// not counted again. The last page of a run (`last`) also drops the
+/// results of pages after it (an earlier attempt that went further).
 pub(in crate::store) async fn record_page(
     conn: &mut PgConnection,
     fence: &Fence,
     crawled: &CrawledPage<'_>,
+    last: bool,
 ) -> sqlx::Result<Option<PageWritten>> {
     let n = crawled.items.len();
     let (mut keys, mut by) = (Vec::with_capacity(n), Vec::with_capacity(n));
@@ -62,9 +73,11 @@ pub(in crate::store) async fn record_page(
     let positions: Vec<i32> = (1..=n as i32).collect();
     let written = sqlx::query!(
         r#"WITH held AS MATERIALIZED (
-               SELECT keyword_id, site_id FROM crawl_runs
-               WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = 'url_call'
-               FOR UPDATE
+               SELECT r.keyword_id, r.site_id, r.refusals, s.expect_min_items, s.expect_required_fields,
+                      s.expect_max_empty_runs
+               FROM crawl_runs r JOIN sites s ON s.id = r.site_id
+               WHERE r.id = $1 AND r.attempt = $2 AND r.worker_id = $3 AND r.state = 'url_call'
+               FOR UPDATE OF r
            ),
            listed AS MATERIALIZED (
                SELECT held.keyword_id, held.site_id, l.*
@@ -151,13 +164,23 @@ pub(in crate::store) async fn record_page(
                    item_id = EXCLUDED.item_id, change = EXCLUDED.change, diff = EXCLUDED.diff,
                    fetched_at = EXCLUDED.fetched_at
            ),
+           -- Rows of the page past its items now, and on the last page, of
+           -- the pages after it.
            dropped AS (
                DELETE FROM crawl_results
-               WHERE run_id = $1 AND page = $4 AND position > (SELECT count(*) FROM stored)
-                 AND EXISTS (SELECT 1 FROM held)
+               WHERE run_id = $1 AND EXISTS (SELECT 1 FROM held)
+                 AND ((page = $4 AND position > (SELECT count(*) FROM stored)) OR ($13 AND page > $4))
            )
            SELECT EXISTS (SELECT 1 FROM held) AS "held!",
                   (SELECT count(*) FROM stored) AS "stored!",
+                  (SELECT count(*) FROM crawl_results WHERE run_id = $1 AND page < $4)
+                    + (SELECT count(*) FROM stored) AS "run_results!",
+                  (SELECT keyword_id FROM held) AS "keyword_id?",
+                  (SELECT site_id FROM held) AS "site_id?",
+                  (SELECT refusals FROM held) AS "refusals?",
+                  (SELECT expect_min_items FROM held) AS "expect_min_items?",
+                  (SELECT expect_required_fields FROM held) AS "expect_required_fields?",
+                  (SELECT expect_max_empty_runs FROM held) AS "expect_max_empty_runs?",
                   (SELECT count(*) FROM judged WHERE change = 'new' AND NOT seen_in_run) AS "new!",
                   (SELECT count(*) FROM judged
                    WHERE change = 'changed' AND (NOT seen_in_run OR last_change = 'unchanged')) AS "changed!""#,
@@ -173,13 +196,31 @@ pub(in crate::store) async fn record_page(
         &fields,
         &hashes,
         &before,
+        last,
     )
     .fetch_one(&mut *conn)
     .await?;
-    Ok(written.held.then_some(PageWritten {
+    let (Some(keyword_id), Some(site_id), Some(refusals), true) = (
+        written.keyword_id,
+        written.site_id,
+        written.refusals,
+        written.held,
+    ) else {
+        return Ok(None);
+    };
+    Ok(Some(PageWritten {
         stored: written.stored,
         new: written.new,
         changed: written.changed,
+        run_results: written.run_results,
+        keyword_id,
+        site_id,
+        refusals,
+        expectations: Expectations {
+            min_items: written.expect_min_items,
+            required_fields: written.expect_required_fields.unwrap_or_default(),
+            max_empty_runs: written.expect_max_empty_runs,
+        },
     }))
 }
 

@@ -46,21 +46,28 @@ pub async fn take_for_dispatch(
                WHERE state IN ('running', 'url_call', 'call_done')
                   OR (state = 'queued' AND dispatched_at IS NOT NULL)
                GROUP BY site_id
+           ), roomy AS (
+               SELECT s.id, CASE WHEN s.exclusive_session THEN 1 ELSE s.max_concurrent_runs END
+                              - COALESCE(a.n, 0) AS room
+               FROM sites s LEFT JOIN active a ON a.site_id = s.id
+               WHERE s.render = ANY($2)
            ), ranked AS (
-               SELECT r.id, r.priority, r.queued_at,
-                      row_number() OVER (PARTITION BY r.site_id
-                                         ORDER BY r.priority DESC, r.queued_at, r.id) AS turn,
-                      CASE WHEN s.exclusive_session THEN 1 ELSE s.max_concurrent_runs END
-                        - COALESCE(a.n, 0) AS room
-               FROM crawl_runs r
-               JOIN sites s ON s.id = r.site_id
-               LEFT JOIN active a ON a.site_id = r.site_id
-               WHERE r.state = 'queued' AND r.dispatched_at IS NULL
-                 AND (r.not_before IS NULL OR r.not_before <= now())
-                 AND s.render = ANY($2)
+               -- Each site's next runs, as far as its room (and the limit)
+               -- goes: read off the backlog index, not every queued run.
+               SELECT r.id, r.priority, r.queued_at, r.turn
+               FROM roomy
+               CROSS JOIN LATERAL (
+                   SELECT c.id, c.priority, c.queued_at,
+                          row_number() OVER (ORDER BY c.priority DESC, c.queued_at, c.id) AS turn
+                   FROM crawl_runs c
+                   WHERE c.site_id = roomy.id AND c.state = 'queued' AND c.dispatched_at IS NULL
+                     AND (c.not_before IS NULL OR c.not_before <= now())
+                   ORDER BY c.priority DESC, c.queued_at, c.id
+                   LIMIT LEAST(roomy.room, $1)
+               ) AS r
+               WHERE roomy.room > 0
            ), picked AS (
                SELECT id, turn, priority, queued_at FROM ranked
-               WHERE turn <= room
                ORDER BY turn, priority DESC, queued_at, id
                LIMIT $1
            )

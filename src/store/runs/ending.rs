@@ -8,17 +8,21 @@ use sqlx::{PgConnection, PgPool};
 use super::{
     fenced::{Fence, FenceError},
     health::{self, SiteTransition},
-    row::{RunRow, maybe_run},
+    row::{RunRow, maybe_run, run_row},
 };
 use crate::{
     domain::{
         change::ChangeSummary,
         failure::{Failure, FailureKind},
-        page::PagesRead,
+        page::{FinalPage, PagesRead},
         run::{AttemptOutcome, CrawlRun, RunHealth, RunState, retry_backoff},
+        site::RunTally,
         webhook::{WebhookEvent, WebhookEventType},
     },
-    store::{items::tracking::settle, webhooks},
+    store::{
+        items::tracking::{record_page, settle},
+        webhooks,
+    },
 };
 
 /// A completed run and what it found changed.
@@ -28,7 +32,19 @@ pub struct Completion {
     /// Its new, changed and removed items: counts, and the first of each
     /// with their diffs (what events and webhooks tell).
     pub changes: ChangeSummary,
+    /// The last page, when the completion stored it: its number and the
+    /// results stored for it.
+    pub stored_page: Option<(i32, usize)>,
 }
+
+run_row!(
+    /// A run just completed, whether its site's blocked state changed with
+    /// it (to blocked: `true`), and whether any webhook endpoint listens.
+    CompletedRow {
+        blocked_now: Option<bool>,
+        listened: bool,
+    }
+);
 
 /// Ends the attempt as completed, judged against the site's expectations
 /// (`health`); results of pages past the last one crawled (left by an
@@ -36,11 +52,15 @@ pub struct Completion {
 /// page, the items of its keyword/site it did not find are removed
 /// (`items::tracking::settle`); the run records why its paging ended (where,
 /// when robots.txt stopped it) and what it found, in the same transaction.
+/// The last page, when the crawl left it unstored, is stored in it too.
 pub async fn complete(
     pool: &PgPool,
     fence: &Fence,
     pages: PagesRead,
 ) -> Result<Completion, FenceError> {
+    if let Some(last) = &pages.unstored {
+        return complete_with_page(pool, fence, &pages, last).await;
+    }
     let mut tx = pool.begin().await?;
     // Held (fenced, row locked) and the URL the attempt ended on, in one read.
     let held = sqlx::query!(
@@ -101,7 +121,100 @@ pub async fn complete(
     .await?;
     record_ending(&mut tx, &run, Some(&changes), site).await?;
     tx.commit().await?;
-    Ok(Completion { run, changes })
+    Ok(Completion {
+        run,
+        changes,
+        stored_page: None,
+    })
+}
+
+/// [`complete`] with the last page: it is stored (fenced: the run must be
+/// in `url_call` for this attempt and worker, and its row stays locked),
+/// the results of pages after it dropped, the changes settled, the run
+/// judged, and the run, its attempt's record and its site's blocked state
+/// written in one statement, all in one transaction.
+async fn complete_with_page(
+    pool: &PgPool,
+    fence: &Fence,
+    pages: &PagesRead,
+    last: &FinalPage,
+) -> Result<Completion, FenceError> {
+    let crawled = last.crawled();
+    let mut tx = pool.begin().await?;
+    let written = record_page(&mut tx, fence, &crawled, true)
+        .await?
+        .ok_or_else(|| fence.superseded())?;
+    let pair = (written.keyword_id, written.site_id);
+    let changes = settle(&mut tx, fence.run_id, pair, pages.read_every_page()).await?;
+    let tally = RunTally {
+        items: written.run_results as i32,
+        refusals: written.refusals,
+        ..RunTally::default()
+    };
+    let health = health::judge(&mut tx, fence.run_id, pair, &written.expectations, tally).await?;
+    let blocks = matches!(health, RunHealth::Degraded { blocked: true, .. });
+    let row = sqlx::query_as!(
+        CompletedRow,
+        r#"WITH run AS (
+               UPDATE crawl_runs
+               SET state = 'completed', finished_at = now(), state_changed_at = now(), heartbeat_at = now(),
+                   current_url = NULL, error = NULL, error_kind = NULL, pages_crawled = $4,
+                   items_found = $5, items_new = $6, items_changed = $7, items_removed = $8,
+                   paging_ended = $9, stopped_at_url = $10, stop_reason = $11, health = $12,
+                   health_reason = $13
+               WHERE id = $1
+               RETURNING *
+           ),
+           closed AS (
+               UPDATE crawl_attempts
+               SET ended_at = now(), outcome = 'completed', reason = NULL, error_kind = NULL, last_url = $14
+               WHERE run_id = $1 AND attempt = $2 AND worker_id = $3 AND ended_at IS NULL
+           ),
+           -- Blocked since this run, or healthy again: changed on those transitions only.
+           site AS (
+               UPDATE sites SET blocked_since = CASE WHEN $15 THEN now() END
+               WHERE id = (SELECT site_id FROM run)
+                 AND (($15 AND blocked_since IS NULL) OR ($16 AND blocked_since IS NOT NULL))
+               RETURNING blocked_since IS NOT NULL AS blocked
+           )
+           SELECT run.*, (SELECT blocked FROM site) AS "blocked_now?",
+                  EXISTS (SELECT 1 FROM webhooks WHERE enabled) AS "listened!"
+           FROM run"#,
+        fence.run_id,
+        fence.attempt,
+        fence.worker_id,
+        last.page,
+        written.run_results as i32,
+        changes.new,
+        changes.changed,
+        changes.removed,
+        pages.end.as_str(),
+        pages.stopped.as_ref().map(|stop| stop.url.as_str()),
+        pages.stopped.as_ref().map(|stop| stop.reason.as_str()),
+        health.as_str(),
+        health.reason(),
+        crawled.url,
+        blocks,
+        health == RunHealth::Healthy,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    let (row, (blocked_now, listened)) = row.into_parts();
+    let mut run: CrawlRun = row.try_into()?;
+    run.health = Some(health);
+    let site = blocked_now.map(|blocked| match blocked {
+        true => SiteTransition::Blocked,
+        false => SiteTransition::Recovered,
+    });
+    if listened {
+        record_events(&mut tx, &run, Some(&changes), site).await?;
+    }
+    tx.commit().await?;
+    Ok(Completion {
+        run,
+        changes,
+        stored_page: Some((last.page, written.stored as usize)),
+    })
 }
 
 /// Ends a failed attempt: back to `queued` for the next attempt after a backoff,
@@ -211,9 +324,9 @@ async fn record_ending(
     changes: Option<&ChangeSummary>,
     site: Option<SiteTransition>,
 ) -> sqlx::Result<()> {
-    let Some(event_type) = WebhookEventType::of_run_state(run.state) else {
+    if WebhookEventType::of_run_state(run.state).is_none() {
         return Ok(());
-    };
+    }
     // Most fleets have no endpoint, or none on: then every run ends with
     // this one look at a tiny table, not a lookup per event.
     let listened = sqlx::query_scalar!(
@@ -224,6 +337,19 @@ async fn record_ending(
     if !listened {
         return Ok(());
     }
+    record_events(tx, run, changes, site).await
+}
+
+/// [`record_ending`] once it is known that an endpoint listens.
+async fn record_events(
+    tx: &mut PgConnection,
+    run: &CrawlRun,
+    changes: Option<&ChangeSummary>,
+    site: Option<SiteTransition>,
+) -> sqlx::Result<()> {
+    let Some(event_type) = WebhookEventType::of_run_state(run.state) else {
+        return Ok(());
+    };
     let names = sqlx::query!(
         "SELECT k.keyword, s.name FROM keywords k, sites s WHERE k.id = $1 AND s.id = $2",
         run.keyword_id,

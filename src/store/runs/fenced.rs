@@ -2,9 +2,10 @@
 //! conditional on (run, attempt, worker). How an attempt ends is in
 //! `ending`; the runs the watchdog takes back are found by `abandoned`.
 
+use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
-use super::row::{RunRow, maybe_run};
+use super::row::{RunRow, maybe_run, run_row};
 use crate::{
     domain::{page::CrawledPage, run::CrawlRun},
     store::items::tracking::record_page,
@@ -38,58 +39,75 @@ impl Fence {
     }
 }
 
-/// A run a worker holds.
+/// A run a worker holds, with what its crawl needs to start: the keyword's
+/// text and the version of its site (`sites.updated_at`, which a worker's
+/// cache of decoded sites is keyed on).
 #[derive(Debug, Clone)]
 pub struct ClaimedRun {
     pub fence: Fence,
     pub run: CrawlRun,
+    pub keyword: String,
+    pub site_version: DateTime<Utc>,
 }
+
+run_row!(
+    /// A claimed run's row, its keyword's text and its site's version.
+    ClaimRow {
+        keyword: String,
+        site_updated_at: DateTime<Utc>,
+    }
+);
 
 /// Claims a dispatched run for this worker; `None` when the message is stale or
 /// a duplicate (the run moved on, or another worker claimed it). Only a run
 /// the dispatcher counts as dispatched can be claimed: a late message of a run
 /// taken back from Redis (`redispatch_unclaimed`) is dropped, so it can never
 /// start a crawl beyond the site's `max_concurrent_runs`.
+///
+/// One statement: the run moves to `running`, its attempt's record is opened
+/// and the keyword and site version are read, all or nothing.
 pub async fn claim(
     pool: &PgPool,
     run_id: i64,
     attempt: i32,
     worker_id: &str,
 ) -> sqlx::Result<Option<ClaimedRun>> {
-    let mut tx = pool.begin().await?;
-    let run = sqlx::query_as!(
-        RunRow,
-        r#"UPDATE crawl_runs
-           SET state = 'running', worker_id = $3, started_at = now(), heartbeat_at = now(),
-               state_changed_at = now(), dispatched_at = NULL, pages_crawled = 0, current_url = NULL
-           WHERE id = $1 AND attempt = $2 AND state = 'queued' AND dispatched_at IS NOT NULL
-           RETURNING *"#,
+    let row = sqlx::query_as!(
+        ClaimRow,
+        r#"WITH claimed AS (
+               UPDATE crawl_runs
+               SET state = 'running', worker_id = $3, started_at = now(), heartbeat_at = now(),
+                   state_changed_at = now(), dispatched_at = NULL, pages_crawled = 0, current_url = NULL
+               WHERE id = $1 AND attempt = $2 AND state = 'queued' AND dispatched_at IS NOT NULL
+               RETURNING *
+           ),
+           opened AS (
+               INSERT INTO crawl_attempts (run_id, attempt, worker_id)
+               SELECT id, attempt, $3 FROM claimed
+           )
+           SELECT c.*, k.keyword, s.updated_at AS site_updated_at
+           FROM claimed c
+           JOIN keywords k ON k.id = c.keyword_id
+           JOIN sites s ON s.id = c.site_id"#,
         run_id,
         attempt,
         worker_id
     )
-    .fetch_optional(&mut *tx)
-    .await
-    .and_then(maybe_run)?;
-    let Some(run) = run else {
+    .fetch_optional(pool)
+    .await?;
+    let Some(row) = row else {
         return Ok(None);
     };
-    sqlx::query!(
-        "INSERT INTO crawl_attempts (run_id, attempt, worker_id) VALUES ($1, $2, $3)",
-        run_id,
-        attempt,
-        worker_id
-    )
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
+    let (run, (keyword, site_version)) = row.into_parts();
     Ok(Some(ClaimedRun {
         fence: Fence {
             run_id,
             attempt,
             worker_id: worker_id.to_owned(),
         },
-        run,
+        run: run.try_into()?,
+        keyword,
+        site_version,
     }))
 }
 
@@ -170,7 +188,7 @@ pub async fn store_page(
     crawled: &CrawledPage<'_>,
 ) -> Result<StoredPage, FenceError> {
     let mut tx = pool.begin().await?;
-    let written = record_page(&mut tx, fence, crawled)
+    let written = record_page(&mut tx, fence, crawled, false)
         .await?
         .ok_or_else(|| fence.superseded())?;
     let run = sqlx::query_as!(

@@ -39,11 +39,46 @@ pub(super) async fn judge_completed(
         required_fields: run.expect_required_fields,
         max_empty_runs: run.expect_max_empty_runs,
     };
-    let mut tally = RunTally {
+    let tally = RunTally {
         items: run.items_found,
         refusals: run.refusals,
         ..RunTally::default()
     };
+    let health = judge(
+        tx,
+        run_id,
+        (run.keyword_id, run.site_id),
+        &expectations,
+        tally,
+    )
+    .await?;
+    sqlx::query!(
+        "UPDATE crawl_runs SET health = $2, health_reason = $3 WHERE id = $1",
+        run_id,
+        health.as_str(),
+        health.reason()
+    )
+    .execute(&mut **tx)
+    .await?;
+    let transition = match &health {
+        RunHealth::Healthy => recovered(tx, run.site_id).await?,
+        RunHealth::Degraded { blocked: true, .. } => blocked(tx, run.site_id).await?,
+        RunHealth::Degraded { blocked: false, .. } => None,
+    };
+    Ok((health, transition))
+}
+
+/// Judges completing run `run_id` of (keyword, site) against `expectations`:
+/// `tally` holds its items and refusals; what else the expectations ask
+/// about (empty required fields, the empty runs before it) is read here,
+/// only when they ask.
+pub(super) async fn judge(
+    tx: &mut Transaction<'_, Postgres>,
+    run_id: i64,
+    (keyword_id, site_id): (i64, i64),
+    expectations: &Expectations,
+    mut tally: RunTally,
+) -> sqlx::Result<RunHealth> {
     if !expectations.required_fields.is_empty() {
         for row in sqlx::query!(
             r#"SELECT field AS "field!",
@@ -70,8 +105,8 @@ pub(super) async fn judge_completed(
                WHERE keyword_id = $1 AND site_id = $2 AND state = 'completed' AND id <> $3
                ORDER BY finished_at DESC
                LIMIT $4"#,
-            run.keyword_id,
-            run.site_id,
+            keyword_id,
+            site_id,
             run_id,
             i64::from(max) + 1
         )
@@ -79,21 +114,7 @@ pub(super) async fn judge_completed(
         .await?;
         tally.empty_before = before.iter().take_while(|&&items| items == 0).count() as i32;
     }
-    let health = expectations.judge(&tally);
-    sqlx::query!(
-        "UPDATE crawl_runs SET health = $2, health_reason = $3 WHERE id = $1",
-        run_id,
-        health.as_str(),
-        health.reason()
-    )
-    .execute(&mut **tx)
-    .await?;
-    let transition = match &health {
-        RunHealth::Healthy => recovered(tx, run.site_id).await?,
-        RunHealth::Degraded { blocked: true, .. } => blocked(tx, run.site_id).await?,
-        RunHealth::Degraded { blocked: false, .. } => None,
-    };
-    Ok((health, transition))
+    Ok(expectations.judge(&tally))
 }
 
 /// Marks site `site_id` as blocking us, unless it already was.

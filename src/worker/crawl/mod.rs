@@ -7,6 +7,7 @@ pub mod limiter;
 mod pages;
 pub mod robots;
 pub(super) mod session;
+mod site_cache;
 
 use std::{
     future::Future,
@@ -27,12 +28,12 @@ use crate::{
         run::{CrawlRun, RunState},
         site::{RenderMode, SiteSpec},
     },
-    events::EventPublisher,
+    events::{Event, EventPublisher},
     net::target_guard::TargetGuard,
     ops::metrics::metrics,
     store::{
         self,
-        runs::{Evidence, Fence, FenceError, MAX_EVIDENCE_SCREENSHOT},
+        runs::{ClaimedRun, Evidence, Fence, FenceError, MAX_EVIDENCE_SCREENSHOT},
         sealing::SessionKey,
         sites::LoadError,
     },
@@ -75,6 +76,8 @@ pub struct CrawlContext {
     /// Where preview requests wait and their answers go (`queue::preview`).
     pub redis: apalis_redis::ConnectionManager,
     pub queue_name: String,
+    /// The sites crawled, decoded once per version.
+    pub sites: site_cache::SiteCache,
 }
 
 /// Handles one job message. Failures are recorded in Postgres (our state
@@ -92,7 +95,7 @@ pub async fn handle(run_id: i64, attempt: i32, ctx: &CrawlContext) {
             return;
         }
     };
-    let fence = claimed.fence;
+    let fence = claimed.fence.clone();
     let site_label = claimed.run.site_id.to_string();
     ctx.events.run_updated(&claimed.run).await;
     tracing::info!(run_id, attempt, "crawl started");
@@ -107,7 +110,7 @@ pub async fn handle(run_id: i64, attempt: i32, ctx: &CrawlContext) {
         lost.clone(),
     ));
     let result = tokio::select! {
-        result = crawl(ctx, &fence, &claimed.run) => result,
+        result = crawl(ctx, &claimed) => result,
         _ = lost.cancelled() => Err(FenceError::Superseded { run_id, attempt }.into()),
         _ = ctx.drain_deadline.cancelled() => Err(CrawlError::Drained),
     };
@@ -119,7 +122,7 @@ pub async fn handle(run_id: i64, attempt: i32, ctx: &CrawlContext) {
             store::runs::complete(&ctx.pool, &fence, pages.clone())
         })
         .await
-        .map(|done| Some((done.run, Some(done.changes)))),
+        .map(|done| Some((done.run, Some(done.changes), done.stored_page))),
         Err(CrawlError::Fence(FenceError::Superseded { .. })) => {
             tracing::warn!(
                 run_id,
@@ -134,7 +137,7 @@ pub async fn handle(run_id: i64, attempt: i32, ctx: &CrawlContext) {
             store::runs::release(&ctx.pool, &fence)
         })
         .await
-        .map(|run| Some((run, None))),
+        .map(|run| Some((run, None, None))),
         Err(CrawlError::Attempt { failure, .. }) => {
             if failure.kind == FailureKind::Stuck {
                 metrics
@@ -149,10 +152,10 @@ pub async fn handle(run_id: i64, attempt: i32, ctx: &CrawlContext) {
             if let Ok(run) = &run {
                 tracing::warn!(run_id, attempt, state = %run.state, kind = %failure.kind, reason = %failure, "attempt failed");
             }
-            run.map(|run| Some((run, None)))
+            run.map(|run| Some((run, None, None)))
         }
     };
-    if let Ok(Some((run, changes))) = &ended {
+    if let Ok(Some((run, changes, stored_page))) = &ended {
         match run.state {
             RunState::Completed => {
                 tracing::info!(
@@ -170,18 +173,51 @@ pub async fn handle(run_id: i64, attempt: i32, ctx: &CrawlContext) {
             _ => {}
         }
         metrics.count_attempt_end(run.state, run.site_id, attempt_failed);
-        match changes {
-            Some(changes) => ctx.events.run_completed(run, changes).await,
-            None => ctx.events.run_updated(run).await,
+        // The last page's results and the run's end: one round trip.
+        let mut events = Vec::with_capacity(3);
+        if let Some((page, count)) = *stored_page {
+            events.push(Event::ResultStored {
+                run_id: run.id,
+                keyword_id: run.keyword_id,
+                site_id: run.site_id,
+                page,
+                count,
+            });
+            events.push(Event::run_updated(&page_stored(run)));
         }
+        events.push(match changes {
+            Some(changes) => Event::run_completed(run, changes),
+            None => Event::run_updated(run),
+        });
+        ctx.events.publish_all(&events).await;
     }
     if let Some(protection) = &ctx.scale_in {
         protection.release().await;
     }
     match ended {
-        Ok(_) | Err(FenceError::Superseded { .. }) => {}
+        Ok(_) => {}
+        // The last page now goes with the completion: a superseded worker
+        // often learns it only here.
+        Err(FenceError::Superseded { .. }) => tracing::warn!(
+            run_id,
+            attempt,
+            "attempt superseded or cancelled; its end was not written"
+        ),
         // The run stays held; the watchdog takes it back once the heartbeat stops.
         Err(e) => tracing::error!(run_id, error = ?e, "could not record the end of the attempt"),
+    }
+}
+
+/// A run completed with its last page, as it was between the two: the
+/// page stored (`call_done`), not judged yet. The completion's transaction
+/// goes through that state under the run's lock; live clients are told of
+/// it as of every page before.
+fn page_stored(completed: &CrawlRun) -> CrawlRun {
+    CrawlRun {
+        state: RunState::CallDone,
+        health: None,
+        items_removed: 0,
+        ..completed.clone()
     }
 }
 
@@ -247,9 +283,19 @@ async fn watch_hold(
 /// Crawls the run's site for its keyword, in the site's render mode; returns
 /// the pages read (the last one, and why paging ended there). A site that keeps its session starts from
 /// the kept one and, when the crawl completes, keeps what it ends with.
-async fn crawl(ctx: &CrawlContext, fence: &Fence, run: &CrawlRun) -> Result<PagesRead, CrawlError> {
-    let site = match store::sites::get(&ctx.pool, run.site_id, ctx.session_key.as_ref()).await {
-        Ok(site) => site,
+async fn crawl(ctx: &CrawlContext, claimed: &ClaimedRun) -> Result<PagesRead, CrawlError> {
+    let (fence, run, keyword) = (&claimed.fence, &claimed.run, &claimed.keyword);
+    let site = ctx
+        .sites
+        .get(
+            &ctx.pool,
+            run.site_id,
+            claimed.site_version,
+            ctx.session_key.as_ref(),
+        )
+        .await;
+    let site = match site {
+        Ok(Some(site)) => site,
         Err(LoadError::Database(e)) => return Err(FenceError::from(e).into()),
         Err(e @ LoadError::Secrets { .. }) => {
             return Err(CrawlError::failed(
@@ -257,23 +303,20 @@ async fn crawl(ctx: &CrawlContext, fence: &Fence, run: &CrawlRun) -> Result<Page
                 format!("site is misconfigured: {e}"),
             ));
         }
-    };
-    let keyword = store::keywords::text_of(&ctx.pool, run.keyword_id)
-        .await
-        .map_err(FenceError::from)?;
-    let (Some(site), Some(keyword)) = (site, keyword) else {
         // Deleted meanwhile, and the run with it.
-        return Err(FenceError::Superseded {
-            run_id: fence.run_id,
-            attempt: fence.attempt,
+        Ok(None) => {
+            return Err(FenceError::Superseded {
+                run_id: fence.run_id,
+                attempt: fence.attempt,
+            }
+            .into());
         }
-        .into());
     };
-    let spec = site.spec;
+    let spec = &site.spec;
     // The pace is fixed before the first request (the HTTP client's redirect
     // hops take it too): the search's robots.txt is read first.
-    let crawl_delay = match spec.search_url.url_for(&keyword, 1) {
-        Ok(first) => robots::crawl_delay(&ctx.robots, &spec, run.site_id, &first, &ctx.guard).await,
+    let crawl_delay = match spec.search_url.url_for(keyword, 1) {
+        Ok(first) => robots::crawl_delay(&ctx.robots, spec, run.site_id, &first, &ctx.guard).await,
         // Crawl::pages fails the attempt for it.
         Err(_) => None,
     };
@@ -281,15 +324,15 @@ async fn crawl(ctx: &CrawlContext, fence: &Fence, run: &CrawlRun) -> Result<Page
         ctx,
         fence,
         run,
-        spec: &spec,
-        keyword: &keyword,
+        spec,
+        keyword,
         stuck_timeout: spec
             .stuck_timeout_secs
             .map(|s| Duration::from_secs(s as u64))
             .unwrap_or(ctx.default_stuck_timeout),
         crawl_delay,
     };
-    let kept = load_session(ctx, &spec, run.site_id).await?;
+    let kept = load_session(ctx, spec, run.site_id).await?;
     let (read, ended_with) = match spec.render {
         RenderMode::Browser => crawl_in_browser(&crawl, kept.as_ref()).await?,
         RenderMode::Http | RenderMode::Json => {

@@ -16,7 +16,7 @@ use super::{
 };
 use crate::domain::{
     failure::FailureKind,
-    page::{CrawledPage, PageItem, PagesRead, PagingEnd},
+    page::{CrawledPage, FinalPage, PageItem, PagesRead, PagingEnd},
     robots::paced_rate,
     run::CrawlRun,
 };
@@ -109,58 +109,89 @@ impl Crawl<'_> {
             });
             let reached_stored =
                 !items.is_empty() && (stored_from(0) || newest_at.is_some_and(stored_from));
-            let StoredPage {
-                run: stored,
-                stored: count,
-                ..
-            } = persist("page results", OUTAGE_PATIENCE, || {
-                store::runs::store_page(&self.ctx.pool, self.fence, &crawled)
-            })
-            .await?;
-            self.ctx
-                .events
-                .publish(&Event::ResultStored {
-                    run_id: stored.id,
-                    keyword_id: stored.keyword_id,
-                    site_id: stored.site_id,
+            // Where paging ends, if it ends on this page.
+            let (ends, next) = if items.is_empty() {
+                (Some(PagingEnd::LastPage), None)
+            } else if reached_stored {
+                (Some(PagingEnd::SeenBefore), None)
+            } else {
+                // A token that does not move is the end, not a loop.
+                let next_token = next_token.filter(|token| last_token.as_ref() != Some(token));
+                let next = self.spec.next_page_url(
+                    self.keyword,
+                    &first,
+                    page as u32,
+                    next_token.as_deref(),
+                );
+                if next_token.is_some() {
+                    last_token = next_token;
+                }
+                match next {
+                    Ok(None) => (Some(PagingEnd::LastPage), None),
+                    Ok(Some(_)) if page == self.spec.max_pages => (Some(PagingEnd::MaxPages), None),
+                    Ok(Some(next)) => (None, Some(next)),
+                    // The page is kept, then the attempt fails.
+                    Err(e) => {
+                        self.store(&crawled, reached_stored).await?;
+                        return Err(CrawlError::failed(
+                            FailureKind::Misconfigured,
+                            format!("search URL for page {}: {e}", page + 1),
+                        ));
+                    }
+                }
+            };
+            if let Some(end) = ends {
+                // The completion stores it, in the transaction that ends the run.
+                let last = FinalPage {
                     page,
-                    count,
-                })
-                .await;
-            self.ctx.events.run_updated(&stored).await;
-            tracing::debug!(
-                run_id = self.fence.run_id,
-                page,
-                count,
-                reached_stored,
-                "page stored"
-            );
-            if items.is_empty() {
-                return Ok(PagesRead::new(page, PagingEnd::LastPage));
+                    url: url.to_string(),
+                    item_key: self.spec.item_key.clone(),
+                    stored_before,
+                    items,
+                };
+                return Ok(PagesRead::ended_on(last, end));
             }
-            if reached_stored {
-                return Ok(PagesRead::new(page, PagingEnd::SeenBefore));
-            }
-            // A token that does not move is the end, not a loop.
-            let next_token = next_token.filter(|token| last_token.as_ref() != Some(token));
-            let next = self
-                .spec
-                .next_page_url(self.keyword, &first, page as u32, next_token.as_deref())
-                .map_err(|e| {
-                    CrawlError::failed(
-                        FailureKind::Misconfigured,
-                        format!("search URL for page {}: {e}", page + 1),
-                    )
-                })?;
-            if next_token.is_some() {
-                last_token = next_token;
-            }
-            match next {
-                Some(next) => url = next,
-                None => return Ok(PagesRead::new(page, PagingEnd::LastPage)),
-            }
+            self.store(&crawled, reached_stored).await?;
+            url = next.expect("paging goes on to a next page");
         }
+        // Only a crawl of no page at all (max_pages checked >= 1) gets here.
         Ok(PagesRead::new(self.spec.max_pages, PagingEnd::MaxPages))
+    }
+
+    /// Stores one page that paging goes on from (the last one is the
+    /// completion's) and tells the live clients.
+    async fn store(
+        &self,
+        crawled: &CrawledPage<'_>,
+        reached_stored: bool,
+    ) -> Result<(), CrawlError> {
+        let StoredPage {
+            run: stored,
+            stored: count,
+            ..
+        } = persist("page results", OUTAGE_PATIENCE, || {
+            store::runs::store_page(&self.ctx.pool, self.fence, crawled)
+        })
+        .await?;
+        self.ctx
+            .events
+            .publish(&Event::ResultStored {
+                run_id: stored.id,
+                keyword_id: stored.keyword_id,
+                site_id: stored.site_id,
+                page: crawled.page,
+                count,
+            })
+            .await;
+        self.ctx.events.run_updated(&stored).await;
+        tracing::debug!(
+            run_id = self.fence.run_id,
+            page = crawled.page,
+            count,
+            reached_stored,
+            "page stored"
+        );
+        Ok(())
     }
 
     /// Identity keys of the page's items an earlier completed run stored.

@@ -62,6 +62,10 @@ impl RoleProcess {
                 config.scheduler.dispatch_interval_ms.to_string(),
             )
             .env(
+                "DISPATCH_CLAIM_TIMEOUT_SECS",
+                config.scheduler.dispatch_claim_timeout_secs.to_string(),
+            )
+            .env(
                 "SCHEDULE_SYNC_INTERVAL_MS",
                 config.scheduler.schedule_sync_interval_ms.to_string(),
             )
