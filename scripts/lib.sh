@@ -92,6 +92,17 @@ apply_defaults() {
     export DATABASE_URL REDIS_URL
 }
 
+# --- building -----------------------------------------------------------------------
+
+# build_crawlfleet [CARGO ARGUMENTS...]: the debug binary and every example, against the committed .sqlx/
+# query data. The examples use the dev-dependencies, which turn on features of shared
+# dependencies (syn's `fold`, url's `serde`), so this resolves the same features as
+# `cargo test` and reuses what it compiled. `cargo build --bin crawlfleet` alone would
+# compile a second copy of nearly every dependency: minutes, and gigabytes of disk.
+build_crawlfleet() {
+    SQLX_OFFLINE=true cargo build --locked --bin crawlfleet --examples "$@"
+}
+
 # parse_url URL DEFAULT_PORT: split scheme://[user[:password]@]host[:port][/path][?query]
 # into URL_USER URL_PASSWORD URL_HOST URL_PORT URL_PATH (the query is dropped).
 # Handles a missing port, a bracketed IPv6 host ([::1]:5432) and an empty host
