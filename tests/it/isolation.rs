@@ -35,6 +35,9 @@ async fn a_crawl_finds_nothing_an_earlier_crawl_in_the_same_browser_left() {
     assert_eq!(reports.len(), 6, "each page reported what it found");
     for (n, report) in reports.iter().enumerate() {
         let page = n % 2 + 1;
+        // A page of a reused context as visible as in a new one: a hidden
+        // page's timers run once a second.
+        assert_eq!(report.param("visibility").unwrap(), "visible", "report {n}");
         for kept in KEPT {
             let found = report.param(kept).unwrap();
             if page == 1 {

@@ -2,8 +2,10 @@
 //! (a cookie, local storage, session storage, an IndexedDB database and a
 //! script its HTTP cache may keep for an hour) and reports what it found of
 //! an earlier visit: `/leftovers/found?cookie=&local=&session=&indexeddb=`
-//! (in the request log; empty values for nothing found). A crawl isolated
-//! from the one before finds nothing, and fetches the script again.
+//! (in the request log; empty values for nothing found), with the page's
+//! `visibility` (a hidden page has its timers throttled to one a second). A
+//! crawl isolated from the one before finds nothing, and fetches the script
+//! again.
 //!
 //! `/leftovers?frame=ORIGIN` also shows `ORIGIN/leftovers/framed` in a frame:
 //! the same leaving and reporting from another site (`&frame=1` in its
@@ -26,6 +28,7 @@ const LEAVE_AND_REPORT: &str = r#"<script src="/leftovers/cached.js"></script>
     local: localStorage.getItem('left') || '',
     session: sessionStorage.getItem('left') || '',
     indexeddb: '',
+    visibility: document.visibilityState,
   };
   const db = await new Promise((ok, fail) => {
     const open = indexedDB.open('leftovers', 1);

@@ -170,7 +170,7 @@ impl BrowserPool {
             let current = self.current.lock().await.clone();
             let is_current = current.is_some_and(|c| Arc::ptr_eq(&c, &session.chrome));
             let fresh = session.chrome.is_alive() && session.chrome.pages() < PAGES_PER_BROWSER;
-            if is_current && fresh && session.thaw().await.is_ok() {
+            if is_current && fresh {
                 return Ok(self.lent(session, slot));
             }
             self.dispose(session).await;
@@ -232,17 +232,20 @@ impl BrowserPool {
         let current = self.current.lock().await.clone();
         let keep = healthy
             && session.chrome.is_alive()
-            && current.is_some_and(|c| Arc::ptr_eq(&c, &session.chrome))
-            && session.reusable();
+            && current.is_some_and(|c| Arc::ptr_eq(&c, &session.chrome));
         if keep {
-            match session.wipe().await {
-                Ok(()) => {
+            match tokio::time::timeout(DISPOSE_LIMIT, session.wipe()).await {
+                Ok(Ok(true)) => {
                     self.idle.lock().expect("pool lock").push(session);
                     return;
                 }
-                Err(e) => {
+                Ok(Ok(false)) => {}
+                Ok(Err(e)) => {
                     tracing::warn!(error = %e, "could not wipe a browser context; disposing it")
                 }
+                Err(_) => tracing::warn!(
+                    "a browser context was not wiped within {DISPOSE_LIMIT:?}; disposing it"
+                ),
             }
         }
         self.dispose(session).await;

@@ -30,6 +30,8 @@ use crate::{net::target_guard::Refused, ops::metrics::metrics};
 /// The events a page session listens to.
 const PAGE_EVENTS: &[&str] = &[
     "Page.loadEventFired",
+    // Only the main frame's commit of about:blank is looked at (see `wipe`).
+    "Page.frameNavigated",
     "Network.responseReceived",
     "Inspector.targetCrashed",
 ];
@@ -424,20 +426,24 @@ impl BrowserSession {
         Ok(())
     }
 
-    /// Whether the context may serve another crawl once wiped: no frame of
-    /// another site left storage in it that the wipe would miss.
-    pub(super) fn reusable(&mut self) -> bool {
-        self.note_pending();
-        !self.framed
-    }
-
-    /// Clears everything the crawl left for the next one: the context's
+    /// Readies the context for another crawl; `Ok(false)` when it cannot
+    /// serve one: a frame of another site loaded, whose storage is
+    /// partitioned under the page's, where clearing origins does not reach.
+    ///
+    /// The page first leaves for about:blank, which ends whatever it still
+    /// ran (timers, sockets, workers), so nothing writes after the clearing
+    /// and nothing spends CPU until the next crawl. Then go the context's
     /// cookies and HTTP cache, every storage (local, session, IndexedDB,
-    /// cache storage, service workers...) of every origin the page showed, and
-    /// a kept session's restore script; then freezes the page, so a page
-    /// left running spends no CPU until the next crawl.
-    pub(super) async fn wipe(&mut self) -> anyhow::Result<()> {
-        self.note_pending();
+    /// cache storage, service workers...) of every origin the page showed,
+    /// and a kept session's restore script. (Freezing the page instead,
+    /// Page.setWebLifecycleState, left it hidden for good once thawed, every
+    /// later document too, its timers throttled to one a second: a page of
+    /// the shop's search took a second in a reused context.)
+    pub(super) async fn wipe(&mut self) -> anyhow::Result<bool> {
+        self.leave_for_blank().await?;
+        if self.framed {
+            return Ok(false);
+        }
         if let Some(identifier) = self.restore_script.take() {
             self.call(
                 "Page.removeScriptToEvaluateOnNewDocument",
@@ -460,17 +466,37 @@ impl BrowserSession {
             )
             .await?;
         }
-        self.call("Page.setWebLifecycleState", json!({"state": "frozen"}))
-            .await?;
         self.document = None;
-        Ok(())
+        Ok(true)
     }
 
-    /// Wakes a wiped page for its next crawl.
-    pub(super) async fn thaw(&self) -> anyhow::Result<()> {
-        self.call("Page.setWebLifecycleState", json!({"state": "active"}))
+    /// Shows about:blank and waits for its load event, noting what the
+    /// crawl's page did until then. Its load is told from one of the
+    /// crawl's page by the commit before it, so no load event is left for
+    /// the next crawl's first page to mistake for its own.
+    async fn leave_for_blank(&mut self) -> anyhow::Result<()> {
+        self.note_pending();
+        self.call("Page.navigate", json!({"url": "about:blank"}))
             .await?;
-        Ok(())
+        let mut committed = false;
+        loop {
+            let event = self
+                .events
+                .recv()
+                .await
+                .context("the page closed while leaving for about:blank")?;
+            match event.method.as_str() {
+                "Page.frameNavigated"
+                    if event.params["frame"]["id"] == self.target_id.as_str()
+                        && event.params["frame"]["url"] == "about:blank" =>
+                {
+                    committed = true
+                }
+                "Page.loadEventFired" if committed => return Ok(()),
+                "Inspector.targetCrashed" => anyhow::bail!("the page crashed"),
+                _ => self.note(&event),
+            }
+        }
     }
 
     /// Closes the context: Chrome ends its page and kills its renderer
