@@ -26,7 +26,7 @@ use tokio::process::{Child, Command};
 #[path = "shared/throwaway.rs"]
 mod throwaway;
 
-use throwaway::{Scratch, crawlfleet_binary, free_port, remove_profiles_of};
+use throwaway::{Scratch, crawlfleet_binary, free_port, ready_api_client, remove_profiles_of};
 
 const WORKERS: usize = 3;
 /// The API token of this throwaway fleet.
@@ -176,24 +176,8 @@ async fn run_chaos(
     runs: usize,
     fault_secs: u64,
 ) -> anyhow::Result<String> {
-    let http = reqwest::Client::builder()
-        .default_headers(
-            [(
-                reqwest::header::AUTHORIZATION,
-                format!("Bearer {CHAOS_TOKEN}").parse()?,
-            )]
-            .into_iter()
-            .collect(),
-        )
-        .build()?;
     let api = format!("http://127.0.0.1:{}", fleet.api_port);
-    let started = Instant::now();
-    while http.get(format!("{api}/ready")).send().await.is_err() {
-        if started.elapsed() > Duration::from_secs(30) {
-            bail!("api did not come up");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let http = ready_api_client(&api, CHAOS_TOKEN, Duration::from_secs(30)).await?;
     let site_body = json!({
         "name": "chaos-shop",
         "search_url": format!("{}/slow?ms=400&q={{keyword}}", site.base_url()),

@@ -25,7 +25,7 @@ mod throwaway;
 mod console;
 
 use console::ConsoleBrowser;
-use throwaway::{Scratch, crawlfleet_binary, free_port};
+use throwaway::{Scratch, crawlfleet_binary, free_port, ready_api_client};
 
 /// The API token of this throwaway fleet.
 const TOKEN: &str = "screenshots-local-token";
@@ -92,11 +92,10 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn shoot(api: &str, shop: &str, out: &std::path::Path) -> anyhow::Result<()> {
-    let http = reqwest::Client::new();
+    let http = ready_api_client(api, TOKEN, Duration::from_secs(60)).await?;
+    let started = Instant::now();
     let call = |method: reqwest::Method, path: &str, body: Option<Value>| {
-        let mut request = http
-            .request(method, format!("{api}{path}"))
-            .bearer_auth(TOKEN);
+        let mut request = http.request(method, format!("{api}{path}"));
         if let Some(body) = body {
             request = request.json(&body);
         }
@@ -108,18 +107,6 @@ async fn shoot(api: &str, shop: &str, out: &std::path::Path) -> anyhow::Result<(
             Ok::<Value, anyhow::Error>(body)
         }
     };
-    let started = Instant::now();
-    while !http
-        .get(format!("{api}/ready"))
-        .send()
-        .await
-        .is_ok_and(|r| r.status().is_success())
-    {
-        if started.elapsed() > Duration::from_secs(60) {
-            bail!("the fleet did not become ready");
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
     // A site whose search page never finishes loading: its run fails as
     // stuck, and keeps what the browser showed.
     let hanging = call(

@@ -22,7 +22,7 @@ use tokio::process::{Child, Command};
 #[path = "shared/throwaway.rs"]
 mod throwaway;
 
-use throwaway::{Scratch, crawlfleet_binary, free_port, remove_profiles_of};
+use throwaway::{Scratch, crawlfleet_binary, free_port, ready_api_client, remove_profiles_of};
 
 const TOKEN: &str = "upgrade-local-token";
 /// Runs per render mode and per phase (old worker alone, then both).
@@ -115,24 +115,8 @@ async fn check(
     new_binary: &Path,
     children: &mut Vec<Child>,
 ) -> anyhow::Result<String> {
-    let http = reqwest::Client::builder()
-        .default_headers(
-            [(
-                reqwest::header::AUTHORIZATION,
-                format!("Bearer {TOKEN}").parse()?,
-            )]
-            .into_iter()
-            .collect(),
-        )
-        .build()?;
     let api = format!("http://127.0.0.1:{}", fleet.api_port);
-    let started = Instant::now();
-    while http.get(format!("{api}/ready")).send().await.is_err() {
-        if started.elapsed() > Duration::from_secs(30) {
-            bail!("the api did not come up");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let http = ready_api_client(&api, TOKEN, Duration::from_secs(30)).await?;
     // The api has migrated: the old worker meets the new schema from its start.
     let old_worker = fleet.spawn(old_binary, "worker", "old-worker")?;
     // Worker ids are `<host>-<pid>-<nonce>`.

@@ -363,16 +363,21 @@ ensure_postgres() {
             "see /var/log/postgresql/postgresql-$version-$CRAWLFLEET_PG_CLUSTER.log and pg_lsclusters"
 }
 
-# admin_database_url: DATABASE_URL pointed at the `postgres` maintenance database
-# on the same server, same user, password and options.
-admin_database_url() {
+# database_url_for NAME: DATABASE_URL pointed at database NAME on the same server,
+# same user, password and options (its query string).
+database_url_for() {
     local base=${DATABASE_URL%%\?*} query=""
     if [[ $DATABASE_URL == *\?* ]]; then
         query="?${DATABASE_URL#*\?}"
     fi
     local scheme_and_authority=${base#*://}
     scheme_and_authority="${base%%://*}://${scheme_and_authority%%/*}"
-    printf '%s/postgres%s\n' "$scheme_and_authority" "$query"
+    printf '%s/%s%s\n' "$scheme_and_authority" "$1" "$query"
+}
+
+# admin_database_url: the `postgres` maintenance database of DATABASE_URL's server.
+admin_database_url() {
+    database_url_for postgres
 }
 
 # ensure_database [NAME]: create the database (default: the one DATABASE_URL names)

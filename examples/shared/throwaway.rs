@@ -1,9 +1,12 @@
 //! What the throwaway fleets of `scripts/chaos` and `scripts/abuse` share: a
 //! database and a queue of their own, dropped at the end; the crawlfleet
-//! binary built beside the example; and the clean-up a container would do
-//! after a worker killed with SIGKILL.
+//! binary built beside the example; a client of its api; and the clean-up a
+//! container would do after a worker killed with SIGKILL.
 
-use std::path::PathBuf;
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
 
 use sqlx::{Connection, PgConnection};
 
@@ -68,6 +71,37 @@ pub fn crawlfleet_binary() -> PathBuf {
         .and_then(|examples| examples.parent())
         .expect("target/<profile>/examples")
         .join("crawlfleet")
+}
+
+/// A client of the api at `api` (`http://host:port`) that sends `token` with
+/// every request, once the api's `/ready` says it is (within `limit`).
+pub async fn ready_api_client(
+    api: &str,
+    token: &str,
+    limit: Duration,
+) -> anyhow::Result<reqwest::Client> {
+    let authorization = format!("Bearer {token}").parse()?;
+    let http = reqwest::Client::builder()
+        .default_headers(
+            [(reqwest::header::AUTHORIZATION, authorization)]
+                .into_iter()
+                .collect(),
+        )
+        .build()?;
+    let started = Instant::now();
+    while !http
+        .get(format!("{api}/ready"))
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success())
+    {
+        anyhow::ensure!(
+            started.elapsed() < limit,
+            "the api at {api} was not ready within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(http)
 }
 
 /// The profile folders a killed worker left (`crawlfleet-<host>-<pid>-<nonce>`),

@@ -4,7 +4,7 @@
 //! SESSION_KEY (the new key beside the old as SESSION_KEY_PREVIOUS for one
 //! start of the api, which seals every stored value again).
 
-use std::{path::Path, time::Duration};
+use std::time::Duration;
 
 use crawlfleet::store::{
     self,
@@ -18,8 +18,8 @@ use serde_json::Value;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
 
 use crate::support::{
-    CaFile, ON_DEMAND, PG_USER, RoleProcess, Roles, TEST_SESSION_KEY, TestApp, TestCa, TlsPostgres,
-    TlsRedis, eventually,
+    CaFile, DatastoreLogin, ON_DEMAND, PG_USER, RoleProcess, Roles, TEST_SESSION_KEY, TestApp,
+    TestCa, TlsPostgres, TlsRedis, eventually, post_ok, tls_fleet_env,
 };
 
 const NEW_KEY: &str = "a11ce0a11ce0a11ce0a11ce0a11ce0a11ce0a11ce0a11ce0a11ce0a11ce0a11c";
@@ -166,35 +166,6 @@ const BLUE: &str = "crawlfleet_blue";
 const GREEN: &str = "crawlfleet_green";
 
 /// Credentials one process is started with.
-struct Credentials<'a> {
-    pg_user: &'a str,
-    pg_password: &'a str,
-    redis_password: &'a str,
-}
-
-fn env_with(
-    pg: &TlsPostgres,
-    redis: &TlsRedis,
-    ca: &Path,
-    c: &Credentials,
-) -> Vec<(&'static str, String)> {
-    vec![
-        // The URL names no credentials; the parts give them.
-        (
-            "DATABASE_URL",
-            format!("postgres://localhost:{}/postgres", pg.port),
-        ),
-        ("DATABASE_USER", c.pg_user.to_owned()),
-        ("DATABASE_PASSWORD", c.pg_password.to_owned()),
-        ("DATABASE_SSLMODE", "verify-full".to_owned()),
-        ("DATABASE_SSLROOTCERT", ca.display().to_string()),
-        ("REDIS_URL", format!("redis://localhost:{}", redis.port)),
-        ("REDIS_PASSWORD", c.redis_password.to_owned()),
-        ("REDIS_TLS", "true".to_owned()),
-        ("REDIS_CA_CERT", ca.display().to_string()),
-    ]
-}
-
 #[tokio::test]
 async fn postgres_and_redis_passwords_rotate_while_a_worker_crawls_and_no_run_is_lost() {
     let ca = TestCa::new("rotation CA");
@@ -240,18 +211,18 @@ async fn postgres_and_redis_passwords_rotate_while_a_worker_crawls_and_no_run_is
     .await
     .unwrap();
 
-    let old = Credentials {
+    let old = DatastoreLogin {
         pg_user: BLUE,
         pg_password: "blue-1",
         redis_password: "redis-old",
     };
-    let new = Credentials {
+    let new = DatastoreLogin {
         pg_user: GREEN,
         pg_password: "green-2",
         redis_password: "redis-new",
     };
-    let old_env = env_with(&pg, &redis, &ca_file.path, &old);
-    let new_env = env_with(&pg, &redis, &ca_file.path, &new);
+    let old_env = tls_fleet_env(&pg, &redis, &ca_file.path, &old);
+    let new_env = tls_fleet_env(&pg, &redis, &ca_file.path, &new);
 
     // The fleet on the old credentials: api and scheduler, and a worker.
     let control = RoleProcess::spawn("api", &app.config, &old_env);
@@ -259,14 +230,7 @@ async fn postgres_and_redis_passwords_rotate_while_a_worker_crawls_and_no_run_is
     let scheduler = RoleProcess::spawn("scheduler", &app.config, &old_env);
     let old_worker = RoleProcess::spawn("worker", &app.config, &old_env);
     let http = reqwest::Client::new();
-    let post = |path: String, body: Value| {
-        let request = http.post(format!("http://{api}{path}")).json(&body);
-        async move {
-            let response = request.send().await.unwrap();
-            assert!(response.status().is_success(), "{}", response.status());
-            response.json::<Value>().await.unwrap()
-        }
-    };
+    let post = |path: String, body: Value| post_ok(&http, api, path, body);
     let site = post(
         "/api/sites".into(),
         json!({
@@ -343,13 +307,13 @@ async fn postgres_and_redis_passwords_rotate_while_a_worker_crawls_and_no_run_is
     let scheduler = RoleProcess::spawn("scheduler", &app.config, &new_env);
     let http = reqwest::Client::new();
     for keyword in &keywords[6..] {
-        let response = http
-            .post(format!("http://{api}/api/keywords/{keyword}/crawl"))
-            .json(&json!({}))
-            .send()
-            .await
-            .unwrap();
-        assert!(response.status().is_success(), "{}", response.status());
+        post_ok(
+            &http,
+            api,
+            format!("/api/keywords/{keyword}/crawl"),
+            json!({}),
+        )
+        .await;
     }
 
     // Every run, from before and after, completes once.

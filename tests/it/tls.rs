@@ -8,8 +8,8 @@ use std::{path::Path, time::Duration};
 use serde_json::{Value, json};
 
 use crate::support::{
-    CaFile, ON_DEMAND, PG_USER, RoleProcess, Roles, TestApp, TestCa, TlsPostgres, TlsRedis,
-    eventually,
+    CaFile, DatastoreLogin, ON_DEMAND, PG_USER, RoleProcess, Roles, TestApp, TestCa, TlsPostgres,
+    TlsRedis, eventually, post_ok, tls_fleet_env,
 };
 
 const PG_PASSWORD: &str = "pg p@ss/word";
@@ -59,21 +59,11 @@ async fn migrate(pg: &TlsPostgres, ca: &Path, check: bool) -> Migrated {
 
 /// The settings of a process on the TLS datastores: URLs without the
 /// passwords, which come as parts, with TLS asked for by name.
-fn tls_env(pg: &TlsPostgres, redis: &TlsRedis, ca: &Path) -> Vec<(&'static str, String)> {
-    vec![
-        (
-            "DATABASE_URL",
-            format!("postgres://{PG_USER}@localhost:{}/postgres", pg.port),
-        ),
-        ("DATABASE_PASSWORD", PG_PASSWORD.to_owned()),
-        ("DATABASE_SSLMODE", "verify-full".to_owned()),
-        ("DATABASE_SSLROOTCERT", ca.display().to_string()),
-        ("REDIS_URL", format!("redis://localhost:{}", redis.port)),
-        ("REDIS_PASSWORD", REDIS_PASSWORD.to_owned()),
-        ("REDIS_TLS", "true".to_owned()),
-        ("REDIS_CA_CERT", ca.display().to_string()),
-    ]
-}
+const LOGIN: DatastoreLogin = DatastoreLogin {
+    pg_user: PG_USER,
+    pg_password: PG_PASSWORD,
+    redis_password: REDIS_PASSWORD,
+};
 
 #[tokio::test]
 async fn the_fleet_crawls_on_postgres_and_redis_over_tls_with_their_certificates_checked() {
@@ -96,19 +86,16 @@ async fn the_fleet_crawls_on_postgres_and_redis_over_tls_with_their_certificates
 
     // Every role in one process, on the TLS datastores only (each accepts
     // nothing but TLS): a crawl goes through.
-    let fleet = RoleProcess::spawn("all", &app.config, &tls_env(&pg, &redis, &ca_file.path));
+    let fleet = RoleProcess::spawn(
+        "all",
+        &app.config,
+        &tls_fleet_env(&pg, &redis, &ca_file.path, &LOGIN),
+    );
     let api = fleet.listening_on("api listening").await;
     let http = reqwest::Client::new();
-    let post = |path: &str, body: Value| {
-        let request = http.post(format!("http://{api}{path}")).json(&body);
-        async move {
-            let response = request.send().await.unwrap();
-            assert!(response.status().is_success(), "{}", response.status());
-            response.json::<Value>().await.unwrap()
-        }
-    };
+    let post = |path: String, body: Value| post_ok(&http, api, path, body);
     let site = post(
-        "/api/sites",
+        "/api/sites".into(),
         json!({
             "name": "over-tls",
             "search_url": format!("{}/search?q={{keyword}}", app.site.base_url()),
@@ -120,11 +107,11 @@ async fn the_fleet_crawls_on_postgres_and_redis_over_tls_with_their_certificates
     )
     .await;
     let keyword = post(
-        "/api/keywords",
+        "/api/keywords".into(),
         json!({"keyword": "lamp", "site_ids": [site["id"]], "schedule": ON_DEMAND, "enabled": true}),
     )
     .await;
-    let queued = post(&format!("/api/keywords/{}/crawl", keyword["id"]), json!({})).await;
+    let queued = post(format!("/api/keywords/{}/crawl", keyword["id"]), json!({})).await;
     let run = queued["queued"][0]["id"].as_i64().expect("a run queued");
     // One http page: well under a second once dispatched; 60 s is ample.
     let done = eventually(Duration::from_secs(60), "the run completes", || async {
@@ -152,7 +139,7 @@ async fn the_fleet_crawls_on_postgres_and_redis_over_tls_with_their_certificates
         "{}",
         refused.said
     );
-    let mut env = tls_env(&pg, &redis, &ca_file.path);
+    let mut env = tls_fleet_env(&pg, &redis, &ca_file.path, &LOGIN);
     env.retain(|(name, _)| *name != "REDIS_CA_CERT");
     env.push(("REDIS_CA_CERT", stranger.path.display().to_string()));
     let mut worker = RoleProcess::spawn("worker", &app.config, &env);

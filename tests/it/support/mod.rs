@@ -34,6 +34,7 @@ mod forward_proxy;
 mod polling;
 mod ports;
 mod processes;
+mod rest;
 mod stores;
 mod tls_servers;
 mod webhook_receiver;
@@ -49,9 +50,12 @@ pub use processes::{
     RoleProcess, browser_slots, chrome_of, clean_up_after_killed_worker, descendants,
     leftovers_of_worker,
 };
+pub use rest::post_ok;
 pub use stores::{
     TestDb, clear_queue, count_states, database_server, dispatch_and_claim, redis_url,
     test_queue_name,
 };
-pub use tls_servers::{CaFile, PG_USER, TestCa, TlsPostgres, TlsRedis};
+pub use tls_servers::{
+    CaFile, DatastoreLogin, PG_USER, TestCa, TlsPostgres, TlsRedis, tls_fleet_env,
+};
 pub use webhook_receiver::{Received, WebhookReceiver};

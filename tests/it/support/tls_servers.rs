@@ -252,3 +252,35 @@ impl Drop for CaFile {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// Who a fleet process logs in as on the TLS servers.
+pub struct DatastoreLogin<'a> {
+    pub pg_user: &'a str,
+    pub pg_password: &'a str,
+    pub redis_password: &'a str,
+}
+
+/// The environment that has a fleet process use `pg` and `redis` over TLS,
+/// their certificates checked against `ca`, as `login`. The URLs name no
+/// credentials: the parts give them, as a deployment's secrets do.
+pub fn tls_fleet_env(
+    pg: &TlsPostgres,
+    redis: &TlsRedis,
+    ca: &Path,
+    login: &DatastoreLogin,
+) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "DATABASE_URL",
+            format!("postgres://localhost:{}/postgres", pg.port),
+        ),
+        ("DATABASE_USER", login.pg_user.to_owned()),
+        ("DATABASE_PASSWORD", login.pg_password.to_owned()),
+        ("DATABASE_SSLMODE", "verify-full".to_owned()),
+        ("DATABASE_SSLROOTCERT", ca.display().to_string()),
+        ("REDIS_URL", format!("redis://localhost:{}", redis.port)),
+        ("REDIS_PASSWORD", login.redis_password.to_owned()),
+        ("REDIS_TLS", "true".to_owned()),
+        ("REDIS_CA_CERT", ca.display().to_string()),
+    ]
+}
