@@ -1,11 +1,14 @@
 # The Fargate workers follow CrawlerService/QueueWaitingJobs (waiting + active runs,
 # counted in Postgres by the api every 10 s, a high-resolution metric).
 #
-# scaling_mode = "step" (what `crawlfleet simulate --search` found: an 8,000-run
-# burst drained within 1.09x of 50 tasks started at once; BENCHMARKS.md):
+# scaling_mode = "step" (`crawlfleet simulate`, BENCHMARKS.md: an 8,000-run burst
+# drains within 1.09x of 50 tasks started at once, the morning batch with 2 tasks):
 #   high-resolution alarms, 10 s periods
-#   > 20  -> +50 (cooldown 30 s): the whole fleet (worker_max_tasks caps it) at once,
-#            also for a trickle that crosses 20 (its cost: BENCHMARKS.md)
+#   > 20  -> +1  (cooldown 60 s): a trickle that crosses 20 (the morning batch)
+#            adds a task or two, not the whole fleet (60 s rather than 30: a
+#            third fewer task-hours for a batch done 15 s later)
+#   > 200 -> +50 (cooldown 30 s): a burst gets the whole fleet (worker_max_tasks
+#            caps it) at once; above 200 both alarms fire, +51, capped at 50
 #   < 10  -> -1  (cooldown 300 s)     = 0 for 3 periods (30 s) -> 0 tasks
 # scaling_mode = "target_tracking":
 #   backlog per running task (metric math) held at var.backlog_per_task_target,
@@ -23,8 +26,9 @@ locals {
   step_alarm_period = local.step_mode ? 10 : 60
 
   step_policies = {
-    scale-out = { threshold = 20, comparison = "GreaterThanThreshold", periods = 1, adjustment_type = "ChangeInCapacity", adjustment = 50, cooldown = 30, enabled = local.step_mode }
-    scale-in  = { threshold = 10, comparison = "LessThanThreshold", periods = 1, adjustment_type = "ChangeInCapacity", adjustment = -1, cooldown = 300, enabled = local.step_mode }
+    scale-out-small = { threshold = 20, comparison = "GreaterThanThreshold", periods = 1, adjustment_type = "ChangeInCapacity", adjustment = 1, cooldown = 60, enabled = local.step_mode }
+    scale-out-large = { threshold = 200, comparison = "GreaterThanThreshold", periods = 1, adjustment_type = "ChangeInCapacity", adjustment = 50, cooldown = 30, enabled = local.step_mode }
+    scale-in        = { threshold = 10, comparison = "LessThanThreshold", periods = 1, adjustment_type = "ChangeInCapacity", adjustment = -1, cooldown = 300, enabled = local.step_mode }
     # Step mode: 3 empty 10 s periods; target tracking: 10 empty minutes.
     scale-to-zero = { threshold = 0, comparison = "LessThanOrEqualToThreshold", periods = local.step_mode ? 3 : 10, adjustment_type = "ExactCapacity", adjustment = 0, cooldown = 300, enabled = true }
   }

@@ -522,6 +522,16 @@ mod tests {
         Args::parse_from(["simulate", "--infra", infra].iter().chain(extra))
     }
 
+    /// What the policy of `policies` labelled `label...` gives on `arrivals`.
+    fn outcome_of(args: &Args, arrivals: &[f64], label: &str) -> fleet::Outcome {
+        let inputs = inputs(args).unwrap();
+        let (_, scaling, fleet) = policies(args, &inputs)
+            .into_iter()
+            .find(|(l, ..)| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no {label} row"));
+        simulate(arrivals, &inputs.work, &scaling, &fleet, args.seed)
+    }
+
     /// infra/ carries what `--search` found: on the Danawa burst (8,000 runs
     /// at 1.8 s, 2 h on the EC2 host alone) its step policy drains within the
     /// search's goal of the ideal fleet.
@@ -537,18 +547,31 @@ mod tests {
             "--run-overhead-secs",
             "0",
         ]);
-        let inputs = inputs(&args).unwrap();
         let arrivals = vec![0.0; DANAWA_BURST];
-        let rows = policies(&args, &inputs);
-        let drain = |label: &str| {
-            let (_, scaling, fleet) = rows
-                .iter()
-                .find(|(l, ..)| l.starts_with(label))
-                .unwrap_or_else(|| panic!("no {label} row"));
-            simulate(&arrivals, &inputs.work, scaling, fleet, args.seed).drain_secs
-        };
+        let drain = |label: &str| outcome_of(&args, &arrivals, label).drain_secs;
         let ratio = drain("step, infra/") / drain("ideal");
         assert!(ratio <= WITHIN_IDEAL, "{ratio:.2}x the ideal");
+    }
+
+    /// The search looks at the burst only. A trickle that crosses the first
+    /// scale-out threshold, the morning batch's runs arriving over 30 minutes,
+    /// gets a few tasks from infra/'s step policy, not the whole fleet, and
+    /// drains as near the ideal.
+    #[test]
+    fn infra_step_policy_meets_the_morning_batch_with_a_few_tasks() {
+        let args = args(&[]);
+        let (name, batch) = scenarios(&args).unwrap().remove(0);
+        assert_eq!(name, "morning batch");
+        let arrivals = batch.times().unwrap();
+        let step = outcome_of(&args, &arrivals, "step, infra/");
+        let ideal = outcome_of(&args, &arrivals, "ideal");
+        let ratio = step.drain_secs / ideal.drain_secs;
+        assert!(ratio <= WITHIN_IDEAL, "{ratio:.2}x the ideal");
+        assert!(
+            step.peak_tasks <= 5,
+            "{} tasks at once for a trickle",
+            step.peak_tasks
+        );
     }
 
     #[test]

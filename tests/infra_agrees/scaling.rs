@@ -87,12 +87,22 @@ fn the_step_policies_are_the_architectures_in_terraform_and_the_ecs_json() {
     let tf = Terraform::load();
     let policies = tf.get("local", "step_policies");
     // (key, comparison, threshold, alarm periods, adjustment type, adjustment, cooldown):
-    // what `crawlfleet simulate --search` found (BENCHMARKS.md), on 10 s periods.
+    // on 10 s periods, a task for a trickle and the whole fleet for a burst
+    // (`crawlfleet simulate`, BENCHMARKS.md).
     let architecture = [
         (
-            "scale-out",
+            "scale-out-small",
             "GreaterThanThreshold",
             20,
+            1,
+            "ChangeInCapacity",
+            1,
+            60,
+        ),
+        (
+            "scale-out-large",
+            "GreaterThanThreshold",
+            200,
             1,
             "ChangeInCapacity",
             50,
@@ -203,10 +213,17 @@ fn the_step_policies_are_the_architectures_in_terraform_and_the_ecs_json() {
             );
         }
     }
-    // The largest step takes the fleet to its cap at once.
+    // The large step takes the fleet to its cap at once.
     assert_eq!(
-        number(&policies["scale-out"]["adjustment"]),
+        number(&policies["scale-out-large"]["adjustment"]),
         number(&tf.get("var", "worker_max_tasks"))
+    );
+    // docs/deploy.md's AWS CLI path puts every step policy, not a count it remembers.
+    let indices: Vec<String> = (0..architecture.len()).map(|i| i.to_string()).collect();
+    let step_loop = format!("for i in {}; do", indices.join(" "));
+    assert!(
+        read("docs/deploy.md").contains(&step_loop),
+        "docs/deploy.md: {step_loop}"
     );
 }
 

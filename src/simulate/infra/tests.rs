@@ -52,9 +52,17 @@ fn infra_is_read_as_the_architecture_describes_it() {
         steps,
         vec![
             (
-                "scale-out",
+                "scale-out-small",
                 GreaterThan,
                 20.0,
+                1,
+                Adjustment::Change(1),
+                60.0
+            ),
+            (
+                "scale-out-large",
+                GreaterThan,
+                200.0,
                 1,
                 Adjustment::Change(50),
                 30.0
