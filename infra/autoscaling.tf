@@ -1,23 +1,36 @@
 # The Fargate workers follow CrawlerService/QueueWaitingJobs (waiting + active runs,
-# counted in Postgres by the api every minute).
+# counted in Postgres by the api every 10 s, a high-resolution metric).
 #
-# scaling_mode = "step" (the architecture's policies):
-#   > 20  -> +1  (cooldown 60 s)      > 200 -> +10 (cooldown 30 s)
-#   < 10  -> -1  (cooldown 300 s)     = 0 for 10 minutes -> 0 tasks
-#   (above 200 both scale-out alarms fire: +11 per step)
+# scaling_mode = "step" (`crawlfleet simulate`, BENCHMARKS.md: an 8,000-run burst
+# drains within 1.09x of 50 tasks started at once, the morning batch with 2 tasks):
+#   high-resolution alarms, 10 s periods
+#   > 20  -> +1  (cooldown 60 s): a trickle that crosses 20 (the morning batch)
+#            adds a task or two, not the whole fleet (60 s rather than 30: a
+#            third fewer task-hours for a batch done 15 s later)
+#   > 200 -> +50 (cooldown 30 s): a burst gets the whole fleet (worker_max_tasks
+#            caps it) at once; above 200 both alarms fire, +51, capped at 50
+#   < 10  -> -1  (cooldown 300 s)     = 0 for 3 periods (30 s) -> 0 tasks
 # scaling_mode = "target_tracking":
 #   backlog per running task (metric math) held at var.backlog_per_task_target,
-#   plus a step policy 0 -> 1 (target tracking has no data with 0 tasks) and the
-#   same "= 0 for 10 minutes -> 0".
+#   plus a step policy 0 -> 1 (target tracking has no data with 0 tasks) and
+#   "= 0 for 10 minutes -> 0", on 60 s periods: target tracking's own alarms are
+#   AWS's 1-minute ones, and the from-zero alarm reads Container Insights'
+#   RunningTaskCount, which has a datapoint a minute.
 
 locals {
   step_mode = var.scaling_mode == "step"
 
+  # The period of the step policies' alarms. 10 s (a high-resolution alarm) needs
+  # a datapoint in every period: the api puts QueueWaitingJobs every
+  # METRIC_INTERVAL_SECS (10), at StorageResolution 1.
+  step_alarm_period = local.step_mode ? 10 : 60
+
   step_policies = {
     scale-out-small = { threshold = 20, comparison = "GreaterThanThreshold", periods = 1, adjustment_type = "ChangeInCapacity", adjustment = 1, cooldown = 60, enabled = local.step_mode }
-    scale-out-large = { threshold = 200, comparison = "GreaterThanThreshold", periods = 1, adjustment_type = "ChangeInCapacity", adjustment = 10, cooldown = 30, enabled = local.step_mode }
+    scale-out-large = { threshold = 200, comparison = "GreaterThanThreshold", periods = 1, adjustment_type = "ChangeInCapacity", adjustment = 50, cooldown = 30, enabled = local.step_mode }
     scale-in        = { threshold = 10, comparison = "LessThanThreshold", periods = 1, adjustment_type = "ChangeInCapacity", adjustment = -1, cooldown = 300, enabled = local.step_mode }
-    scale-to-zero   = { threshold = 0, comparison = "LessThanOrEqualToThreshold", periods = 10, adjustment_type = "ExactCapacity", adjustment = 0, cooldown = 300, enabled = true }
+    # Step mode: 3 empty 10 s periods; target tracking: 10 empty minutes.
+    scale-to-zero = { threshold = 0, comparison = "LessThanOrEqualToThreshold", periods = local.step_mode ? 3 : 10, adjustment_type = "ExactCapacity", adjustment = 0, cooldown = 300, enabled = true }
   }
   active_step_policies = { for k, p in local.step_policies : k => p if p.enabled }
 
@@ -64,7 +77,7 @@ resource "aws_cloudwatch_metric_alarm" "step" {
   namespace           = var.cloudwatch_namespace
   metric_name         = local.queue_metric
   statistic           = "Maximum"
-  period              = 60
+  period              = local.step_alarm_period
   evaluation_periods  = each.value.periods
   threshold           = each.value.threshold
   comparison_operator = each.value.comparison
@@ -151,6 +164,8 @@ resource "aws_appautoscaling_policy" "from_zero" {
 }
 
 # Work waiting and no worker running: the one case target tracking cannot see.
+# 60 s periods: RunningTaskCount (Container Insights) has a datapoint a minute, so
+# a shorter period would find no tasks (FILL: 0) while tasks run.
 resource "aws_cloudwatch_metric_alarm" "from_zero" {
   count               = local.step_mode ? 0 : 1
   alarm_name          = "${var.name}-queue-scale-from-zero"

@@ -89,6 +89,10 @@ def main():
           "PutScalingPolicy", scaling["scaleFromZero"]["policy"])
     check("autoscaling.json scaleFromZero alarm", "cloudwatch",
           "PutMetricAlarm", scaling["scaleFromZero"]["alarm"])
+    check("autoscaling.json targetTrackingScaleToZero policy", "application-autoscaling",
+          "PutScalingPolicy", scaling["targetTrackingScaleToZero"]["policy"])
+    check("autoscaling.json targetTrackingScaleToZero alarm", "cloudwatch",
+          "PutMetricAlarm", scaling["targetTrackingScaleToZero"]["alarm"])
 
     # PutDashboard takes the body as a string; check it is JSON with widgets.
     dashboard = load(ecs / "dashboard.json")

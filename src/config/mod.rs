@@ -215,8 +215,10 @@ pub struct ApiConfig {
     #[arg(long, env = "CLOUDWATCH_NAMESPACE", default_value = "CrawlerService")]
     pub cloudwatch_namespace: String,
 
-    /// Seconds between two puts of the scaling metric.
-    #[arg(long, env = "METRIC_INTERVAL_SECS", default_value_t = 60)]
+    /// Seconds between two puts of the scaling metric. At most the step
+    /// policy's alarm period (10 s, infra/autoscaling.tf): a high-resolution
+    /// alarm that finds no datapoint in a period does not scale.
+    #[arg(long, env = "METRIC_INTERVAL_SECS", default_value_t = 10)]
     pub metric_interval_secs: u64,
 
     /// Shortest time allowed between two fire times of a keyword's schedule

@@ -35,12 +35,26 @@ pub struct FleetSettings {
     pub startup_secs: (f64, f64),
     /// CloudWatch's metric period and the api's publishing interval.
     pub period_secs: f64,
-    /// When in its period the api publishes, relative to t = 0.
+    /// When in its period the api publishes, relative to t = 0 (taken modulo
+    /// the period).
     pub publish_offset_secs: f64,
     /// From a datapoint's publication to the alarm evaluation that first sees it.
     pub alarm_lag_secs: f64,
     /// Give up this long after the last run ended if the fleet is not at zero.
     pub tail_limit_secs: f64,
+}
+
+impl FleetSettings {
+    /// The same fleet under alarms of `period_secs`: the api publishes once a
+    /// period, and the alarms see a datapoint `alarm_lag_secs` after it is
+    /// published, one period when `None`.
+    pub fn with_period(&self, period_secs: f64, alarm_lag_secs: Option<f64>) -> FleetSettings {
+        FleetSettings {
+            period_secs,
+            alarm_lag_secs: alarm_lag_secs.unwrap_or(period_secs),
+            ..self.clone()
+        }
+    }
 }
 
 /// What one simulation gives.
@@ -290,7 +304,10 @@ pub fn simulate(
             scaler = Some(Scaler::new(policy.clone()));
             sim.desired = policy.min_tasks;
             sim.reconcile();
-            sim.at(settings.publish_offset_secs, Event::Publish);
+            sim.at(
+                settings.publish_offset_secs % settings.period_secs,
+                Event::Publish,
+            );
         }
     }
     // Datapoints published, waiting for the alarm evaluation that sees them.

@@ -41,8 +41,11 @@ pub struct InfraScaling {
     pub slots_per_task: u32,
     pub task_vcpu: f64,
     pub task_gb: f64,
-    /// The alarms' period, seconds.
-    pub period_secs: f64,
+    /// The step alarms' period in step mode, seconds (10: high-resolution alarms).
+    pub step_period_secs: f64,
+    /// The alarms' period in target-tracking mode, seconds: its step alarms',
+    /// its from-zero alarm's and (AWS's own) its tracking alarms'.
+    pub target_tracking_period_secs: f64,
 }
 
 impl InfraScaling {
@@ -52,7 +55,19 @@ impl InfraScaling {
             ScalingMode::TargetTracking => &self.target_tracking,
         }
     }
+
+    /// The period of the alarms of `mode`, seconds.
+    pub fn period_secs(&self, mode: ScalingMode) -> f64 {
+        match mode {
+            ScalingMode::Step => self.step_period_secs,
+            ScalingMode::TargetTracking => self.target_tracking_period_secs,
+        }
+    }
 }
+
+/// The period of the alarms AWS creates for target tracking (1-minute
+/// metrics): the simulator's target-tracking model counts datapoints of it.
+const TRACKING_PERIOD_SECS: f64 = 60.0;
 
 /// Reads `dir`/autoscaling.tf and `dir`/variables.tf, and `tfvars` if given.
 pub fn read(dir: &Path, tfvars: Option<&Path>) -> anyhow::Result<InfraScaling> {
@@ -144,7 +159,7 @@ pub fn parse(
             "max_capacity",
         )?,
     );
-    let period_secs = step_alarm_period(&body, &step_ctx)?;
+    let step_period_secs = step_alarm_period(&body, &step_ctx)?;
     check_step_resources(&body)?;
 
     let step = AutoScaling {
@@ -154,8 +169,20 @@ pub fn parse(
         max_tasks: bounds.1,
     };
     let tracking_ctx = ctx_for(ScalingMode::TargetTracking)?;
+    // One evaluation period for every alarm of the mode: target tracking's
+    // own are AWS's 1-minute ones, so its step alarms must be too.
+    let target_tracking_period_secs = step_alarm_period(&body, &tracking_ctx)?;
+    ensure!(
+        target_tracking_period_secs == TRACKING_PERIOD_SECS,
+        "target_tracking mode: the step alarms' period is {target_tracking_period_secs} s; \
+         the simulator models that mode on {TRACKING_PERIOD_SECS} s periods, those of \
+         AWS's own target-tracking alarms"
+    );
     let mut tracking_steps = step_policies(&tracking_ctx)?;
-    tracking_steps.insert(0, from_zero(&body, &tracking_ctx)?);
+    tracking_steps.insert(
+        0,
+        from_zero(&body, &tracking_ctx, target_tracking_period_secs)?,
+    );
     let target_tracking = AutoScaling {
         steps: tracking_steps,
         tracking: Some(target_tracking(&body, &tracking_ctx)?),
@@ -171,7 +198,8 @@ pub fn parse(
         slots_per_task: number("worker_concurrency")? as u32,
         task_vcpu: number("worker_cpu")? / 1024.0,
         task_gb: number("worker_memory")? / 1024.0,
-        period_secs,
+        step_period_secs,
+        target_tracking_period_secs,
     })
 }
 
@@ -314,9 +342,21 @@ fn check_step_resources(body: &Body) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The step alarms' `period` in the context's mode: one CloudWatch allows.
 fn step_alarm_period(body: &Body, ctx: &Context) -> anyhow::Result<f64> {
     let alarm = block(body, "resource aws_cloudwatch_metric_alarm step")?;
-    as_f64(&eval(ctx, attr(alarm, "period")?)?, "period")
+    let period = as_f64(&eval(ctx, attr(alarm, "period")?)?, "period")?;
+    alarm_period(period).context("the step alarms")
+}
+
+/// CloudWatch's alarm periods: 10, 20 or 30 s (high resolution, on a metric
+/// published that often at 1 s resolution) or a multiple of 60 s.
+fn alarm_period(period: f64) -> anyhow::Result<f64> {
+    ensure!(
+        [10.0, 20.0, 30.0].contains(&period) || (period >= 60.0 && period % 60.0 == 0.0),
+        "period {period} s: CloudWatch allows 10, 20, 30 or a multiple of 60"
+    );
+    Ok(period)
 }
 
 /// Target tracking of `backlog / tasks`.
@@ -352,8 +392,9 @@ fn target_tracking(body: &Body, ctx: &Context) -> anyhow::Result<TargetTracking>
     })
 }
 
-/// The step policy that leaves zero tasks in target-tracking mode, and its alarm.
-fn from_zero(body: &Body, ctx: &Context) -> anyhow::Result<StepPolicy> {
+/// The step policy that leaves zero tasks in target-tracking mode, and its
+/// alarm, whose metrics' period must be the mode's `period_secs`.
+fn from_zero(body: &Body, ctx: &Context, period_secs: f64) -> anyhow::Result<StepPolicy> {
     let policy = block(body, "resource aws_appautoscaling_policy from_zero")?;
     let config = nested(policy, "step_scaling_policy_configuration")?;
     let kind = eval(ctx, attr(config, "adjustment_type")?)?;
@@ -375,6 +416,17 @@ fn from_zero(body: &Body, ctx: &Context) -> anyhow::Result<StepPolicy> {
         "expression",
         "\"IF(backlog > 0 AND FILL(tasks, 0) == 0, 1, 0)\"",
     )?;
+    for query in alarm.blocks().filter(|b| b.identifier() == "metric_query") {
+        let Ok(metric) = nested(query.body(), "metric") else {
+            continue;
+        };
+        let period = as_f64(&eval(ctx, attr(metric, "period")?)?, "period")?;
+        ensure!(
+            period == period_secs,
+            "the from-zero alarm's metrics have a {period} s period, the mode's other \
+             alarms {period_secs} s: not modelled"
+        );
+    }
     let comparison = eval(ctx, attr(alarm, "comparison_operator")?)?;
     let comparison = as_str(&comparison, "comparison_operator")?;
     Ok(StepPolicy {

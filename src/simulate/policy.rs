@@ -15,7 +15,7 @@
 //!   but a scale-out goes ahead at once and ends every scale-in cooldown.
 //!
 //! Cooldowns are kept per policy, as infra/autoscaling.tf reads them (above 200
-//! both scale-out alarms fire: +11 per period).
+//! both of its scale-out alarms fire, +1 and +50, each on its own cooldown).
 //!
 //! Target tracking is modelled on the alarms AWS creates for it: "high" when
 //! the metric is above the target for 3 consecutive 1-minute datapoints, "low"

@@ -9,15 +9,13 @@ use super::work::RunWork;
 pub struct Candidate {
     pub label: String,
     pub scaling: AutoScaling,
-    /// A metric period other than infra/'s (high-resolution alarms, the api
-    /// publishing that often): the alarms then also see a datapoint one such
-    /// period after it is published.
-    pub period_secs: Option<f64>,
+    /// The alarms' metric period (the api publishing that often).
+    pub period_secs: f64,
 }
 
-/// The name infra/ gives the step that answers a large backlog.
+/// The name a scale-out step gets when infra/'s policies have none.
 const LARGE_STEP: &str = "scale-out-large";
-/// Evaluation periods of the scale-to-zero alarm tried: infra/'s, and shorter.
+/// Evaluation periods of the scale-to-zero alarm tried.
 const TO_ZERO_PERIODS: [u32; 2] = [10, 3];
 /// Metric periods tried for the step alarms: CloudWatch's standard 60 s and a
 /// high-resolution 10 s.
@@ -34,8 +32,25 @@ fn with_to_zero_periods(scaling: &mut AutoScaling, periods: u32) {
     }
 }
 
-/// Step mode: infra/'s policies with the large scale-out step varied
-/// (threshold, adjustment, cooldown), the scale-to-zero wait, and the period.
+/// The scale-out step that answers the largest backlog (the one of highest
+/// threshold), if any.
+fn largest_scale_out(scaling: &mut AutoScaling) -> Option<&mut StepPolicy> {
+    scaling
+        .steps
+        .iter_mut()
+        .filter(|s| {
+            s.metric == AlarmMetric::Backlog
+                && matches!(
+                    s.comparison,
+                    Comparison::GreaterThan | Comparison::GreaterThanOrEqualTo
+                )
+        })
+        .max_by(|a, b| a.threshold.total_cmp(&b.threshold))
+}
+
+/// Step mode: infra/'s policies with the scale-out step for the largest
+/// backlog varied (threshold, adjustment, cooldown), the scale-to-zero wait,
+/// and the period.
 pub fn step_candidates(infra: &AutoScaling) -> Vec<Candidate> {
     let mut out = Vec::new();
     for threshold in [20.0, 50.0, 100.0, 200.0] {
@@ -44,8 +59,8 @@ pub fn step_candidates(infra: &AutoScaling) -> Vec<Candidate> {
                 for to_zero in TO_ZERO_PERIODS {
                     for period in STEP_PERIODS {
                         let mut scaling = infra.clone();
-                        let large = StepPolicy {
-                            name: LARGE_STEP.into(),
+                        let large = |name: String| StepPolicy {
+                            name,
                             metric: AlarmMetric::Backlog,
                             comparison: Comparison::GreaterThan,
                             threshold,
@@ -53,9 +68,9 @@ pub fn step_candidates(infra: &AutoScaling) -> Vec<Candidate> {
                             adjustment: Adjustment::Change(adjustment),
                             cooldown_secs: cooldown,
                         };
-                        match scaling.steps.iter_mut().find(|s| s.name == LARGE_STEP) {
-                            Some(step) => *step = large,
-                            None => scaling.steps.insert(0, large),
+                        match largest_scale_out(&mut scaling) {
+                            Some(step) => *step = large(step.name.clone()),
+                            None => scaling.steps.insert(0, large(LARGE_STEP.into())),
                         }
                         with_to_zero_periods(&mut scaling, to_zero);
                         out.push(Candidate {
@@ -64,7 +79,7 @@ pub fn step_candidates(infra: &AutoScaling) -> Vec<Candidate> {
                                  to zero after {to_zero}, period {period} s"
                             ),
                             scaling,
-                            period_secs: (period != 60.0).then_some(period),
+                            period_secs: period,
                         });
                     }
                 }
@@ -75,8 +90,9 @@ pub fn step_candidates(infra: &AutoScaling) -> Vec<Candidate> {
 }
 
 /// Target-tracking mode: the target, how many tasks the from-zero step adds,
-/// and the scale-to-zero wait (AWS's own tracking alarms are 1-minute ones).
-pub fn tracking_candidates(infra: &AutoScaling) -> Vec<Candidate> {
+/// and the scale-to-zero wait, on the mode's `period_secs` (AWS's own
+/// tracking alarms are 1-minute ones).
+pub fn tracking_candidates(infra: &AutoScaling, period_secs: f64) -> Vec<Candidate> {
     let mut out = Vec::new();
     for target in [2.0, 4.0, 8.0, 16.0, 32.0, 64.0] {
         for from_zero in [1, 10, 50] {
@@ -99,7 +115,7 @@ pub fn tracking_candidates(infra: &AutoScaling) -> Vec<Candidate> {
                          to zero after {to_zero}"
                     ),
                     scaling,
-                    period_secs: None,
+                    period_secs,
                 });
             }
         }
@@ -114,14 +130,14 @@ pub struct Found {
     pub ratio: f64,
 }
 
-/// Every candidate on the same runs (same seed), sorted: within `limit` of
-/// `ideal_drain` first, cheapest first; then the rest, fastest first (then
-/// cheapest).
+/// Every candidate on the same runs (same seed), each on the fleet
+/// `fleet_for` its period gives, sorted: within `limit` of `ideal_drain`
+/// first, cheapest first; then the rest, fastest first (then cheapest).
 pub fn search(
     candidates: Vec<Candidate>,
     arrivals: &[f64],
     work: &RunWork,
-    fleet: &FleetSettings,
+    fleet_for: impl Fn(f64) -> FleetSettings,
     seed: u64,
     ideal_drain: f64,
     limit: f64,
@@ -129,15 +145,7 @@ pub fn search(
     let mut found: Vec<Found> = candidates
         .into_iter()
         .map(|c| {
-            let fleet = match c.period_secs {
-                Some(period) => FleetSettings {
-                    period_secs: period,
-                    alarm_lag_secs: period,
-                    publish_offset_secs: fleet.publish_offset_secs % period,
-                    ..fleet.clone()
-                },
-                None => fleet.clone(),
-            };
+            let fleet = fleet_for(c.period_secs);
             let outcome = simulate(arrivals, work, &Scaling::Auto(c.scaling), &fleet, seed);
             let ratio = outcome.drain_secs / ideal_drain;
             Found {
@@ -226,7 +234,7 @@ mod tests {
             step_candidates(&infra_like()),
             &arrivals,
             &work,
-            &fleet,
+            |period| fleet.with_period(period, None),
             1,
             1.0,
             0.0,

@@ -1,11 +1,20 @@
 //! Application Auto Scaling: the bounds, the step policies and their alarms, and
 //! the target-tracking mode, the same in Terraform and ecs/autoscaling.json, and
-//! the same as the architecture.
+//! the same as the architecture; the api publishes the metric as often and at the
+//! resolution the alarms need; the fleet simulator reads what is deployed.
+
+use std::path::Path;
 
 use crawlfleet::api::cloudwatch;
+use crawlfleet::simulate::{
+    infra::{self as simulated, ScalingMode},
+    policy::{Adjustment, AlarmMetric, Comparison, StepPolicy},
+};
 use serde_json::{Value as Json, json};
 
-use crate::sources::{Terraform, attr, code, first, json_file, nested, number, read, source, text};
+use crate::sources::{
+    Terraform, attr, code, code_default, first, json_file, nested, number, read, source, text,
+};
 
 #[test]
 fn scaling_bounds_and_metrics_agree_with_the_code() {
@@ -77,7 +86,9 @@ fn json_step<'a>(scaling: &'a Json, tf: &Terraform, key: &str) -> &'a Json {
 fn the_step_policies_are_the_architectures_in_terraform_and_the_ecs_json() {
     let tf = Terraform::load();
     let policies = tf.get("local", "step_policies");
-    // (key, comparison, threshold, alarm periods, adjustment type, adjustment, cooldown)
+    // (key, comparison, threshold, alarm periods, adjustment type, adjustment, cooldown):
+    // on 10 s periods, a task for a trickle and the whole fleet for a burst
+    // (`crawlfleet simulate`, BENCHMARKS.md).
     let architecture = [
         (
             "scale-out-small",
@@ -94,7 +105,7 @@ fn the_step_policies_are_the_architectures_in_terraform_and_the_ecs_json() {
             200,
             1,
             "ChangeInCapacity",
-            10,
+            50,
             30,
         ),
         (
@@ -110,7 +121,7 @@ fn the_step_policies_are_the_architectures_in_terraform_and_the_ecs_json() {
             "scale-to-zero",
             "LessThanOrEqualToThreshold",
             0,
-            10,
+            3,
             "ExactCapacity",
             0,
             300,
@@ -202,6 +213,45 @@ fn the_step_policies_are_the_architectures_in_terraform_and_the_ecs_json() {
             );
         }
     }
+    // The large step takes the fleet to its cap at once.
+    assert_eq!(
+        number(&policies["scale-out-large"]["adjustment"]),
+        number(&tf.get("var", "worker_max_tasks"))
+    );
+    // docs/deploy.md's AWS CLI path puts every step policy, not a count it remembers.
+    let indices: Vec<String> = (0..architecture.len()).map(|i| i.to_string()).collect();
+    let step_loop = format!("for i in {}; do", indices.join(" "));
+    assert!(
+        read("docs/deploy.md").contains(&step_loop),
+        "docs/deploy.md: {step_loop}"
+    );
+}
+
+#[test]
+fn the_api_publishes_the_backlog_as_often_and_as_finely_as_the_step_alarms_read_it() {
+    let tf = Terraform::load();
+    // Step mode (the default): high-resolution alarms, 10 s periods.
+    assert_eq!(tf.get("var", "scaling_mode"), "step");
+    let period = number(&tf.eval(attr(
+        tf.resource("aws_cloudwatch_metric_alarm", "step"),
+        "period",
+    )));
+    assert_eq!(period, 10.0);
+    // An alarm under 60 s needs a metric stored at 1 s resolution...
+    assert_eq!(cloudwatch::QUEUE_WAITING_JOBS_RESOLUTION_SECS, 1);
+    // ...and a datapoint in every period: missing data does not breach, so a
+    // period without a put would scale nothing.
+    let interval = code_default("METRIC_INTERVAL_SECS") as f64;
+    assert!(
+        interval <= period,
+        "the api puts every {interval} s, the step alarms read {period} s periods"
+    );
+    assert!(
+        read(".env.example").contains(&format!("\nMETRIC_INTERVAL_SECS={interval}\n")),
+        ".env.example shows METRIC_INTERVAL_SECS={interval}"
+    );
+    // Nothing sets another interval on the host.
+    assert!(!read("docker-compose.ec2.yaml").contains("METRIC_INTERVAL_SECS"));
 }
 
 #[test]
@@ -324,4 +374,115 @@ fn the_redis_memory_alarm_watches_what_the_api_publishes() {
         json!(80),
         "the architecture: 80 % of maxmemory"
     );
+}
+
+/// A step policy of ecs/autoscaling.json (`{"policy", "alarm"}`) as the
+/// simulator models one.
+fn json_step_policy(entry: &Json) -> (Comparison, f64, u32, Adjustment, f64) {
+    let (policy, alarm) = (
+        &entry["policy"]["StepScalingPolicyConfiguration"],
+        &entry["alarm"],
+    );
+    let value = number(&policy["StepAdjustments"][0]["ScalingAdjustment"]);
+    let adjustment = match policy["AdjustmentType"].as_str().unwrap() {
+        "ChangeInCapacity" => Adjustment::Change(value as i64),
+        "ExactCapacity" => Adjustment::Exact(value as u32),
+        other => panic!("adjustment type {other}"),
+    };
+    (
+        Comparison::parse(alarm["ComparisonOperator"].as_str().unwrap()).unwrap(),
+        number(&alarm["Threshold"]),
+        number(&alarm["EvaluationPeriods"]) as u32,
+        adjustment,
+        number(&policy["Cooldown"]),
+    )
+}
+
+fn modelled(step: &StepPolicy) -> (Comparison, f64, u32, Adjustment, f64) {
+    (
+        step.comparison,
+        step.threshold,
+        step.periods,
+        step.adjustment,
+        step.cooldown_secs,
+    )
+}
+
+/// `crawlfleet simulate` reads infra/ with its own HCL evaluator, in each
+/// mode: it must see the policies and periods both deployment paths create.
+#[test]
+fn the_simulator_reads_the_policies_and_periods_that_are_deployed() {
+    let infra = simulated::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("infra"), None)
+        .expect("the simulator reads infra/");
+    let scaling = json_file("ecs/autoscaling.json");
+    let period = |entry: &Json| number(&entry["alarm"]["Period"]);
+
+    // Step mode: stepScaling, in order.
+    let json_steps = scaling["stepScaling"].as_array().unwrap();
+    assert_eq!(infra.step.steps.len(), json_steps.len());
+    for (step, entry) in infra.step.steps.iter().zip(json_steps) {
+        assert_eq!(step.metric, AlarmMetric::Backlog, "{}", step.name);
+        assert_eq!(modelled(step), json_step_policy(entry), "{}", step.name);
+        assert_eq!(period(entry), infra.period_secs(ScalingMode::Step));
+    }
+    assert_eq!(infra.period_secs(ScalingMode::Step), 10.0);
+
+    // Target tracking: the from-zero and scale-to-zero steps, then tracking.
+    let tracking = &infra.target_tracking;
+    let tracking_period = infra.period_secs(ScalingMode::TargetTracking);
+    assert_eq!(
+        tracking_period, 60.0,
+        "AWS's target-tracking alarms: 1 minute"
+    );
+    let names: Vec<&str> = tracking.steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["scale-from-zero", "scale-to-zero"]);
+    let to_zero = &scaling["targetTrackingScaleToZero"];
+    assert_eq!(modelled(&tracking.steps[1]), json_step_policy(to_zero));
+    assert_eq!(period(to_zero), tracking_period);
+    assert_eq!(
+        to_zero["policy"]["PolicyName"],
+        json_step(&scaling, &Terraform::load(), "scale-to-zero")["policy"]["PolicyName"],
+        "one scale-to-zero policy, in either mode"
+    );
+    let from_zero = &scaling["scaleFromZero"];
+    let (_, threshold, periods, adjustment, cooldown) = json_step_policy(from_zero);
+    let modelled_from_zero = &tracking.steps[0];
+    assert_eq!(modelled_from_zero.metric, AlarmMetric::Starved);
+    assert_eq!(
+        (threshold, periods, adjustment, cooldown),
+        (
+            modelled_from_zero.threshold,
+            modelled_from_zero.periods,
+            modelled_from_zero.adjustment,
+            modelled_from_zero.cooldown_secs
+        )
+    );
+    for metric in from_zero["alarm"]["Metrics"].as_array().unwrap() {
+        if let Some(stat) = metric.get("MetricStat") {
+            assert_eq!(number(&stat["Period"]), tracking_period, "{metric}");
+        }
+    }
+    let target = &scaling["targetTracking"]["TargetTrackingScalingPolicyConfiguration"];
+    let modelled_tracking = tracking.tracking.as_ref().unwrap();
+    assert_eq!(number(&target["TargetValue"]), modelled_tracking.target);
+    assert_eq!(
+        number(&target["ScaleOutCooldown"]),
+        modelled_tracking.scale_out_cooldown_secs
+    );
+    assert_eq!(
+        number(&target["ScaleInCooldown"]),
+        modelled_tracking.scale_in_cooldown_secs
+    );
+
+    // The bounds.
+    let target = &scaling["registerScalableTarget"];
+    for mode in [&infra.step, tracking] {
+        assert_eq!(
+            (f64::from(mode.min_tasks), f64::from(mode.max_tasks)),
+            (
+                number(&target["MinCapacity"]),
+                number(&target["MaxCapacity"])
+            )
+        );
+    }
 }

@@ -29,7 +29,9 @@ fn infra_is_read_as_the_architecture_describes_it() {
     assert_eq!((infra.step.min_tasks, infra.step.max_tasks), (0, 50));
     assert_eq!(infra.slots_per_task, 4);
     assert_eq!((infra.task_vcpu, infra.task_gb), (1.0, 2.0));
-    assert_eq!(infra.period_secs, 60.0);
+    // High-resolution alarms in step mode; AWS's 1-minute ones in target tracking.
+    assert_eq!(infra.period_secs(ScalingMode::Step), 10.0);
+    assert_eq!(infra.period_secs(ScalingMode::TargetTracking), 60.0);
     let steps: Vec<_> = infra
         .step
         .steps
@@ -62,7 +64,7 @@ fn infra_is_read_as_the_architecture_describes_it() {
                 GreaterThan,
                 200.0,
                 1,
-                Adjustment::Change(10),
+                Adjustment::Change(50),
                 30.0
             ),
             ("scale-in", LessThan, 10.0, 1, Adjustment::Change(-1), 300.0),
@@ -70,7 +72,7 @@ fn infra_is_read_as_the_architecture_describes_it() {
                 "scale-to-zero",
                 LessThanOrEqualTo,
                 0.0,
-                10,
+                3,
                 Adjustment::Exact(0),
                 300.0
             ),
@@ -89,6 +91,8 @@ fn infra_is_read_as_the_architecture_describes_it() {
     );
     let names: Vec<_> = tracking.steps.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["scale-from-zero", "scale-to-zero"]);
+    // Ten empty minutes before scaling to zero, as before step mode's 10 s alarms.
+    assert_eq!(tracking.steps[1].periods, 10);
     let from_zero = &tracking.steps[0];
     assert_eq!(from_zero.metric, AlarmMetric::Starved);
     assert_eq!(
@@ -120,8 +124,19 @@ fn a_tfvars_file_overrides_the_defaults() {
 
 #[test]
 fn a_changed_threshold_is_read() {
-    let infra = parse_changed("threshold = 200,", "threshold = 100,").unwrap();
-    assert_eq!(infra.step.steps[1].threshold, 100.0);
+    let infra = parse_changed("threshold = 20,", "threshold = 100,").unwrap();
+    assert_eq!(infra.step.steps[0].threshold, 100.0);
+}
+
+#[test]
+fn a_changed_period_is_read() {
+    let infra = parse_changed(
+        "step_alarm_period = local.step_mode ? 10 : 60",
+        "step_alarm_period = local.step_mode ? 30 : 60",
+    )
+    .unwrap();
+    assert_eq!(infra.period_secs(ScalingMode::Step), 30.0);
+    assert_eq!(infra.period_secs(ScalingMode::TargetTracking), 60.0);
 }
 
 #[test]
@@ -153,9 +168,27 @@ fn what_the_simulator_does_not_model_is_an_error_naming_it() {
         ),
         // An adjustment type it cannot apply.
         (
-            "adjustment_type = \"ChangeInCapacity\", adjustment = 10",
-            "adjustment_type = \"PercentChangeInCapacity\", adjustment = 10",
+            "adjustment_type = \"ChangeInCapacity\", adjustment = 50",
+            "adjustment_type = \"PercentChangeInCapacity\", adjustment = 50",
             "PercentChangeInCapacity",
+        ),
+        // A period CloudWatch refuses.
+        (
+            "step_alarm_period = local.step_mode ? 10 : 60",
+            "step_alarm_period = local.step_mode ? 15 : 60",
+            "CloudWatch allows",
+        ),
+        // Target tracking beside step alarms of another period than its own.
+        (
+            "step_alarm_period = local.step_mode ? 10 : 60",
+            "step_alarm_period = 10",
+            "target_tracking mode",
+        ),
+        // A from-zero alarm on other periods than the mode's other alarms.
+        (
+            "stat        = \"Maximum\"\n      period      = 60",
+            "stat        = \"Maximum\"\n      period      = 10",
+            "from-zero alarm",
         ),
         // Another target-tracking metric.
         (

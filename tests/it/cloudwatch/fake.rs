@@ -55,15 +55,21 @@ pub(super) struct Datum {
     pub(super) value: f64,
     pub(super) unit: String,
     pub(super) has_dimensions: bool,
+    /// `StorageResolution` as sent: 1 for a high-resolution metric; none
+    /// (CloudWatch's default, 60) for a standard one.
+    pub(super) storage_resolution: Option<i64>,
 }
 
 impl Put {
-    pub(super) fn value(&self, name: &str) -> f64 {
+    pub(super) fn datum(&self, name: &str) -> &Datum {
         self.data
             .iter()
             .find(|d| d.name == name)
             .unwrap_or_else(|| panic!("{name} in {self:?}"))
-            .value
+    }
+
+    pub(super) fn value(&self, name: &str) -> f64 {
+        self.datum(name).value
     }
 }
 
@@ -252,6 +258,13 @@ fn decode_put(at: Instant, body: &Cbor) -> Result<Put, String> {
                     .ok_or_else(|| format!("Value in {d:?}"))?,
                 unit: text(field(d, "Unit"), "Unit")?,
                 has_dimensions: field(d, "Dimensions").is_some(),
+                storage_resolution: field(d, "StorageResolution")
+                    .map(|r| {
+                        r.as_integer()
+                            .and_then(|i| i64::try_from(i).ok())
+                            .ok_or_else(|| format!("StorageResolution in {d:?}"))
+                    })
+                    .transpose()?,
             })
         })
         .collect::<Result<_, String>>()?;

@@ -5,11 +5,13 @@
 
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use crawlfleet::{
     api::cloudwatch::{
         self, CRAWLS_COMPLETED, CRAWLS_FAILED, PublisherSettings, QUEUE_WAITING_JOBS,
         REDIS_MEMORY_USAGE_PERCENT,
     },
+    config::Config,
     ops::metrics::metrics,
     queue,
 };
@@ -44,7 +46,7 @@ impl Publisher {
         interval: Duration,
         call_timeout: Duration,
     ) -> Publisher {
-        Self::start_reading(app, &redis_url(), cw, interval, call_timeout).await
+        Self::start_reading(app, &redis_url(), cw, settings(app, interval, call_timeout)).await
     }
 
     /// A publisher reading Redis's memory from the server at `redis`.
@@ -52,8 +54,7 @@ impl Publisher {
         app: &TestApp,
         redis: &str,
         cw: &FakeCloudWatch,
-        interval: Duration,
-        call_timeout: Duration,
+        settings: PublisherSettings,
     ) -> Publisher {
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(cloudwatch::run(
@@ -61,11 +62,7 @@ impl Publisher {
             app.pool().clone(),
             queue::connect(redis).await.unwrap(),
             cw.client().await,
-            PublisherSettings {
-                namespace: app.config.api.cloudwatch_namespace.clone(),
-                interval,
-                call_timeout,
-            },
+            settings,
             shutdown.clone(),
         ));
         Publisher { shutdown, task }
@@ -82,6 +79,14 @@ impl Publisher {
             .expect("publisher did not panic")
             .expect("publisher ends cleanly");
         start.elapsed()
+    }
+}
+
+fn settings(app: &TestApp, interval: Duration, call_timeout: Duration) -> PublisherSettings {
+    PublisherSettings {
+        namespace: app.config.api.cloudwatch_namespace.clone(),
+        interval,
+        call_timeout,
     }
 }
 
@@ -140,6 +145,16 @@ async fn the_publisher_sends_the_backlog_and_the_crawls_finished_each_interval()
     assert_eq!(names, [QUEUE_WAITING_JOBS, CRAWLS_COMPLETED, CRAWLS_FAILED]);
     assert!(first.data.iter().all(|d| d.unit == "Count"), "{first:?}");
     assert!(first.data.iter().all(|d| !d.has_dimensions), "{first:?}");
+    // The backlog is high-resolution (the scaling alarms' 10 s periods need
+    // it); the counts stay standard, as their 5-minute alarm reads them.
+    assert_eq!(
+        first.datum(QUEUE_WAITING_JOBS).storage_resolution,
+        Some(1),
+        "{first:?}"
+    );
+    for name in [CRAWLS_COMPLETED, CRAWLS_FAILED] {
+        assert_eq!(first.datum(name).storage_resolution, None, "{first:?}");
+    }
     assert_eq!(first.value(QUEUE_WAITING_JOBS), 4.0);
     assert_eq!(first.value(CRAWLS_COMPLETED), 0.0);
     assert_eq!(first.value(CRAWLS_FAILED), 0.0);
@@ -209,6 +224,45 @@ async fn the_publisher_sends_the_backlog_and_the_crawls_finished_each_interval()
 }
 
 #[tokio::test]
+async fn by_default_the_backlog_goes_out_high_resolution_every_ten_seconds() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    // The api's own defaults, as production runs it (the compose file and the
+    // task definitions leave METRIC_INTERVAL_SECS alone).
+    let defaults = Config::try_parse_from([
+        "crawlfleet",
+        "--database-url=postgres://unused",
+        "--redis-url=redis://unused",
+    ])
+    .unwrap();
+    let settings = PublisherSettings::from_config(&defaults.api);
+    // The step policy's alarms use 10 s periods: a put in every one of them.
+    assert_eq!(settings.interval, Duration::from_secs(10));
+    assert!(settings.call_timeout < settings.interval);
+    let app = TestApp::spawn().await;
+    queued_runs(&app, 2).await;
+    let cw = FakeCloudWatch::start(Mode::Accept).await;
+    let publisher = Publisher::start_reading(&app, &redis_url(), &cw, settings).await;
+
+    // Three puts are due 10, 20 and 30 s after the lock is taken; once a
+    // minute they would take 3 minutes. 100 s leaves a loaded machine 70 s.
+    cw.put_after(2, Duration::from_secs(100)).await;
+    let puts = cw.puts();
+    for put in &puts[..3] {
+        assert_eq!(put.namespace, "CrawlerService");
+        let backlog = put.datum(QUEUE_WAITING_JOBS);
+        assert_eq!(backlog.value, 2.0, "{put:?}");
+        assert_eq!(backlog.storage_resolution, Some(1), "{put:?}");
+    }
+    // Never in a burst: ticks come no sooner than due (load only delays them),
+    // so two intervals take 20 s less the jitter of the puts' way here.
+    let span = puts[2].at - puts[0].at;
+    assert!(span >= Duration::from_secs(10), "3 puts in {span:?}");
+    publisher.stop().await;
+    cw.stop();
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn redis_memory_is_published_as_a_percentage_of_its_maxmemory() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let app = TestApp::spawn().await;
@@ -231,8 +285,7 @@ async fn redis_memory_is_published_as_a_percentage_of_its_maxmemory() {
         &app,
         &redis.url(),
         &cw,
-        Duration::from_secs(1),
-        Duration::from_millis(800),
+        settings(&app, Duration::from_secs(1), Duration::from_millis(800)),
     )
     .await;
 
@@ -244,6 +297,8 @@ async fn redis_memory_is_published_as_a_percentage_of_its_maxmemory() {
         .unwrap_or_else(|| panic!("no memory datum: {put:?}"));
     assert_eq!(memory.unit, "Percent");
     assert!(!memory.has_dimensions);
+    // Standard resolution: its alarm reads whole minutes.
+    assert_eq!(memory.storage_resolution, None);
     let used: f64 = {
         let info: String = redis::cmd("INFO")
             .arg("memory")

@@ -62,7 +62,7 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
             trusted_proxies: Vec::new(),
             cloudwatch_enabled: false,
             cloudwatch_namespace: "CrawlerService".into(),
-            metric_interval_secs: 60,
+            metric_interval_secs: 10,
             min_schedule_interval_secs: 60,
             preview_timeout_secs: 60,
         },
