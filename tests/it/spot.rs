@@ -35,13 +35,18 @@ async fn held_by(app: &TestApp, pid: i32) -> i64 {
     .unwrap()
 }
 
-/// Queues `n` slow one-page http crawls and starts `doomed` and a survivor;
-/// returns the runs once the doomed worker holds some.
-async fn a_fleet_mid_queue(app: &TestApp, doomed: &RoleProcess, n: usize) -> Vec<i64> {
+/// Queues `n` one-page http crawls of pages that take `page_ms` and starts
+/// `doomed` and a survivor; returns the runs once the doomed worker holds some.
+async fn a_fleet_mid_queue(
+    app: &TestApp,
+    doomed: &RoleProcess,
+    n: usize,
+    page_ms: u64,
+) -> Vec<i64> {
     let site = app
         .one_page_site(
             "slow",
-            "/slow?ms=3000&q={keyword}",
+            &format!("/slow?ms={page_ms}&q={{keyword}}"),
             // More at once than one worker's 4 slots: both workers hold runs,
             // whichever polls the queue first.
             json!({"render": "http", "stuck_timeout_secs": 60, "max_concurrent_runs": 8}),
@@ -87,7 +92,7 @@ async fn a_worker_reclaimed_like_spot_drains_within_the_notice_and_loses_nothing
     let doomed = RoleProcess::worker(&app.config);
     let pid = doomed.pid();
     let survivor = RoleProcess::worker(&app.config);
-    let runs = a_fleet_mid_queue(&app, &doomed, 16).await;
+    let runs = a_fleet_mid_queue(&app, &doomed, 16, 3000).await;
 
     let exit = reclaim_like_spot(doomed, Duration::from_secs(10)).await;
     assert_eq!(exit, Some(0), "drained and exited 0 within the notice");
@@ -127,7 +132,10 @@ async fn a_worker_still_draining_when_the_notice_ends_is_killed_and_its_runs_com
     let doomed = RoleProcess::worker(&app.config);
     let pid = doomed.pid();
     let survivor = RoleProcess::worker(&app.config);
-    let runs = a_fleet_mid_queue(&app, &doomed, 16).await;
+    // 10 s pages: however late the test sees the doomed worker's runs on a
+    // loaded machine, they are still in flight when the notice begins (with
+    // 3 s pages it once saw the last of them, and the worker drained in time).
+    let runs = a_fleet_mid_queue(&app, &doomed, 8, 10_000).await;
 
     let left = crate::support::descendants(pid);
     let exit = reclaim_like_spot(doomed, Duration::from_secs(1)).await;
