@@ -7,10 +7,7 @@
 //!
 //!   cargo run --example chaos -- [RUNS] [FAULT_SECONDS]
 
-use std::{
-    process::Stdio,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use crawlfleet::{
@@ -21,21 +18,21 @@ use crawlfleet::{
 use rand::seq::IndexedRandom;
 use serde_json::{Value, json};
 use sqlx::PgPool;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 #[path = "shared/throwaway.rs"]
 mod throwaway;
 
-use throwaway::{Scratch, crawlfleet_binary, free_port, ready_api_client, remove_profiles_of};
+use throwaway::{
+    Scratch, crawlfleet_binary, fleet_command, free_port, ready_api_client, remove_profiles_of,
+};
 
 const WORKERS: usize = 3;
 /// The API token of this throwaway fleet.
 const CHAOS_TOKEN: &str = "chaos-local-token";
 
 struct Fleet {
-    database_url: String,
-    redis_url: String,
-    queue: String,
+    scratch: Scratch,
     api_port: u16,
     log_dir: std::path::PathBuf,
     spawned: usize,
@@ -44,39 +41,26 @@ struct Fleet {
 impl Fleet {
     fn spawn(&mut self, process: &str) -> anyhow::Result<Child> {
         self.spawned += 1;
-        let log =
-            std::fs::File::create(self.log_dir.join(format!("{process}-{}.log", self.spawned)))?;
-        Command::new(crawlfleet_binary())
-            .arg(format!("--process={process}"))
-            .env("DATABASE_URL", &self.database_url)
-            .env("REDIS_URL", &self.redis_url)
-            .env("QUEUE_NAME", &self.queue)
-            .env("API_HOST", "127.0.0.1")
-            .env("API_PORT", self.api_port.to_string())
-            .env("API_TOKENS", CHAOS_TOKEN)
-            // Several workers on one host: any free side port each.
-            .env("SCHEDULER_PORT", "0")
-            .env("METRICS_PORT", "0")
-            .env("WORKER_CONCURRENCY", "2")
-            // The demo shop is on loopback.
-            .env("ALLOW_PRIVATE_TARGETS", "true")
-            .env("HEARTBEAT_INTERVAL_SECS", "1")
-            .env("HEARTBEAT_TIMEOUT_SECS", "5")
-            .env("WATCHDOG_INTERVAL_SECS", "1")
-            .env("DISPATCH_CLAIM_TIMEOUT_SECS", "5")
-            .env("DRAIN_TIMEOUT_SECS", "3")
-            .env("DISPATCH_INTERVAL_MS", "100")
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .context("starting crawlfleet")
+        let log = self.log_dir.join(format!("{process}-{}.log", self.spawned));
+        fleet_command(
+            &crawlfleet_binary(),
+            process,
+            &self.scratch,
+            self.api_port,
+            CHAOS_TOKEN,
+            &log,
+        )?
+        // Crashes noticed and recovered within seconds, not minutes.
+        .env("HEARTBEAT_INTERVAL_SECS", "1")
+        .env("HEARTBEAT_TIMEOUT_SECS", "5")
+        .env("WATCHDOG_INTERVAL_SECS", "1")
+        .env("DISPATCH_CLAIM_TIMEOUT_SECS", "5")
+        .env("DRAIN_TIMEOUT_SECS", "3")
+        .spawn()
+        .context("starting crawlfleet")
     }
 }
 
-/// The crawlfleet binary beside this example (target/<profile>/crawlfleet).
 fn signal(child: &Child, sig: i32) {
     if let Some(pid) = child.id() {
         // SAFETY: kill(2) on a child of ours.
@@ -132,9 +116,7 @@ async fn main() -> anyhow::Result<()> {
     let log_dir = std::env::temp_dir().join(format!("cf-chaos-{}", scratch.db));
     std::fs::create_dir_all(&log_dir)?;
     let mut fleet = Fleet {
-        database_url: scratch.database_url.to_string(),
-        redis_url: scratch.redis_url.clone(),
-        queue: scratch.queue.clone(),
+        scratch,
         api_port: free_port()?,
         log_dir: log_dir.clone(),
         spawned: 0,
@@ -156,7 +138,7 @@ async fn main() -> anyhow::Result<()> {
         let _ = child.wait().await;
     }
     site.stop().await;
-    scratch.drop().await?;
+    fleet.scratch.drop().await?;
     let line = outcome?;
     println!("{line}");
     if line.contains("FAILED") {
@@ -211,7 +193,7 @@ async fn run_chaos(
             .await?
             .error_for_status()?;
     }
-    let pool = PgPool::connect(&fleet.database_url).await?;
+    let pool = PgPool::connect(fleet.scratch.database_url.as_str()).await?;
 
     // Faults, every few seconds, for `fault_secs`.
     let chaos_started = Instant::now();
@@ -260,9 +242,9 @@ async fn run_chaos(
             _ => {
                 if step % 4 == 3 {
                     flushed = true;
-                    let mut redis = queue::connect(&fleet.redis_url).await?;
+                    let mut redis = queue::connect(&fleet.scratch.redis_url).await?;
                     let keys: Vec<String> = redis::cmd("KEYS")
-                        .arg(format!("{}:*", fleet.queue))
+                        .arg(format!("{}:*", fleet.scratch.queue))
                         .query_async(&mut redis)
                         .await?;
                     if !keys.is_empty() {

@@ -9,7 +9,6 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::Stdio,
     time::{Duration, Instant},
 };
 
@@ -17,12 +16,14 @@ use anyhow::{Context, bail};
 use crawlfleet::demo::site::DemoSite;
 use serde_json::{Value, json};
 use sqlx::PgPool;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 #[path = "shared/throwaway.rs"]
 mod throwaway;
 
-use throwaway::{Scratch, crawlfleet_binary, free_port, ready_api_client, remove_profiles_of};
+use throwaway::{
+    Scratch, crawlfleet_binary, fleet_command, free_port, ready_api_client, remove_profiles_of,
+};
 
 const TOKEN: &str = "upgrade-local-token";
 /// Runs per render mode and per phase (old worker alone, then both).
@@ -38,26 +39,9 @@ struct Fleet {
 
 impl Fleet {
     fn spawn(&self, binary: &Path, process: &str, name: &str) -> anyhow::Result<Child> {
-        let log = std::fs::File::create(self.log_dir.join(format!("{name}.log")))?;
-        Command::new(binary)
-            .arg(format!("--process={process}"))
-            .env("DATABASE_URL", self.scratch.database_url.as_str())
-            .env("REDIS_URL", &self.scratch.redis_url)
-            .env("QUEUE_NAME", &self.scratch.queue)
-            .env("API_HOST", "127.0.0.1")
-            .env("API_PORT", self.api_port.to_string())
-            .env("API_TOKENS", TOKEN)
-            .env("SCHEDULER_PORT", "0")
-            .env("METRICS_PORT", "0")
-            .env("WORKER_CONCURRENCY", "2")
-            .env("ALLOW_PRIVATE_TARGETS", "true")
-            .env("DISPATCH_INTERVAL_MS", "100")
+        let log = self.log_dir.join(format!("{name}.log"));
+        fleet_command(binary, process, &self.scratch, self.api_port, TOKEN, &log)?
             .env("DRAIN_TIMEOUT_SECS", "5")
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .kill_on_drop(true)
             .spawn()
             .with_context(|| format!("starting {}", binary.display()))
     }

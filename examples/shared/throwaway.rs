@@ -4,11 +4,14 @@
 //! container would do after a worker killed with SIGKILL.
 
 use std::{
-    path::PathBuf,
+    path::{Path, PathBuf},
+    process::Stdio,
     time::{Duration, Instant},
 };
 
+use anyhow::Context;
 use sqlx::{Connection, PgConnection};
+use tokio::process::Command;
 
 #[path = "../../tests/it/support/ports.rs"]
 mod ports;
@@ -71,6 +74,42 @@ pub fn crawlfleet_binary() -> PathBuf {
         .and_then(|examples| examples.parent())
         .expect("target/<profile>/examples")
         .join("crawlfleet")
+}
+
+/// `binary --process=<process>` as a member of the fleet on `scratch`: its
+/// database and queue, the api on loopback at `api_port` taking `token`, two
+/// browser slots, side ports picked freely (several workers share a host), the
+/// demo shop on loopback allowed, the output to `log`. The caller adds its own
+/// settings and spawns it; the process dies with its handle.
+pub fn fleet_command(
+    binary: &Path,
+    process: &str,
+    scratch: &Scratch,
+    api_port: u16,
+    token: &str,
+    log: &Path,
+) -> anyhow::Result<Command> {
+    let log = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let mut command = Command::new(binary);
+    command
+        .arg(format!("--process={process}"))
+        .env("DATABASE_URL", scratch.database_url.as_str())
+        .env("REDIS_URL", &scratch.redis_url)
+        .env("QUEUE_NAME", &scratch.queue)
+        .env("API_HOST", "127.0.0.1")
+        .env("API_PORT", api_port.to_string())
+        .env("API_TOKENS", token)
+        .env("SCHEDULER_PORT", "0")
+        .env("METRICS_PORT", "0")
+        .env("WORKER_CONCURRENCY", "2")
+        .env("ALLOW_PRIVATE_TARGETS", "true")
+        .env("DISPATCH_INTERVAL_MS", "100")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .kill_on_drop(true);
+    Ok(command)
 }
 
 /// A client of the api at `api` (`http://host:port`) that sends `token` with
