@@ -22,6 +22,9 @@ use sqlx::PgPool;
 
 use crate::support::TestDb;
 
+/// More pages than any listing here has rows.
+const PAGES_AT_MOST: usize = 100;
+
 /// When the first of the rows happened; each next one a minute later.
 fn at(minute: i64) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 1, 8, 0, 0).unwrap() + TimeDelta::minutes(minute)
@@ -119,7 +122,8 @@ async fn walk_runs(pool: &PgPool, filter: &RunFilter, page: i64) -> Vec<i64> {
         ..filter.clone()
     };
     let mut ids = Vec::new();
-    loop {
+    // More pages than rows: the cursor is not moving on.
+    for _ in 0..=PAGES_AT_MOST {
         let runs = store::runs::list(pool, &filter).await.unwrap();
         assert!(runs.len() as i64 <= page);
         ids.extend(runs.iter().map(|r| r.id));
@@ -128,6 +132,7 @@ async fn walk_runs(pool: &PgPool, filter: &RunFilter, page: i64) -> Vec<i64> {
             _ => return ids,
         }
     }
+    panic!("more than {PAGES_AT_MOST} pages: the cursor does not move on ({filter:?})");
 }
 
 /// Sets one of a listing's filters.
@@ -358,7 +363,8 @@ async fn walk_results(pool: &PgPool, filter: &ResultFilter, page: i64) -> Vec<i6
         ..filter.clone()
     };
     let mut ids = Vec::new();
-    loop {
+    // More pages than rows: the cursor is not moving on.
+    for _ in 0..=PAGES_AT_MOST {
         let results = store::results::list(pool, &filter).await.unwrap();
         assert!(results.len() as i64 <= page);
         ids.extend(results.iter().map(|r| r.id));
@@ -367,6 +373,7 @@ async fn walk_results(pool: &PgPool, filter: &ResultFilter, page: i64) -> Vec<i6
             _ => return ids,
         }
     }
+    panic!("more than {PAGES_AT_MOST} pages: the cursor does not move on ({filter:?})");
 }
 
 #[tokio::test]
