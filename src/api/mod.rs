@@ -154,9 +154,10 @@ pub struct Page<T> {
     pub next_cursor: Option<String>,
 }
 
-/// Default and largest page size of paged listings.
+/// Default and largest page size of paged listings (the largest the
+/// store's listings read).
 const DEFAULT_LIMIT: i64 = 100;
-const MAX_LIMIT: i64 = 1000;
+const MAX_LIMIT: i64 = crate::store::listing::MAX_LIMIT;
 
 fn page_limit(limit: Option<i64>) -> Result<i64, ApiError> {
     match limit {

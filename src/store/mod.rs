@@ -5,6 +5,7 @@
 pub mod items;
 pub mod keywords;
 pub mod leader;
+pub mod listing;
 pub mod names;
 pub mod rekey;
 pub mod results;

@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::{PgPool, types::Json};
 
-use super::runs::row::decode_optional;
+use super::{listing::Listing, runs::row::decode_optional};
 use crate::domain::change::{Change, FieldDiff};
 
 /// One extracted item, with when its keyword/site first and last saw it.
@@ -56,7 +56,8 @@ pub struct ResultFilter {
     pub limit: i64,
 }
 
-/// A result row as sqlx reads it.
+/// A result row as sqlx reads it, column by column, by name.
+#[derive(sqlx::FromRow)]
 struct ResultRow {
     id: i64,
     run_id: i64,
@@ -101,10 +102,13 @@ impl TryFrom<ResultRow> for CrawlResult {
     }
 }
 
+/// Results (or removals) in the order they were stored, a page of them; an
+/// error when `filter.limit` is not 1 to `listing::MAX_LIMIT`. The query
+/// holds only the filters given (see `store::listing`).
 pub async fn list(pool: &PgPool, filter: &ResultFilter) -> sqlx::Result<Vec<CrawlResult>> {
     let rows = match filter.change {
         Some(Change::Removed) => list_removed(pool, filter).await?,
-        change => list_stored(pool, filter, change.map(Change::as_str)).await?,
+        change => list_stored(pool, filter, change).await?,
     };
     rows.into_iter().map(CrawlResult::try_from).collect()
 }
@@ -113,75 +117,83 @@ pub async fn list(pool: &PgPool, filter: &ResultFilter) -> sqlx::Result<Vec<Craw
 async fn list_stored(
     pool: &PgPool,
     filter: &ResultFilter,
-    change: Option<&str>,
+    change: Option<Change>,
 ) -> sqlx::Result<Vec<ResultRow>> {
-    sqlx::query_as!(
-        ResultRow,
+    let mut listing = Listing::new(
         r#"SELECT r.id, r.run_id, r.keyword_id, r.site_id, r.page, r.position, r.page_url, r.item_url,
                   r.fields, r.content_hash, r.fetched_at,
-                  COALESCE(i.first_seen_at, r.fetched_at) AS "first_seen_at!",
-                  COALESCE(i.last_seen_at, r.fetched_at) AS "last_seen_at!",
-                  r.item_id, r.change, r.diff AS "diff: Json<FieldDiff>"
+                  COALESCE(i.first_seen_at, r.fetched_at) AS first_seen_at,
+                  COALESCE(i.last_seen_at, r.fetched_at) AS last_seen_at,
+                  r.item_id, r.change, r.diff
            FROM crawl_results r
            LEFT JOIN items i
-             ON i.keyword_id = r.keyword_id AND i.site_id = r.site_id AND i.item_key = r.item_key
-           WHERE ($1::bigint IS NULL OR r.keyword_id = $1)
-             AND ($2::bigint IS NULL OR r.site_id = $2)
-             AND ($3::bigint IS NULL OR r.run_id = $3)
-             AND ($4::bigint IS NULL OR r.id > $4)
-             -- The expression of the crawl_results_fields_text index.
-             AND ($6::text IS NULL
-                  OR jsonb_to_tsvector('simple', r.fields, '["string"]') @@ websearch_to_tsquery('simple', $6))
-             AND ($7::timestamptz IS NULL OR COALESCE(i.first_seen_at, r.fetched_at) >= $7)
-             AND ($8::timestamptz IS NULL OR COALESCE(i.first_seen_at, r.fetched_at) < $8)
-             AND ($9::text IS NULL OR r.change = $9)
-           ORDER BY r.id
-           LIMIT $5"#,
-        filter.keyword_id,
-        filter.site_id,
-        filter.run_id,
-        filter.after,
-        filter.limit,
-        filter.text,
-        filter.first_seen_after,
-        filter.first_seen_before,
-        change,
-    )
-    .fetch_all(pool)
-    .await
+             ON i.keyword_id = r.keyword_id AND i.site_id = r.site_id AND i.item_key = r.item_key"#,
+    );
+    listing
+        .filter("r.keyword_id = ", filter.keyword_id, "")
+        .filter("r.site_id = ", filter.site_id, "")
+        .filter("r.run_id = ", filter.run_id, "")
+        .filter("r.id > ", filter.after, "")
+        // The expression of the crawl_results_fields_text index.
+        .filter(
+            "jsonb_to_tsvector('simple', r.fields, '[\"string\"]') @@ websearch_to_tsquery('simple', ",
+            filter.text.as_deref(),
+            ")",
+        )
+        .filter(
+            "COALESCE(i.first_seen_at, r.fetched_at) >= ",
+            filter.first_seen_after,
+            "",
+        )
+        .filter(
+            "COALESCE(i.first_seen_at, r.fetched_at) < ",
+            filter.first_seen_before,
+            "",
+        );
+    if let Some(change) = change {
+        // New or changed: beside the bound value, the predicate of the
+        // partial crawl_results_changes index, without which the plan cached
+        // for a bound value cannot use that index.
+        let condition = match change {
+            Change::New | Change::Changed => "r.change IN ('new', 'changed') AND r.change = ",
+            _ => "r.change = ",
+        };
+        listing.filter(condition, Some(change.as_str()), "");
+    }
+    listing
+        .page("r.id", filter.limit)?
+        .build_query_as()
+        .fetch_all(pool)
+        .await
 }
 
 /// The items runs found gone, each as it was last seen: its page, position
 /// and fields then, `fetched_at` its last sighting; `run_id` is the run that
 /// found it gone.
 async fn list_removed(pool: &PgPool, filter: &ResultFilter) -> sqlx::Result<Vec<ResultRow>> {
-    sqlx::query_as!(
-        ResultRow,
+    let mut listing = Listing::new(
         r#"SELECT m.id, m.run_id, m.keyword_id, m.site_id, m.page, m.position, m.page_url, m.item_url,
                   m.fields, m.content_hash, m.last_seen_at AS fetched_at, m.first_seen_at, m.last_seen_at,
-                  m.item_id AS "item_id?", 'removed' AS "change?", NULL::jsonb AS "diff: Json<FieldDiff>"
-           FROM item_removals m
-           WHERE ($1::bigint IS NULL OR m.keyword_id = $1)
-             AND ($2::bigint IS NULL OR m.site_id = $2)
-             AND ($3::bigint IS NULL OR m.run_id = $3)
-             AND ($4::bigint IS NULL OR m.id > $4)
-             AND ($6::text IS NULL
-                  OR jsonb_to_tsvector('simple', m.fields, '["string"]') @@ websearch_to_tsquery('simple', $6))
-             AND ($7::timestamptz IS NULL OR m.first_seen_at >= $7)
-             AND ($8::timestamptz IS NULL OR m.first_seen_at < $8)
-           ORDER BY m.id
-           LIMIT $5"#,
-        filter.keyword_id,
-        filter.site_id,
-        filter.run_id,
-        filter.after,
-        filter.limit,
-        filter.text,
-        filter.first_seen_after,
-        filter.first_seen_before,
-    )
-    .fetch_all(pool)
-    .await
+                  m.item_id, 'removed' AS change, NULL::jsonb AS diff
+           FROM item_removals m"#,
+    );
+    listing
+        .filter("m.keyword_id = ", filter.keyword_id, "")
+        .filter("m.site_id = ", filter.site_id, "")
+        .filter("m.run_id = ", filter.run_id, "")
+        .filter("m.id > ", filter.after, "")
+        .filter(
+            "jsonb_to_tsvector('simple', m.fields, '[\"string\"]') @@ websearch_to_tsquery('simple', ",
+            filter.text.as_deref(),
+            ")",
+        )
+        .filter("m.first_seen_at >= ", filter.first_seen_after, "")
+        .filter("m.first_seen_at < ", filter.first_seen_before, "");
+    listing
+        .page("m.id", filter.limit)?
+        .build_query_as()
+        .fetch_all(pool)
+        .await
 }
 
 /// Which of `item_keys` an earlier run that completed stored for this

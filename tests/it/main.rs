@@ -17,6 +17,7 @@ mod hostile_input;
 mod identity;
 mod incremental;
 mod isolation;
+mod listing_filters;
 mod live;
 mod loopback;
 mod openapi;

@@ -25,6 +25,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
+use super::listing::Listing;
+
 use crate::domain::{
     failure::FailureKind,
     run::{Attempt, CrawlRun, RunState, Trigger},
@@ -182,31 +184,29 @@ pub struct RunFilter {
     pub limit: i64,
 }
 
+/// Runs, newest first, a page of them; an error when `filter.limit` is not
+/// 1 to `listing::MAX_LIMIT`. The query holds only the filters given (see
+/// `store::listing`).
 pub async fn list(pool: &PgPool, filter: &RunFilter) -> sqlx::Result<Vec<CrawlRun>> {
-    sqlx::query_as!(
-        RunRow,
-        r#"SELECT * FROM crawl_runs
-           WHERE ($1::bigint IS NULL OR keyword_id = $1)
-             AND ($2::bigint IS NULL OR site_id = $2)
-             AND ($3::text IS NULL OR state = $3)
-             AND ($4::bigint IS NULL OR id < $4)
-             AND ($6::text IS NULL OR error_kind = $6)
-             AND ($7::timestamptz IS NULL OR queued_at >= $7)
-             AND ($8::timestamptz IS NULL OR queued_at < $8)
-           ORDER BY id DESC
-           LIMIT $5"#,
-        filter.keyword_id,
-        filter.site_id,
-        filter.state.map(RunState::as_str),
-        filter.before,
-        filter.limit,
-        filter.error_kind.map(FailureKind::as_str),
-        filter.queued_after,
-        filter.queued_before
-    )
-    .fetch_all(pool)
-    .await
-    .and_then(runs)
+    let mut listing = Listing::new("SELECT * FROM crawl_runs");
+    listing
+        .filter("keyword_id = ", filter.keyword_id, "")
+        .filter("site_id = ", filter.site_id, "")
+        .filter("state = ", filter.state.map(RunState::as_str), "")
+        .filter("id < ", filter.before, "")
+        .filter(
+            "error_kind = ",
+            filter.error_kind.map(FailureKind::as_str),
+            "",
+        )
+        .filter("queued_at >= ", filter.queued_after, "")
+        .filter("queued_at < ", filter.queued_before, "");
+    listing
+        .page("id DESC", filter.limit)?
+        .build_query_as::<RunRow>()
+        .fetch_all(pool)
+        .await
+        .and_then(runs)
 }
 
 /// Number of runs in each state.

@@ -91,7 +91,9 @@ macro_rules! run_row {
 pub(in crate::store) use run_row;
 
 run_row!(
-    /// Every column of `crawl_runs`, as stored (`RETURNING *` reads into it).
+    /// Every column of `crawl_runs`, as stored (`RETURNING *` reads into it;
+    /// a listing built at run time reads it column by column, by name).
+    #[derive(sqlx::FromRow)]
     RunRow {}
 );
 
