@@ -129,27 +129,12 @@ async fn list_stored(
            LEFT JOIN items i
              ON i.keyword_id = r.keyword_id AND i.site_id = r.site_id AND i.item_key = r.item_key"#,
     );
-    listing
-        .filter("r.keyword_id = ", filter.keyword_id, "")
-        .filter("r.site_id = ", filter.site_id, "")
-        .filter("r.run_id = ", filter.run_id, "")
-        .filter("r.id > ", filter.after, "")
-        // The expression of the crawl_results_fields_text index.
-        .filter(
-            "jsonb_to_tsvector('simple', r.fields, '[\"string\"]') @@ websearch_to_tsquery('simple', ",
-            filter.text.as_deref(),
-            ")",
-        )
-        .filter(
-            "COALESCE(i.first_seen_at, r.fetched_at) >= ",
-            filter.first_seen_after,
-            "",
-        )
-        .filter(
-            "COALESCE(i.first_seen_at, r.fetched_at) < ",
-            filter.first_seen_before,
-            "",
-        );
+    filter_rows(
+        &mut listing,
+        filter,
+        "r",
+        "COALESCE(i.first_seen_at, r.fetched_at)",
+    );
     if let Some(change) = change {
         // New or changed: beside the bound value, the predicate of the
         // partial crawl_results_changes index, without which the plan cached
@@ -167,6 +152,31 @@ async fn list_stored(
         .await
 }
 
+/// The filters stored results and removals share, on the rows of `table`
+/// (its alias in the query), first seen at `first_seen` (an expression).
+fn filter_rows<'a>(
+    listing: &mut Listing<'a>,
+    filter: &'a ResultFilter,
+    table: &str,
+    first_seen: &str,
+) {
+    listing
+        .filter(&format!("{table}.keyword_id = "), filter.keyword_id, "")
+        .filter(&format!("{table}.site_id = "), filter.site_id, "")
+        .filter(&format!("{table}.run_id = "), filter.run_id, "")
+        .filter(&format!("{table}.id > "), filter.after, "")
+        // On crawl_results, the expression of its crawl_results_fields_text index.
+        .filter(
+            &format!(
+                "jsonb_to_tsvector('simple', {table}.fields, '[\"string\"]') @@ websearch_to_tsquery('simple', "
+            ),
+            filter.text.as_deref(),
+            ")",
+        )
+        .filter(&format!("{first_seen} >= "), filter.first_seen_after, "")
+        .filter(&format!("{first_seen} < "), filter.first_seen_before, "");
+}
+
 /// The items runs found gone, each as it was last seen: its page, position
 /// and fields then, `fetched_at` its last sighting; `run_id` is the run that
 /// found it gone.
@@ -177,18 +187,7 @@ async fn list_removed(pool: &PgPool, filter: &ResultFilter) -> sqlx::Result<Vec<
                   m.item_id, 'removed' AS change, NULL::jsonb AS diff
            FROM item_removals m"#,
     );
-    listing
-        .filter("m.keyword_id = ", filter.keyword_id, "")
-        .filter("m.site_id = ", filter.site_id, "")
-        .filter("m.run_id = ", filter.run_id, "")
-        .filter("m.id > ", filter.after, "")
-        .filter(
-            "jsonb_to_tsvector('simple', m.fields, '[\"string\"]') @@ websearch_to_tsquery('simple', ",
-            filter.text.as_deref(),
-            ")",
-        )
-        .filter("m.first_seen_at >= ", filter.first_seen_after, "")
-        .filter("m.first_seen_at < ", filter.first_seen_before, "");
+    filter_rows(&mut listing, filter, "m", "m.first_seen_at");
     listing
         .page("m.id", filter.limit)?
         .build_query_as()
