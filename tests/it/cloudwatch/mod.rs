@@ -217,8 +217,12 @@ async fn the_publisher_sends_the_backlog_and_the_crawls_finished_each_interval()
             "puts {gap:?} apart"
         );
     }
-    publisher.stop().await;
+    // Every put of the window counted as published. The publisher puts one
+    // at a time, so once the put after them has arrived each of them has had
+    // its answer; stopping sooner could cancel the last one in flight.
+    cw.put_after(puts.len(), Duration::from_secs(5)).await;
     assert!(metrics().cloudwatch_publishes.get() - publishes >= puts.len() as u64);
+    publisher.stop().await;
     cw.stop();
     app.stop().await;
 }
