@@ -54,10 +54,10 @@ pub async fn take_for_dispatch(
            ), ranked AS (
                -- Each site's next runs, as far as its room (and the limit)
                -- goes: read off the backlog index, not every queued run.
-               SELECT r.id, r.priority, r.queued_at, r.turn
+               SELECT r.ctid, r.id, r.priority, r.queued_at, r.turn
                FROM roomy
                CROSS JOIN LATERAL (
-                   SELECT c.id, c.priority, c.queued_at,
+                   SELECT c.ctid, c.id, c.priority, c.queued_at,
                           row_number() OVER (ORDER BY c.priority DESC, c.queued_at, c.id) AS turn
                    FROM crawl_runs c
                    WHERE c.site_id = roomy.id AND c.state = 'queued' AND c.dispatched_at IS NULL
@@ -67,14 +67,21 @@ pub async fn take_for_dispatch(
                ) AS r
                WHERE roomy.room > 0
            ), picked AS (
-               SELECT id, turn, priority, queued_at FROM ranked
+               SELECT ctid, id, turn, priority, queued_at FROM ranked
                ORDER BY turn, priority DESC, queued_at, id
                LIMIT $1
+           ), marked AS (
+               -- By row address. Joined by id instead, a plan made while
+               -- the table looked small (a new fleet, or a burst after a
+               -- quiet spell) compared every backlog row with every run
+               -- picked; at worst this walks the backlog once.
+               UPDATE crawl_runs r SET dispatched_at = now()
+               WHERE r.ctid = ANY (ARRAY(SELECT ctid FROM picked))
+                 AND r.state = 'queued' AND r.dispatched_at IS NULL
+               RETURNING r.id, r.attempt
            )
-           UPDATE crawl_runs r SET dispatched_at = now()
-           FROM picked
-           WHERE r.id = picked.id AND r.state = 'queued' AND r.dispatched_at IS NULL
-           RETURNING r.id, r.attempt, picked.turn AS "turn!", picked.priority, picked.queued_at"#,
+           SELECT m.id, m.attempt, p.turn AS "turn!", p.priority, p.queued_at
+           FROM marked m JOIN picked p ON p.id = m.id"#,
         limit,
         &mode_names(modes) as &[&str]
     )
