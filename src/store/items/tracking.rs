@@ -266,10 +266,18 @@ pub(in crate::store) async fn settle(
     // Each kind's count and its first items in page order; an item on two
     // pages counts once, where it was first listed.
     let rows = sqlx::query!(
-        r#"WITH found AS (
+        r#"WITH run_results AS MATERIALIZED (
+               -- The run's results by its own index: with the change
+               -- condition beside run_id, a plan made on stale statistics
+               -- also read every new or changed result ever stored
+               -- (crawl_results_changes) and intersected the two.
+               SELECT change, item_id, item_url, fields, diff, page, position
+               FROM crawl_results WHERE run_id = $1
+           ),
+           found AS (
                SELECT DISTINCT ON (item_id) change, item_id, item_url, fields, diff, page, position
-               FROM crawl_results
-               WHERE run_id = $1 AND change IN ('new', 'changed')
+               FROM run_results
+               WHERE change IN ('new', 'changed')
                ORDER BY item_id, page, position
            ),
            described AS (
