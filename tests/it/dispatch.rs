@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use crawlfleet::{domain::site::RenderMode, queue, store};
+use sqlx::PgPool;
 
 use crate::support::{Roles, TestApp, count_states};
 
@@ -134,4 +135,120 @@ async fn a_backlog_of_20000_runs_drains_through_a_bounded_window() {
     .unwrap();
     assert_eq!(twice, 0, "a run completed twice");
     app.finish().await;
+}
+
+/// A site and the runs it has queued, each as (name, priority, queued this
+/// many seconds after the first).
+struct Queued {
+    site: &'static str,
+    max_concurrent_runs: i32,
+    exclusive_session: bool,
+    runs: &'static [(&'static str, i32, i64)],
+}
+
+async fn queue_runs(pool: &PgPool, sites: &[Queued]) {
+    for site in sites {
+        let site_id: i64 = sqlx::query_scalar(
+            "INSERT INTO sites (name, search_url, item_selector, fields, max_concurrent_runs, exclusive_session)
+             VALUES ($1, 'http://127.0.0.1:9/?q={keyword}', 'li', '{\"t\": {\"selector\": \"a\"}}', $2, $3)
+             RETURNING id",
+        )
+        .bind(site.site)
+        .bind(site.max_concurrent_runs)
+        .bind(site.exclusive_session)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        for (name, priority, second) in site.runs {
+            sqlx::query(
+                "WITH k AS (INSERT INTO keywords (keyword, schedule) VALUES ($1, '0 0 0 1 1 *') RETURNING id)
+                 INSERT INTO crawl_runs (keyword_id, site_id, state, trigger, max_attempts, priority, queued_at)
+                 SELECT k.id, $2, 'queued', 'manual', 3, $3, '2026-01-01'::timestamptz + make_interval(secs => $4)
+                 FROM k",
+            )
+            .bind(name)
+            .bind(site_id)
+            .bind(priority)
+            .bind(*second as f64)
+            .execute(pool)
+            .await
+            .unwrap();
+        }
+    }
+}
+
+/// The keywords of the runs `take_for_dispatch` takes, in the order it gives them.
+async fn take(pool: &PgPool, limit: i64) -> Vec<String> {
+    let taken = store::runs::take_for_dispatch(pool, &RenderMode::ALL, limit)
+        .await
+        .unwrap();
+    let ids: Vec<i64> = taken.iter().map(|run| run.run_id).collect();
+    let names: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT r.id, k.keyword FROM crawl_runs r JOIN keywords k ON k.id = r.keyword_id
+         WHERE r.id = ANY($1) AND r.dispatched_at IS NOT NULL",
+    )
+    .bind(&ids)
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    ids.iter()
+        .map(|id| {
+            names
+                .iter()
+                .find(|(n, _)| n == id)
+                .expect("marked dispatched")
+                .1
+                .clone()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_dispatcher_takes_sites_in_turn_each_by_priority_then_age_within_its_room() {
+    let app = TestApp::spawn().await;
+    let pool = app.pool();
+    queue_runs(
+        pool,
+        &[
+            Queued {
+                site: "a",
+                max_concurrent_runs: 2,
+                exclusive_session: false,
+                runs: &[("a1", 0, 1), ("a2", 5, 3), ("a3", 0, 2)],
+            },
+            Queued {
+                site: "b",
+                max_concurrent_runs: 8,
+                exclusive_session: false,
+                runs: &[("b1", 0, 2), ("b2", 0, 4), ("b3", 1, 5)],
+            },
+            // One run at a time, whatever max_concurrent_runs says.
+            Queued {
+                site: "c",
+                max_concurrent_runs: 5,
+                exclusive_session: true,
+                runs: &[("c1", 0, 0), ("c2", 9, 6)],
+            },
+        ],
+    )
+    .await;
+    // Each site's first run, then each site's second, ...; within a turn
+    // by priority then age.
+    assert_eq!(take(pool, 2).await, ["c2", "a2"]);
+    // a has room for one more and c for none; b's are all due.
+    assert_eq!(take(pool, 10).await, ["b3", "a1", "b1", "b2"]);
+    assert!(
+        take(pool, 10).await.is_empty(),
+        "every site is full or empty"
+    );
+    // A run that ends makes room for the next of its site.
+    sqlx::query(
+        "UPDATE crawl_runs SET state = 'completed', finished_at = now(), dispatched_at = NULL
+         WHERE keyword_id = (SELECT id FROM keywords WHERE keyword = 'c2')",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    assert_eq!(take(pool, 10).await, ["c1"]);
+    app.stop().await;
 }
