@@ -1,6 +1,9 @@
 //! The backlog waits in Postgres; Redis only ever holds a bounded window.
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
 
 use crawlfleet::{domain::site::RenderMode, queue, store};
 use sqlx::PgPool;
@@ -183,23 +186,18 @@ async fn take(pool: &PgPool, limit: i64) -> Vec<String> {
         .await
         .unwrap();
     let ids: Vec<i64> = taken.iter().map(|run| run.run_id).collect();
-    let names: Vec<(i64, String)> = sqlx::query_as(
+    let mut keywords: HashMap<i64, String> = sqlx::query_as(
         "SELECT r.id, k.keyword FROM crawl_runs r JOIN keywords k ON k.id = r.keyword_id
          WHERE r.id = ANY($1) AND r.dispatched_at IS NOT NULL",
     )
     .bind(&ids)
     .fetch_all(pool)
     .await
-    .unwrap();
+    .unwrap()
+    .into_iter()
+    .collect();
     ids.iter()
-        .map(|id| {
-            names
-                .iter()
-                .find(|(n, _)| n == id)
-                .expect("marked dispatched")
-                .1
-                .clone()
-        })
+        .map(|id| keywords.remove(id).expect("marked dispatched"))
         .collect()
 }
 
