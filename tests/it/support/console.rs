@@ -21,8 +21,20 @@ pub struct ConsoleBrowser {
     /// Where downloads land.
     pub downloads: PathBuf,
     base: String,
-    root: PathBuf,
+    root: Root,
     chromedriver: Child,
+}
+
+/// The folder a console browser's chromedriver and Chrome run under. When
+/// it goes, so does every Chrome started under it, and the folder: also
+/// when opening the browser fails midway (no chromedriver, no Chrome).
+struct Root(PathBuf);
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        processes::kill_chrome_under(&self.0);
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 impl ConsoleBrowser {
@@ -30,8 +42,8 @@ impl ConsoleBrowser {
     pub async fn open(base: &str) -> ConsoleBrowser {
         // Short: Chrome's socket path under it must fit in 108 bytes.
         let nonce: u32 = rand::random();
-        let root = std::env::temp_dir().join(format!("crawlfleet-console-{nonce:08x}"));
-        let downloads = root.join("downloads");
+        let root = Root(std::env::temp_dir().join(format!("crawlfleet-console-{nonce:08x}")));
+        let downloads = root.0.join("downloads");
         std::fs::create_dir_all(&downloads).expect("a download folder");
         let chromedriver_path =
             std::env::var("CHROMEDRIVER_PATH").unwrap_or_else(|_| "chromedriver".into());
@@ -42,12 +54,12 @@ impl ConsoleBrowser {
         // Chrome's temporary and configuration folders under the root too, so
         // that every process it starts names the root (how it is killed).
         for dir in ["tmp", "config"] {
-            std::fs::create_dir_all(root.join(dir)).expect("a folder for Chrome");
+            std::fs::create_dir_all(root.0.join(dir)).expect("a folder for Chrome");
         }
         let mut chromedriver = Command::new(&chromedriver_path)
             .arg(format!("--port={port}"))
-            .env("TMPDIR", root.join("tmp"))
-            .env("XDG_CONFIG_HOME", root.join("config"))
+            .env("TMPDIR", root.0.join("tmp"))
+            .env("XDG_CONFIG_HOME", root.0.join("config"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -68,7 +80,7 @@ impl ConsoleBrowser {
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        let profile = root.join("profiles").join("console");
+        let profile = root.0.join("profiles").join("console");
         std::fs::create_dir_all(&profile).expect("a profile folder");
         let capabilities = json!({
             "browserName": "chrome",
@@ -187,15 +199,14 @@ impl ConsoleBrowser {
     pub async fn close(mut self) {
         let _ = self.client.clone().close().await;
         let _ = self.chromedriver.kill().await;
-        processes::kill_chrome_under_and_wait(&self.root, Duration::from_secs(10)).await;
+        processes::kill_chrome_under_and_wait(&self.root.0, Duration::from_secs(10)).await;
     }
 }
 
-/// A test that fails midway leaves no Chrome and no folder behind either.
+/// A test that fails midway leaves no Chrome and no folder behind either:
+/// chromedriver goes first, then `Root` takes its Chromes and the folder.
 impl Drop for ConsoleBrowser {
     fn drop(&mut self) {
         let _ = self.chromedriver.start_kill();
-        processes::kill_chrome_under(&self.root);
-        let _ = std::fs::remove_dir_all(&self.root);
     }
 }
