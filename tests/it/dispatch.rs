@@ -6,9 +6,10 @@ use std::{
 };
 
 use crawlfleet::{domain::site::RenderMode, queue, store};
+use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::support::{Roles, TestApp, count_states};
+use crate::support::{ON_DEMAND, Roles, TestApp, count_states};
 
 const BACKLOG_SITES: i64 = 20;
 const BACKLOG_KEYWORDS: i64 = 1000;
@@ -140,40 +141,33 @@ async fn a_backlog_of_20000_runs_drains_through_a_bounded_window() {
     app.finish().await;
 }
 
-/// A site and the runs it has queued, each as (name, priority, queued this
-/// many seconds after the first).
+/// A site (its settings over the fixture's defaults) and the runs it has
+/// queued, each as (keyword, priority, queued this many seconds after the
+/// first).
 struct Queued {
     site: &'static str,
-    max_concurrent_runs: i32,
-    exclusive_session: bool,
+    settings: Value,
     runs: &'static [(&'static str, i32, i64)],
 }
 
-async fn queue_runs(pool: &PgPool, sites: &[Queued]) {
+/// Creates each site and keyword through the api; the runs are written
+/// directly, with the priority and age each is given.
+async fn queue_runs(app: &TestApp, sites: &[Queued]) {
     for site in sites {
-        let site_id: i64 = sqlx::query_scalar(
-            "INSERT INTO sites (name, search_url, item_selector, fields, max_concurrent_runs, exclusive_session)
-             VALUES ($1, 'http://127.0.0.1:9/?q={keyword}', 'li', '{\"t\": {\"selector\": \"a\"}}', $2, $3)
-             RETURNING id",
-        )
-        .bind(site.site)
-        .bind(site.max_concurrent_runs)
-        .bind(site.exclusive_session)
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        for (name, priority, second) in site.runs {
+        let site_id = app
+            .one_page_site(site.site, "/static?q={keyword}", site.settings.clone())
+            .await;
+        for (keyword, priority, second) in site.runs {
+            let keyword_id = app.create_keyword(keyword, &[site_id], ON_DEMAND).await;
             sqlx::query(
-                "WITH k AS (INSERT INTO keywords (keyword, schedule) VALUES ($1, '0 0 0 1 1 *') RETURNING id)
-                 INSERT INTO crawl_runs (keyword_id, site_id, state, trigger, max_attempts, priority, queued_at)
-                 SELECT k.id, $2, 'queued', 'manual', 3, $3, '2026-01-01'::timestamptz + make_interval(secs => $4)
-                 FROM k",
+                "INSERT INTO crawl_runs (keyword_id, site_id, state, trigger, max_attempts, priority, queued_at)
+                 VALUES ($1, $2, 'queued', 'manual', 3, $3, '2026-01-01'::timestamptz + make_interval(secs => $4))",
             )
-            .bind(name)
+            .bind(keyword_id)
             .bind(site_id)
             .bind(priority)
             .bind(*second as f64)
-            .execute(pool)
+            .execute(app.pool())
             .await
             .unwrap();
         }
@@ -206,25 +200,22 @@ async fn the_dispatcher_takes_sites_in_turn_each_by_priority_then_age_within_its
     let app = TestApp::spawn().await;
     let pool = app.pool();
     queue_runs(
-        pool,
+        &app,
         &[
             Queued {
                 site: "a",
-                max_concurrent_runs: 2,
-                exclusive_session: false,
+                settings: json!({"max_concurrent_runs": 2}),
                 runs: &[("a1", 0, 1), ("a2", 5, 3), ("a3", 0, 2)],
             },
             Queued {
                 site: "b",
-                max_concurrent_runs: 8,
-                exclusive_session: false,
+                settings: json!({"max_concurrent_runs": 8}),
                 runs: &[("b1", 0, 2), ("b2", 0, 4), ("b3", 1, 5)],
             },
             // One run at a time, whatever max_concurrent_runs says.
             Queued {
                 site: "c",
-                max_concurrent_runs: 5,
-                exclusive_session: true,
+                settings: json!({"max_concurrent_runs": 5, "keep_session": true, "exclusive_session": true}),
                 runs: &[("c1", 0, 0), ("c2", 9, 6)],
             },
         ],
