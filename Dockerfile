@@ -61,8 +61,9 @@ RUN apt-get update \
         tini \
     && rm -rf /var/lib/apt/lists/*
 
-# Chrome runs as this user, so it cannot use its setuid sandbox: the worker passes
-# --no-sandbox; the container is the sandbox.
+# Chrome runs as this user too. Its sandbox needs user namespaces, which the default
+# seccomp profiles of Docker and Fargate forbid: the worker (CHROME_SANDBOX=auto)
+# then starts it without, and keeps its own environment from it (non-dumpable).
 RUN groupadd --system --gid 10001 crawlfleet \
     && useradd --system --uid 10001 --gid crawlfleet --create-home \
         --home-dir /home/crawlfleet --shell /usr/sbin/nologin crawlfleet

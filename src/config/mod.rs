@@ -304,6 +304,17 @@ pub struct SchedulerConfig {
     pub webhook_retry_schedule_secs: Vec<u64>,
 }
 
+/// Whether Chrome runs with its sandbox (`CHROME_SANDBOX`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SandboxMode {
+    /// With the sandbox when Chrome can have it, else without, said once in the log.
+    Auto,
+    /// With the sandbox, or the browser does not start.
+    Required,
+    /// Without (`--no-sandbox`).
+    Off,
+}
+
 /// The worker's settings: its side port, its concurrency, Chrome, draining, Fargate scale-in protection and heartbeats.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WorkerConfig {
@@ -325,6 +336,18 @@ pub struct WorkerConfig {
     /// crawl in a context of its own) and drives over the DevTools pipe.
     #[arg(long, env = "CHROME_PATH", default_value = "chromium")]
     pub chrome_path: String,
+
+    /// The user Chrome runs as: a name, a uid or uid:gid. Empty: the worker's
+    /// own user, or `nobody` when the worker runs as root (Chrome refuses its
+    /// sandbox as root, and must not read the worker's environment).
+    #[arg(long, env = "CHROME_USER")]
+    pub chrome_user: Option<String>,
+
+    /// Chrome's sandbox: auto (with it where the platform allows, else
+    /// without, said once in the log), required (Chrome does not start
+    /// without it), off.
+    #[arg(long, env = "CHROME_SANDBOX", value_enum, default_value_t = SandboxMode::Auto)]
+    pub chrome_sandbox: SandboxMode,
 
     /// On SIGTERM, how long in-flight crawls may run before their runs are handed
     /// back to the queue (keep under ECS's 30 s stopTimeout).

@@ -315,7 +315,8 @@ impl Metrics {
                 "crawlfleet_browser_connections_total",
                 "Connections Chrome asked the worker's relay for, by outcome: opened, refused \
                  (the SSRF guard), unresolvable, failed; sunk: Chrome's own services, answered \
-                 without a lookup.",
+                 without a lookup; stranger: a connection from a process that is not the \
+                 worker's Chrome, closed.",
                 &["outcome"],
             ),
             dispatch_window: gauge_vec(

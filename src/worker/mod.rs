@@ -105,11 +105,21 @@ pub async fn run(
         return Ok(());
     }
     let profile_root = std::env::temp_dir().join(format!("crawlfleet-{worker_id}"));
+    let chrome_launch = browser::ChromeLaunch {
+        path: config.chrome_path.clone(),
+        user: browser::confinement::ChromeUser::resolve(config.chrome_user.as_deref())?,
+        sandbox: config.chrome_sandbox,
+    };
+    // The browser (and anything else of this user) cannot read this
+    // process's environment or memory from now on.
+    if !browser::confinement::protect_worker() {
+        tracing::warn!("could not make the worker non-dumpable");
+    }
     let ctx = Arc::new(CrawlContext {
         pool: pool.clone(),
         worker_id: worker_id.clone(),
         browsers: BrowserPool::new(
-            config.chrome_path.clone(),
+            chrome_launch,
             profile_root.clone(),
             concurrency,
             common.target_guard(),

@@ -6,6 +6,7 @@ mod support;
 mod api_contract;
 mod changes;
 mod cloudwatch;
+mod confinement;
 mod console;
 mod console_schedules;
 mod crawl;

@@ -16,6 +16,8 @@ use serde_json::json;
 use tokio::{net::unix::pipe, process::Command, sync::watch};
 
 use super::{
+    ChromeLaunch,
+    confinement::{ChromeUser, passed_to_chrome},
     devtools::{DevTools, field},
     launch::{chrome_args, write_preferences},
     processes::{kill_chrome_under, kill_chrome_under_and_wait, no_longer_waited_for, waited_for},
@@ -58,7 +60,8 @@ pub struct ChromePlaces {
 }
 
 impl ChromePlaces {
-    pub async fn under(profile_root: &Path) -> anyhow::Result<Self> {
+    /// The places under `profile_root`, made and given to Chrome's `user`.
+    pub async fn under(profile_root: &Path, user: Option<ChromeUser>) -> anyhow::Result<Self> {
         let places = Self {
             temp: profile_root.join("tmp"),
             config: profile_root.join("config"),
@@ -68,27 +71,44 @@ impl ChromePlaces {
                 .await
                 .with_context(|| format!("creating {}", dir.display()))?;
         }
+        if let Some(user) = user {
+            std::os::unix::fs::lchown(profile_root, Some(user.uid), Some(user.gid))
+                .context("giving the profile root to Chrome's user")?;
+            user.take_over(&places.temp)?;
+            user.take_over(&places.config)?;
+        }
         Ok(places)
     }
 }
 
 impl Chrome {
-    /// Starts Chrome with its profile in `profile_dir` and waits until it
-    /// answers. Connections outside any context go through `relay` when given.
+    /// Starts Chrome (as `launch` says, with its sandbox or not) with its
+    /// profile in `profile_dir` and waits until it answers. Connections
+    /// outside any context go through `relay` when given.
     pub async fn launch(
-        binary: &str,
+        launch: &ChromeLaunch,
+        sandbox: bool,
         places: &ChromePlaces,
         profile_dir: PathBuf,
         relay: Option<SocksRelay>,
     ) -> anyhow::Result<Chrome> {
+        let binary = launch.path.as_str();
         write_preferences(&profile_dir).await?;
+        if let Some(user) = launch.user {
+            user.take_over(&profile_dir)?;
+        }
         let proxy_server = relay.as_ref().map(SocksRelay::proxy_server);
         let (commands_read, commands_write) = cloexec_pipe()?;
         let (answers_read, answers_write) = cloexec_pipe()?;
         let mut command = Command::new(binary);
         command
-            .args(chrome_args(&profile_dir, proxy_server.as_deref()))
+            .args(chrome_args(&profile_dir, proxy_server.as_deref(), sandbox))
             .arg("--remote-debugging-pipe")
+            // None of the worker's variables (its secrets among them) but
+            // those Chrome needs.
+            .env_clear()
+            .envs(passed_to_chrome())
+            .env("HOME", &places.config)
             .env("TMPDIR", &places.temp)
             .env("XDG_CONFIG_HOME", &places.config)
             .stdin(Stdio::null())
@@ -101,11 +121,16 @@ impl Chrome {
             std::os::fd::AsRawFd::as_raw_fd(&commands_read),
             std::os::fd::AsRawFd::as_raw_fd(&answers_write),
         );
+        let user = launch.user;
         // SAFETY: only async-signal-safe calls between fork and exec. Chrome
-        // reads commands on fd 3 and writes to fd 4; it dies with the worker
-        // even when the worker is SIGKILLed.
+        // becomes its own user first (which clears the parent-death signal,
+        // so that comes after); it reads commands on fd 3 and writes to fd 4;
+        // it dies with the worker even when the worker is SIGKILLed.
         unsafe {
             command.pre_exec(move || {
+                if let Some(user) = user {
+                    user.become_in_child()?;
+                }
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
                 place_fds(child_reads, child_writes)
             });

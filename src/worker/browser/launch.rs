@@ -13,7 +13,6 @@ use serde_json::json;
 /// engine...): a crawl's connections are the crawl's.
 const CHROME_FLAGS: &[&str] = &[
     "--headless",
-    "--no-sandbox",
     "--disable-gpu",
     "--disable-dev-shm-usage",
     "--disable-background-networking",
@@ -59,11 +58,15 @@ fn own_services_flags() -> [String; 3] {
     ]
 }
 
-/// Chrome's command line: the flags above, its profile in `profile_dir`, and
+/// Chrome's command line: the flags above, its profile in `profile_dir`,
 /// every connection it opens outside a crawl's context through
-/// `proxy_server` when given (a crawl's context names its own).
-pub fn chrome_args(profile_dir: &Path, proxy_server: Option<&str>) -> Vec<String> {
+/// `proxy_server` when given (a crawl's context names its own), and
+/// `--no-sandbox` unless it runs with its `sandbox` (see `confinement`).
+pub fn chrome_args(profile_dir: &Path, proxy_server: Option<&str>, sandbox: bool) -> Vec<String> {
     let mut args: Vec<String> = CHROME_FLAGS.iter().map(|f| f.to_string()).collect();
+    if !sandbox {
+        args.push("--no-sandbox".to_owned());
+    }
     args.extend(own_services_flags());
     args.push(format!("--user-data-dir={}", profile_dir.display()));
     if let Some(server) = proxy_server {

@@ -13,9 +13,11 @@
 //! being retried.
 
 mod chrome;
+pub mod confinement;
 mod devtools;
 pub mod launch;
 pub mod processes;
+mod relay_peer;
 mod session;
 mod socks_relay;
 
@@ -23,7 +25,7 @@ use std::{
     path::PathBuf,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::Duration,
 };
@@ -34,10 +36,22 @@ use tokio_util::task::TaskTracker;
 
 use crate::{domain::site::ProxyUrl, net::target_guard::TargetGuard, ops::metrics::metrics};
 
+pub use crate::config::SandboxMode;
 use chrome::{Chrome, ChromePlaces, remove_profile};
+use confinement::ChromeUser;
 use processes::{kill_chrome_under, kill_chrome_under_and_block, kill_chrome_under_and_wait};
+use relay_peer::ChromePeers;
 pub use session::{BrowserSession, DocumentResponse, LoadError};
 use socks_relay::{Egress, SocksRelay};
+
+/// How the worker starts Chrome: the binary, the user it runs as and its
+/// sandbox (see `confinement`).
+#[derive(Debug, Clone)]
+pub struct ChromeLaunch {
+    pub path: String,
+    pub user: Option<ChromeUser>,
+    pub sandbox: SandboxMode,
+}
 
 /// A Chrome is replaced (once its crawls are done) after this many pages.
 const PAGES_PER_BROWSER: u32 = 1000;
@@ -46,8 +60,13 @@ const DISPOSE_LIMIT: Duration = Duration::from_secs(5);
 
 /// The worker's browser.
 pub struct BrowserPool {
-    chrome_path: String,
+    launch: ChromeLaunch,
+    /// Set once a Chrome could not start with its sandbox (`SandboxMode::Auto`):
+    /// the ones after it start without.
+    sandbox_unavailable: AtomicBool,
     profile_root: PathBuf,
+    /// Whom the relays serve: this pool's Chromes.
+    peers: Arc<ChromePeers>,
     slots: Arc<Semaphore>,
     /// The Chrome new crawls open their contexts in; launched when first
     /// needed, replaced when it died or served its pages.
@@ -116,16 +135,18 @@ impl Drop for BrowserPool {
 }
 
 impl BrowserPool {
-    /// A pool of `size` slots; its Chrome (`chrome_path`) keeps its files
-    /// under `profile_root`.
+    /// A pool of `size` slots; its Chrome (started as `launch` says) keeps
+    /// its files under `profile_root`.
     pub fn new(
-        chrome_path: String,
+        launch: ChromeLaunch,
         profile_root: PathBuf,
         size: usize,
         guard: TargetGuard,
     ) -> Self {
         Self {
-            chrome_path,
+            launch,
+            sandbox_unavailable: AtomicBool::new(false),
+            peers: Arc::new(ChromePeers::under(&profile_root)),
             profile_root,
             slots: Arc::new(Semaphore::new(size)),
             current: tokio::sync::Mutex::new(None),
@@ -196,7 +217,7 @@ impl BrowserPool {
         let relay = match needs_relay {
             true => {
                 let egress = proxy.map_or(Egress::Direct, |p| Egress::Proxy(p.clone()));
-                Some(SocksRelay::start(egress, self.guard.clone()).await?)
+                Some(SocksRelay::start(egress, self.guard.clone(), self.peers.clone()).await?)
             }
             false => None,
         };
@@ -293,16 +314,45 @@ impl BrowserPool {
         Ok(chrome)
     }
 
+    /// Starts a Chrome: with its sandbox unless the setting or an earlier
+    /// failure says otherwise (`SandboxMode::Auto` tries once, then goes on
+    /// without and says why).
     async fn launch(&self) -> anyhow::Result<Chrome> {
+        let sandbox = match self.launch.sandbox {
+            SandboxMode::Off => false,
+            SandboxMode::Required => true,
+            SandboxMode::Auto => !self.sandbox_unavailable.load(Ordering::Relaxed),
+        };
+        match self.launch_once(sandbox).await {
+            Err(e) if sandbox && self.launch.sandbox == SandboxMode::Auto => {
+                tracing::warn!(
+                    error = format!("{e:#}"),
+                    "Chrome could not start with its sandbox (no user namespaces here?); \
+                     it runs without it, under its own environment{}",
+                    match self.launch.user {
+                        Some(user) => format!(" as uid {}", user.uid),
+                        None => String::new(),
+                    }
+                );
+                self.sandbox_unavailable.store(true, Ordering::Relaxed);
+                self.launch_once(false).await
+            }
+            launched => launched,
+        }
+    }
+
+    async fn launch_once(&self, sandbox: bool) -> anyhow::Result<Chrome> {
         let n = self.next_profile.fetch_add(1, Ordering::Relaxed);
-        let places = ChromePlaces::under(&self.profile_root).await?;
+        let places = ChromePlaces::under(&self.profile_root, self.launch.user).await?;
         // Chrome's own connections (it should open none) meet the guard too.
         let relay = match self.guard.is_open() {
             true => None,
-            false => Some(SocksRelay::start(Egress::Direct, self.guard.clone()).await?),
+            false => Some(
+                SocksRelay::start(Egress::Direct, self.guard.clone(), self.peers.clone()).await?,
+            ),
         };
         let profile_dir = self.profile_root.join(format!("chrome-{n}"));
-        match Chrome::launch(&self.chrome_path, &places, profile_dir.clone(), relay).await {
+        match Chrome::launch(&self.launch, sandbox, &places, profile_dir.clone(), relay).await {
             Ok(chrome) => Ok(chrome),
             Err(e) => {
                 kill_chrome_under(&profile_dir);

@@ -82,6 +82,12 @@ fn chrome_under(dir: &Path) -> Vec<ProcEntry> {
         .collect()
 }
 
+/// Pids of the live processes running under `dir`: a relay's accepted clients
+/// (see `relay_peer`).
+pub fn pids_under(dir: &Path) -> Vec<i32> {
+    chrome_under(dir).into_iter().map(|p| p.pid).collect()
+}
+
 /// Chrome processes seen alive under a profile of this process, by pid and
 /// start time: once dead, a zombie shows neither command line nor
 /// environment, so it is recognised by what was seen of it while it lived.

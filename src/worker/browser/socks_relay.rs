@@ -1,6 +1,8 @@
-//! A browser session's way out: a SOCKS5 server on 127.0.0.1 (no
-//! authentication) that Chrome sends every connection through. It serves two
-//! purposes Chrome cannot serve itself:
+//! A browser session's way out: a SOCKS5 server on 127.0.0.1 that Chrome sends
+//! every connection through, and that serves the worker's own Chrome alone
+//! (Chrome cannot authenticate to a SOCKS5 proxy, so a connection is accepted
+//! only when its client socket is open in one of Chrome's processes: see
+//! `relay_peer`). It serves two purposes Chrome cannot serve itself:
 //!
 //! - The SSRF guard on every connection Chrome opens (redirects, frames,
 //!   images, scripts), not only on the page crawlfleet asks for: each target
@@ -24,7 +26,7 @@ use tokio::{
     task::JoinHandle,
 };
 
-use super::launch::OWN_SERVICES_HOST;
+use super::{launch::OWN_SERVICES_HOST, relay_peer::ChromePeers};
 use crate::{
     domain::site::ProxyUrl,
     net::target_guard::{Refused, TargetGuard},
@@ -45,7 +47,12 @@ pub struct SocksRelay {
 }
 
 impl SocksRelay {
-    pub async fn start(egress: Egress, guard: TargetGuard) -> anyhow::Result<Self> {
+    /// A relay for the Chrome processes `peers` names, leaving by `egress`.
+    pub async fn start(
+        egress: Egress,
+        guard: TargetGuard,
+        peers: Arc<ChromePeers>,
+    ) -> anyhow::Result<Self> {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .await
             .context("binding the browser's SOCKS5 relay")?;
@@ -55,11 +62,23 @@ impl SocksRelay {
             let refused = refused.clone();
             async move {
                 loop {
-                    let Ok((client, _)) = listener.accept().await else {
+                    let Ok((client, peer)) = listener.accept().await else {
                         return;
                     };
                     let (egress, guard, refused) = (egress.clone(), guard.clone(), refused.clone());
+                    let peers = peers.clone();
                     tokio::spawn(async move {
+                        let is_chrome =
+                            tokio::task::spawn_blocking(move || peers.is_chrome(peer, addr)).await;
+                        if !matches!(is_chrome, Ok(true)) {
+                            // Closed without a word: whoever it is learns nothing.
+                            tracing::warn!(%peer, "a relay connection not from the worker's Chrome was closed");
+                            crate::ops::metrics::metrics()
+                                .browser_connections
+                                .with_label_values(&["stranger"])
+                                .inc();
+                            return;
+                        }
                         if let Err(e) = relay(client, &egress, &guard, &refused).await {
                             tracing::debug!(error = %e, ?egress, "relayed connection failed");
                         }

@@ -86,6 +86,8 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
             worker_concurrency: 2,
             http_concurrency: 8,
             chrome_path: std::env::var("CHROME_PATH").unwrap_or_else(|_| "chromium".into()),
+            chrome_user: None,
+            chrome_sandbox: crawlfleet::config::SandboxMode::Auto,
             drain_timeout_secs: 10,
             ecs_agent_uri: None,
             ecs_protection_minutes: 10,

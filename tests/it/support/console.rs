@@ -85,7 +85,7 @@ impl ConsoleBrowser {
         let capabilities = json!({
             "browserName": "chrome",
             "goog:chromeOptions": {
-                "args": launch::chrome_args(&profile, None),
+                "args": launch::chrome_args(&profile, None, false),
                 "binary": std::env::var("CHROME_PATH").unwrap_or_else(|_| "/usr/bin/chromium".into()),
                 "prefs": {"download": {
                     "default_directory": downloads.display().to_string(),

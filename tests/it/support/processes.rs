@@ -25,6 +25,17 @@ impl RoleProcess {
     /// The role `process` (`api`, `scheduler`, `worker`) on `config`'s
     /// stores and settings, `extra_env` over them; its log in a file of its own.
     pub fn spawn(process: &str, config: &Config, extra_env: &[(&str, String)]) -> RoleProcess {
+        Self::spawn_as(process, config, extra_env, None)
+    }
+
+    /// [`RoleProcess::spawn`], as user `uid` (and its group of the same
+    /// number) when given: the tests run as root, the containers do not.
+    pub fn spawn_as(
+        process: &str,
+        config: &Config,
+        extra_env: &[(&str, String)],
+        uid: Option<u32>,
+    ) -> RoleProcess {
         let dir = std::env::temp_dir().join("cf-test-logs");
         std::fs::create_dir_all(&dir).unwrap();
         let log = dir.join(format!("{process}-{}.log", Uuid::new_v4().simple()));
@@ -95,6 +106,20 @@ impl RoleProcess {
             .kill_on_drop(true);
         for (key, value) in extra_env {
             cmd.env(key, value);
+        }
+        if let Some(uid) = uid {
+            // SAFETY: plain system calls between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setgroups(0, std::ptr::null()) != 0
+                        || libc::setgid(uid) != 0
+                        || libc::setuid(uid) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
         }
         let child = cmd.spawn().expect("crawlfleet binary starts");
         RoleProcess {
