@@ -112,8 +112,10 @@ async fn main() -> anyhow::Result<ExitCode> {
     proxy_used(&proxy, &ledger);
     let trap_connections = trap.connections();
     let cookies = sightings::member_cookies(&site, &ledger);
-    let tally = ledger.tally();
-    let seen = sightings::secrets_seen(&secrets, &cookies, &tally, &log_dir);
+    let mut tally = ledger.tally();
+    let seen = sightings::secrets_seen(&secrets, &cookies, &tally, &log_dir, &ledger);
+    // What the search itself found missing.
+    tally.unexpected.extend(ledger.tally().unexpected);
     let took = started.elapsed();
 
     site.stop().await;

@@ -22,9 +22,18 @@ pub fn report(
             println!("  - {line}");
         }
     };
-    section("accepted (hostile requests the API took)", &tally.accepted);
-    section("wrong field", &tally.wrong_field);
-    section("unexpected (not failures)", &tally.unexpected);
+    section(
+        "FAILURE accepted (hostile requests the API took)",
+        &tally.accepted,
+    );
+    section(
+        "FAILURE wrong field (refusals naming another field)",
+        &tally.wrong_field,
+    );
+    section(
+        "FAILURE unexpected (answers other than due, smuggled requests answered, probes that did not run)",
+        &tally.unexpected,
+    );
     section("FAILURE 5xx answers", &tally.server_errors);
     section(
         "FAILURE resets/timeouts where an answer was due",
@@ -60,6 +69,9 @@ pub fn report(
     );
 
     let passed = tally.server_errors.is_empty()
+        && tally.accepted.is_empty()
+        && tally.wrong_field.is_empty()
+        && tally.unexpected.is_empty()
         && tally.dropped.is_empty()
         && restarts.is_empty()
         && secrets_seen == 0

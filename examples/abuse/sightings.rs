@@ -12,12 +12,15 @@ use crate::{
 };
 
 /// Every place a secret may not show: what the driver received, and every
-/// log of every process the fleet ran.
+/// log of every process the fleet ran. A search with no answers, or with a
+/// log missing or empty, would find nothing for want of looking: reported to
+/// `ledger` as a probe that did not run.
 pub fn secrets_seen(
     secrets: &Secrets,
     cookies: &[String],
     tally: &Tally,
     log_dir: &Path,
+    ledger: &Ledger,
 ) -> Vec<Sighting> {
     let sought = secrets.sought(cookies);
     let logs: Vec<(String, Vec<u8>)> = std::fs::read_dir(log_dir)
@@ -29,6 +32,20 @@ pub fn secrets_seen(
             (name, std::fs::read(entry.path()).unwrap_or_default())
         })
         .collect();
+    for role in ["api", "scheduler", "worker"] {
+        let logged = logs
+            .iter()
+            .any(|(name, bytes)| name.contains(role) && !bytes.is_empty());
+        if !logged {
+            ledger.unexpected(
+                "the secrets search",
+                format!("no log of the {role} to search in {}", log_dir.display()),
+            );
+        }
+    }
+    if tally.received.is_empty() {
+        ledger.unexpected("the secrets search", "no answer was received to search");
+    }
     let answers = tally
         .received
         .iter()
