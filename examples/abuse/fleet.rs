@@ -96,6 +96,16 @@ impl Fleet {
         })
     }
 
+    /// The pid of `role`'s process now running, if any.
+    pub fn pid_of(&self, role: &str) -> Option<u32> {
+        let state = self.state.lock().expect("fleet lock");
+        state
+            .running
+            .iter()
+            .find(|p| p.role == role && !p.given_up)
+            .map(|p| p.pid)
+    }
+
     /// Stops the supervisor, then every process (SIGTERM, then SIGKILL after
     /// 15 s) and whatever Chrome a worker left; returns the restarts.
     pub async fn stop(self) -> Vec<Restart> {

@@ -1,11 +1,14 @@
 //! `scripts/abuse`: the fleet (api, scheduler and one worker as real
 //! processes, logging at trace level) on loopback, under a catalogue of
 //! hostile requests: hostile bodies, SSRF in many notations, transport and
-//! WebSocket abuse, every route with every kind of token, and crawls of
-//! sites that carry secrets. It prints what it found, then one line of
-//! figures, and exits non-zero unless no answer was a 5xx, no answer that
-//! was due went missing, no process restarted, no secret showed in an
-//! answer or a log, and nothing connected to the trap.
+//! WebSocket abuse, every route with every kind of token, crawls of sites
+//! that carry secrets, and the worker's Chrome looked at as a local
+//! attacker would. It prints what it found, then one line of figures, and
+//! exits non-zero unless no hostile request was accepted, every refusal
+//! named its field, every answer was the one due and every probe ran, no
+//! answer was a 5xx, no answer that was due went missing, no process
+//! restarted, no secret showed in an answer, a log or Chrome's environment,
+//! and nothing connected to the trap.
 //!
 //!   cargo run --example abuse
 //!
@@ -14,6 +17,7 @@
 //! targets but the fixture and the proxy (ALLOWED_PRIVATE_TARGETS).
 
 mod bodies;
+mod browser;
 mod client;
 mod fleet;
 mod ledger;
@@ -108,12 +112,21 @@ async fn main() -> anyhow::Result<ExitCode> {
             format!("did not finish within {}s", CATALOGUE_LIMIT.as_secs()),
         ),
     }
+    // Class 7 looks at the worker's Chrome, so before the fleet stops.
+    let browser_places = browser::run(fleet.pid_of("worker"), &ledger).await;
     let restarts = fleet.stop().await;
     proxy_used(&proxy, &ledger);
     let trap_connections = trap.connections();
     let cookies = sightings::member_cookies(&site, &ledger);
     let mut tally = ledger.tally();
-    let seen = sightings::secrets_seen(&secrets, &cookies, &tally, &log_dir, &ledger);
+    let seen = sightings::secrets_seen(
+        &secrets,
+        &cookies,
+        &tally,
+        &log_dir,
+        &browser_places,
+        &ledger,
+    );
     // What the search itself found missing.
     tally.unexpected.extend(ledger.tally().unexpected);
     let took = started.elapsed();

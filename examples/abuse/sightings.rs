@@ -1,6 +1,6 @@
-//! The search for secrets: in every answer the driver received and every
-//! log line of every process the fleet ran, each a place where a secret
-//! may never show.
+//! The search for secrets: in every answer the driver received, every log
+//! line of every process the fleet ran and the environment of every Chrome
+//! process, each a place where a secret may never show.
 
 use std::path::Path;
 
@@ -20,6 +20,7 @@ pub fn secrets_seen(
     cookies: &[String],
     tally: &Tally,
     log_dir: &Path,
+    browser: &[(String, Vec<u8>)],
     ledger: &Ledger,
 ) -> Vec<Sighting> {
     let sought = secrets.sought(cookies);
@@ -52,6 +53,7 @@ pub fn secrets_seen(
         .map(|(what, bytes)| (what.as_str(), bytes.as_slice()));
     let logs = logs
         .iter()
+        .chain(browser)
         .map(|(name, bytes)| (name.as_str(), bytes.as_slice()));
     search(&sought, answers.chain(logs))
 }
