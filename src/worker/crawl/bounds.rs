@@ -145,11 +145,16 @@ mod tests {
     fn links_that_are_not_http_are_dropped_and_long_values_cut_and_both_counted() {
         let mut report = BoundsReport::new(bounds());
         let items = vec![
-            item(json!({"title": "a title far too long", "link": "javascript:alert(1)", "image": "data:image/png;base64,AA"})),
+            item(
+                json!({"title": "a title far too long", "link": "javascript:alert(1)", "image": "data:image/png;base64,AA"}),
+            ),
             item(json!({"title": "ok", "link": "https://s.example/p/1", "image": null})),
         ];
         let kept = bound_page(items, &specs(), &bounds(), &mut report);
-        assert_eq!(kept[0].fields, json!({"title": "a tit", "link": null, "image": null}));
+        assert_eq!(
+            kept[0].fields,
+            json!({"title": "a tit", "link": null, "image": null})
+        );
         assert_eq!(kept[0].item_url, None, "the item's URL goes with its link");
         let mut rebuilt = Map::new();
         rebuilt.insert("image".into(), Value::Null);

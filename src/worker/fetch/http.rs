@@ -12,8 +12,8 @@ use crate::domain::failure::FailureKind;
 use crate::{
     domain::bounds::{Bound, CrawlBounds},
     domain::site::Identity,
-    ops::metrics::metrics,
     net::target_guard::{Refused, TargetGuard},
+    ops::metrics::metrics,
     worker::crawl::{error::CrawlError, limiter::SitePace, session::SessionCookies},
 };
 
