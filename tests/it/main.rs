@@ -9,6 +9,7 @@ mod cloudwatch;
 mod console;
 mod console_schedules;
 mod crawl;
+mod crawl_bounds;
 mod dispatch;
 mod faults;
 mod fleet;
