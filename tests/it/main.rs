@@ -3,6 +3,7 @@
 
 mod support;
 
+mod answer_budget;
 mod api_contract;
 mod changes;
 mod cloudwatch;
