@@ -87,7 +87,8 @@ pub fn cut_to_chars(value: &str, max: usize) -> Option<&str> {
 pub struct BoundsReport {
     /// Field values cut to the field bound, by field name.
     pub fields_cut: BTreeMap<String, u64>,
-    /// URL values dropped (not http(s)), by field name.
+    /// URL values dropped (not http(s), or longer than the field bound:
+    /// a link is not cut), by field name.
     pub urls_dropped: BTreeMap<String, u64>,
     /// Pages that had more items than the page bound (a browser stops
     /// reading a page at the bound, so how many more is not known).
@@ -127,8 +128,9 @@ impl BoundsReport {
         }
         if !self.urls_dropped.is_empty() {
             notes.push(format!(
-                "{} URL(s) that are not http(s) dropped ({})",
+                "{} URL(s) dropped, not http(s) or longer than {} characters ({})",
                 self.urls_dropped.values().sum::<u64>(),
+                self.bounds.field_chars,
                 by_field(&self.urls_dropped)
             ));
         }
@@ -205,7 +207,7 @@ mod tests {
         assert_eq!(
             report.to_string(),
             "2 field value(s) cut to 10000 characters (title: 2); \
-             3 URL(s) that are not http(s) dropped (link: 3); \
+             3 URL(s) dropped, not http(s) or longer than 10000 characters (link: 3); \
              1 page(s) with more than 1000 items: the items past it dropped; \
              the run reached 20000 items: 7 item(s) past it dropped and paging stopped"
         );

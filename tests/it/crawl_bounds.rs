@@ -166,7 +166,7 @@ async fn links_that_are_not_http_are_dropped_and_counted_by_field_in_every_mode(
         assert_eq!(run["health"], "degraded", "{render}: {run}");
         assert_eq!(
             reason(&run),
-            "3 URL(s) that are not http(s) dropped (link: 3)",
+            "3 URL(s) dropped, not http(s) or longer than 10000 characters (link: 3)",
             "{render}"
         );
         let results = app.results_of_run(run["id"].as_i64().unwrap()).await;
@@ -203,7 +203,7 @@ async fn links_that_are_not_http_are_dropped_and_counted_by_field_in_every_mode(
     let run = app.crawl_to_completion("lamp", formula, LIMIT).await;
     assert_eq!(
         reason(&run),
-        "2 URL(s) that are not http(s) dropped (link: 2)"
+        "2 URL(s) dropped, not http(s) or longer than 10000 characters (link: 2)"
     );
     for result in app.results_of_run(run["id"].as_i64().unwrap()).await {
         assert_eq!(result["item_url"], Value::Null, "{result}");

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::{
+    config::CrawlBoundsSettings,
     domain::{
         bounds::{Bound, BoundsReport, CrawlBounds, cut_to_chars, is_web_url},
         page::PageItem,
@@ -17,6 +18,17 @@ use crate::{
     ops::metrics::metrics,
     worker::extract::page_item,
 };
+
+/// The bounds the worker's settings give; each at least 1 (a bound of 0
+/// would store nothing).
+pub fn from_settings(settings: &CrawlBoundsSettings) -> CrawlBounds {
+    CrawlBounds {
+        field_chars: settings.field_max_chars.max(1),
+        page_items: settings.page_max_items.max(1),
+        run_items: settings.run_max_items.max(1),
+        page_bytes: settings.page_max_bytes.max(1),
+    }
+}
 
 /// One page's items within `bounds`; what was left out goes to `report`.
 pub fn bound_page(
@@ -67,12 +79,21 @@ fn bound_item(
     };
     let mut changed = false;
     for (name, value) in fields.iter_mut() {
-        let is_link = specs.get(name).is_some_and(FieldSpec::is_link);
-        if is_link && !value.is_null() && !value.as_str().is_some_and(is_web_url) {
-            *value = Value::Null;
-            *report.urls_dropped.entry(name.clone()).or_default() += 1;
-            metrics().count_bound(Bound::UrlScheme, 1);
-            changed = true;
+        if specs.get(name).is_some_and(FieldSpec::is_link) {
+            // A link is kept whole or not at all: a cut URL is another URL.
+            let dropped = match value.as_str() {
+                _ if value.is_null() => None,
+                Some(url) if is_web_url(url) => {
+                    cut_to_chars(url, bounds.field_chars).map(|_| Bound::FieldChars)
+                }
+                _ => Some(Bound::UrlScheme),
+            };
+            if let Some(bound) = dropped {
+                *value = Value::Null;
+                *report.urls_dropped.entry(name.clone()).or_default() += 1;
+                metrics().count_bound(bound, 1);
+                changed = true;
+            }
             continue;
         }
         if let Some(cut) = cut_value(value, bounds.field_chars) {
@@ -134,9 +155,9 @@ mod tests {
 
     fn bounds() -> CrawlBounds {
         CrawlBounds {
-            field_chars: 5,
-            page_items: 2,
-            run_items: 3,
+            field_chars: 12,
+            page_items: 3,
+            run_items: 4,
             page_bytes: 1000,
         }
     }
@@ -149,27 +170,32 @@ mod tests {
                 json!({"title": "a title far too long", "link": "javascript:alert(1)", "image": "data:image/png;base64,AA"}),
             ),
             item(json!({"title": "ok", "link": "https://s.example/p/1", "image": null})),
+            item(json!({"title": "ok", "link": "https://s.e", "image": "https://s.example/i.png"})),
         ];
         let kept = bound_page(items, &specs(), &bounds(), &mut report);
         assert_eq!(
             kept[0].fields,
-            json!({"title": "a tit", "link": null, "image": null})
+            json!({"title": "a title far ", "link": null, "image": null})
         );
         assert_eq!(kept[0].item_url, None, "the item's URL goes with its link");
         let mut rebuilt = Map::new();
         rebuilt.insert("image".into(), Value::Null);
         rebuilt.insert("link".into(), Value::Null);
-        rebuilt.insert("title".into(), json!("a tit"));
+        rebuilt.insert("title".into(), json!("a title far "));
         assert_eq!(
             kept[0].content_hash,
             page_item(rebuilt, &specs()).content_hash,
             "hashed as stored"
         );
-        assert_eq!(kept[1].item_url.as_deref(), Some("https://s.example/p/1"));
+        assert_eq!(
+            kept[1].item_url, None,
+            "a link too long is not cut but dropped"
+        );
+        assert_eq!(kept[2].item_url.as_deref(), Some("https://s.e"));
         assert_eq!(report.fields_cut, BTreeMap::from([("title".to_owned(), 1)]));
         assert_eq!(
             report.urls_dropped,
-            BTreeMap::from([("image".to_owned(), 1), ("link".to_owned(), 1)])
+            BTreeMap::from([("image".to_owned(), 2), ("link".to_owned(), 2)])
         );
         assert_eq!(report.pages_cut, 0);
     }
@@ -181,13 +207,21 @@ mod tests {
             .map(|n| item(json!({"title": n.to_string(), "link": null, "image": null})))
             .collect();
         let mut kept = bound_page(page, &specs(), &bounds(), &mut report);
-        assert_eq!(kept.len(), 2);
-        assert_eq!(kept[1].fields["title"], "1");
+        assert_eq!(kept.len(), 3);
+        assert_eq!(kept[2].fields["title"], "2");
         assert_eq!(report.pages_cut, 1);
         assert!(!bound_run(&mut kept, 1, &bounds(), &mut report));
         assert!(bound_run(&mut kept, 2, &bounds(), &mut report));
-        assert_eq!(kept.len(), 1);
+        assert_eq!(kept.len(), 2);
         assert_eq!(report.run_items_dropped, 1);
+    }
+
+    #[test]
+    fn the_settings_default_to_the_domain_bounds() {
+        assert_eq!(
+            from_settings(&CrawlBoundsSettings::default()),
+            CrawlBounds::default()
+        );
     }
 
     #[test]
