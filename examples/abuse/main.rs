@@ -1,11 +1,12 @@
 //! `scripts/abuse`: the fleet (api, scheduler and one worker as real
 //! processes, logging at trace level) on loopback, under a catalogue of
 //! hostile requests: hostile bodies, SSRF in many notations, transport and
-//! WebSocket abuse, every route with every kind of token, and crawls of
-//! sites that carry secrets. It prints what it found, then one line of
-//! figures, and exits non-zero unless no answer was a 5xx, no answer that
-//! was due went missing, no process restarted, no secret showed in an
-//! answer or a log, and nothing connected to the trap.
+//! WebSocket abuse, every route with every kind of token, crawls of sites
+//! that carry secrets, and crawls of pages that attack the crawler. It
+//! prints what it found, then one line of figures, and exits non-zero
+//! unless no answer was a 5xx, no answer that was due went missing, no
+//! process restarted, no secret showed in an answer or a log, nothing
+//! connected to the trap, and no hostile page got past a bound.
 //!
 //!   cargo run --example abuse
 //!
@@ -18,6 +19,7 @@ mod client;
 mod fleet;
 mod ledger;
 mod live;
+mod pages;
 mod proxy;
 mod raw;
 mod report;
@@ -174,6 +176,7 @@ async fn catalogue(api: &Api, targets: &Targets, secrets: &Secrets) -> anyhow::R
         bail!("the api was not ready within 60 s");
     }
     let crawls = secrets::start(api, targets, secrets).await?;
+    let hostile_pages = pages::start(api, targets).await?;
 
     if let Err(e) = bodies::run(api, targets).await {
         api.ledger
@@ -197,6 +200,8 @@ async fn catalogue(api: &Api, targets: &Targets, secrets: &Secrets) -> anyhow::R
     api.check_health("after class 5, routes").await;
     secrets::finish(api, crawls).await?;
     api.check_health("after class 6, secrets").await;
+    pages::finish(api, hostile_pages).await;
+    api.check_health("after class 7, hostile pages").await;
 
     if tokio::time::timeout(Duration::from_secs(45), slow_body)
         .await
