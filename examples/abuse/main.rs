@@ -161,6 +161,7 @@ fn fleet_env(
         ("CLOUDWATCH_ENABLED", "false".to_owned()),
         ("DISPATCH_INTERVAL_MS", "100".to_owned()),
         ("DRAIN_TIMEOUT_SECS", "3".to_owned()),
+        ("PAGE_MAX_BYTES", pages::PAGE_MAX_BYTES.to_string()),
         ("RUST_LOG", log_level),
         ("LOG_FORMAT", "json".to_owned()),
     ]

@@ -1,7 +1,7 @@
 //! Class 7: hostile pages. Sites crawl the fixture's pages that attack the
 //! crawler (`demo/site/hostile.rs`), in browser and http modes, while the
 //! other classes run; at the end each run and its results are read back,
-//! and anything a bound should have stopped is counted as accepted: a field
+//! and anything a bound should have stopped fails the catalogue: a field
 //! longer than the fleet's FIELD_MAX_CHARS, more items than PAGE_MAX_ITEMS
 //! from a page, an oversized page read, an item URL that is not http(s), an
 //! item a page forged in its own JavaScript, a listing answer over
@@ -19,12 +19,15 @@ use crate::{
     ledger::Expect,
 };
 
-/// The fleet's bounds, as it runs with the defaults.
+/// The fleet's bounds: the defaults, but a page's size, which the fleet is
+/// given (main.rs), so the oversized pages need not be 20 MiB: a worker
+/// logging at trace level takes its time over every byte.
 const FIELD_MAX_CHARS: usize = 10_000;
 const PAGE_MAX_ITEMS: i64 = 1_000;
+pub const PAGE_MAX_BYTES: usize = 4 * 1024 * 1024;
 const API_ANSWER_MAX_BYTES: usize = 4 * 1024 * 1024;
 
-const CRAWL_LIMIT: Duration = Duration::from_secs(90);
+const CRAWL_LIMIT: Duration = Duration::from_secs(120);
 
 /// How a hostile page's run must come out.
 #[derive(Clone, Copy)]
@@ -48,13 +51,13 @@ fn sites(fixture: &str) -> Vec<(String, Value, Check)> {
     let pages = [
         (
             "huge-field",
-            "/hostile/items?n=2&chars=4000000",
+            "/hostile/items?n=2&chars=200000",
             Check::FieldsCut,
         ),
-        ("many-items", "/hostile/items?n=50000", Check::ItemsCut),
+        ("many-items", "/hostile/items?n=5000", Check::ItemsCut),
         (
             "oversized",
-            "/hostile/padded?bytes=25000000",
+            "/hostile/padded?bytes=6000000",
             Check::TooLarge,
         ),
         ("bad-links", "/hostile/bad-links", Check::WebUrlsOnly),
@@ -67,7 +70,7 @@ fn sites(fixture: &str) -> Vec<(String, Value, Check)> {
             sites.push((name.clone(), site(&name, render, fixture, path), check));
         }
     }
-    let grows = "/hostile/grows?bytes=25000000";
+    let grows = "/hostile/grows?bytes=6000000";
     sites.push((
         "grown-browser".into(),
         site("grown-browser", "browser", fixture, grows),
@@ -161,7 +164,7 @@ pub async fn finish(api: &Api, Started(runs): Started) {
         if let Check::TooLarge = check {
             if state != "failed" || ended["error_kind"] != "page_too_large" {
                 api.ledger
-                    .accepted(&what, format!("read, not refused: {state}"));
+                    .let_through(&what, format!("read, not refused: {state}"));
             }
             continue;
         }
@@ -185,7 +188,7 @@ pub async fn finish(api: &Api, Started(runs): Started) {
         if answer.body.len() > API_ANSWER_MAX_BYTES + 1024 {
             let bytes = answer.body.len();
             api.ledger
-                .accepted(&what, format!("a results answer of {bytes} bytes"));
+                .let_through(&what, format!("a results answer of {bytes} bytes"));
         }
         let items = answer
             .json()
@@ -207,21 +210,21 @@ fn judge(api: &Api, what: &str, check: Check, run: &Value, items: &[Value]) {
                 && long > FIELD_MAX_CHARS
             {
                 api.ledger
-                    .accepted(what, format!("a field of {long} characters stored"));
+                    .let_through(what, format!("a field of {long} characters stored"));
             }
         }
         Check::ItemsCut => {
             let found = run["items_found"].as_i64().unwrap_or_default();
             if found > PAGE_MAX_ITEMS {
                 api.ledger
-                    .accepted(what, format!("{found} items stored from one page"));
+                    .let_through(what, format!("{found} items stored from one page"));
             }
         }
         Check::WebUrlsOnly => {
             for url in items.iter().filter_map(|r| r["item_url"].as_str()) {
                 if !url.starts_with("http://") && !url.starts_with("https://") {
                     api.ledger
-                        .accepted(what, format!("item URL {url:?} stored"));
+                        .let_through(what, format!("item URL {url:?} stored"));
                 }
             }
         }
@@ -229,7 +232,7 @@ fn judge(api: &Api, what: &str, check: Check, run: &Value, items: &[Value]) {
             let read: Vec<&str> = titles().collect();
             if read != ["True item 1", "True item 2", "True item 3"] {
                 api.ledger
-                    .accepted(what, format!("forged items stored: {read:?}"));
+                    .let_through(what, format!("forged items stored: {read:?}"));
             }
         }
         Check::TooLarge => {}
