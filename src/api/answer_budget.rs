@@ -53,10 +53,10 @@ pub fn page_within<T: Serialize>(
         last = Some(cursor(row));
     }
     out.push(b']');
-    if full || cut {
-        if let Some(last) = last {
-            out.extend_from_slice(format!(",\"next_cursor\":\"{last}\"").as_bytes());
-        }
+    if (full || cut)
+        && let Some(last) = last
+    {
+        out.extend_from_slice(format!(",\"next_cursor\":\"{last}\"").as_bytes());
     }
     if cut {
         metrics().count_bound(Bound::AnswerBytes, 1);
