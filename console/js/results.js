@@ -12,6 +12,10 @@ const PAGE = 50;
 /** A field's value as text. */
 const text = (v) => (typeof v === "string" ? v : JSON.stringify(v));
 
+/** Only an http(s) URL is a link: results stored before the worker kept item
+ * URLs to http(s) may hold a `javascript:` or `data:` one, shown as text. */
+const webUrl = (url) => /^https?:\/\//i.test(url);
+
 export function render(root, { query }, ctx) {
   const filters = h("form", { class: "filters", id: "result-filters" });
   const body = h("tbody", { id: "results" });
@@ -54,7 +58,9 @@ export function render(root, { query }, ctx) {
             return h("span", { class: was ? "changed-field" : "" }, h("span", { class: "muted" }, `${k}: `),
               was ? [h("del", {}, text(was.old)), " → "] : null, text(v));
           }))),
-          h("td", { class: "mono" }, r.item_url ? h("a", { href: r.item_url, rel: "noopener noreferrer", target: "_blank" }, r.item_url) : "—")));
+          h("td", { class: "mono" }, !r.item_url ? "—" : webUrl(r.item_url)
+            ? h("a", { href: r.item_url, rel: "noopener noreferrer", target: "_blank" }, r.item_url)
+            : r.item_url)));
       }
       cursor = page.next_cursor ?? null;
       more.hidden = !cursor;

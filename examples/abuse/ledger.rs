@@ -67,6 +67,7 @@ struct Findings {
     wrong_field: Vec<String>,
     accepted: Vec<String>,
     unexpected: Vec<String>,
+    let_through: Vec<String>,
     driver_errors: Vec<String>,
     received: Vec<(String, Vec<u8>)>,
 }
@@ -83,6 +84,8 @@ pub struct Tally {
     pub wrong_field: Vec<String>,
     pub accepted: Vec<String>,
     pub unexpected: Vec<String>,
+    /// What hostile pages got stored or answered past a bound (a failure).
+    pub let_through: Vec<String>,
     pub driver_errors: Vec<String>,
     /// (where, what): every answer, WebSocket frame and raw reply received.
     pub received: Vec<(String, Vec<u8>)>,
@@ -122,6 +125,12 @@ impl Ledger {
     /// A hostile request the API took as valid.
     pub fn accepted(&self, what: &str, why: impl std::fmt::Display) {
         self.with(|f| f.accepted.push(format!("{what}: {why}")));
+    }
+
+    /// A hostile page got something past a bound of what a crawl stores
+    /// (a field too long, an item URL that is a script, forged items...).
+    pub fn let_through(&self, what: &str, why: impl std::fmt::Display) {
+        self.with(|f| f.let_through.push(format!("{what}: {why}")));
     }
 
     /// The driver could not do part of the catalogue (a set-up request failed).
@@ -181,6 +190,7 @@ impl Ledger {
             wrong_field: std::mem::take(&mut f.wrong_field),
             accepted: std::mem::take(&mut f.accepted),
             unexpected: std::mem::take(&mut f.unexpected),
+            let_through: std::mem::take(&mut f.let_through),
             driver_errors: std::mem::take(&mut f.driver_errors),
             received: std::mem::take(&mut f.received),
         })

@@ -2,13 +2,14 @@
 //! processes, logging at trace level) on loopback, under a catalogue of
 //! hostile requests: hostile bodies, SSRF in many notations, transport and
 //! WebSocket abuse, every route with every kind of token, crawls of sites
-//! that carry secrets, and the worker's Chrome looked at as a local
-//! attacker would. It prints what it found, then one line of figures, and
-//! exits non-zero unless no hostile request was accepted, every refusal
-//! named its field, every answer was the one due and every probe ran, no
-//! answer was a 5xx, no answer that was due went missing, no process
-//! restarted, no secret showed in an answer, a log or Chrome's environment,
-//! and nothing connected to the trap.
+//! that carry secrets, crawls of pages that attack the crawler, and the
+//! worker's Chrome looked at as a local attacker would. It prints what it
+//! found, then one line of figures, and exits non-zero unless no hostile
+//! request was accepted, every refusal named its field, every answer was the
+//! one due and every probe ran, no answer was a 5xx, no answer that was due
+//! went missing, no process restarted, no secret showed in an answer, a log
+//! or Chrome's environment, nothing connected to the trap, and no hostile
+//! page got past a bound.
 //!
 //!   cargo run --example abuse
 //!
@@ -22,6 +23,7 @@ mod client;
 mod fleet;
 mod ledger;
 mod live;
+mod pages;
 mod proxy;
 mod raw;
 mod report;
@@ -112,7 +114,7 @@ async fn main() -> anyhow::Result<ExitCode> {
             format!("did not finish within {}s", CATALOGUE_LIMIT.as_secs()),
         ),
     }
-    // Class 7 looks at the worker's Chrome, so before the fleet stops.
+    // Class 8 looks at the worker's Chrome, so before the fleet stops.
     let browser_places = browser::run(fleet.pid_of("worker"), &ledger).await;
     let restarts = fleet.stop().await;
     proxy_used(&proxy, &ledger);
@@ -174,6 +176,7 @@ fn fleet_env(
         ("CLOUDWATCH_ENABLED", "false".to_owned()),
         ("DISPATCH_INTERVAL_MS", "100".to_owned()),
         ("DRAIN_TIMEOUT_SECS", "3".to_owned()),
+        ("PAGE_MAX_BYTES", pages::PAGE_MAX_BYTES.to_string()),
         ("RUST_LOG", log_level),
         ("LOG_FORMAT", "json".to_owned()),
     ]
@@ -189,6 +192,7 @@ async fn catalogue(api: &Api, targets: &Targets, secrets: &Secrets) -> anyhow::R
         bail!("the api was not ready within 60 s");
     }
     let crawls = secrets::start(api, targets, secrets).await?;
+    let hostile_pages = pages::start(api, targets).await?;
 
     if let Err(e) = bodies::run(api, targets).await {
         api.ledger
@@ -212,6 +216,8 @@ async fn catalogue(api: &Api, targets: &Targets, secrets: &Secrets) -> anyhow::R
     api.check_health("after class 5, routes").await;
     secrets::finish(api, crawls).await?;
     api.check_health("after class 6, secrets").await;
+    pages::finish(api, hostile_pages).await;
+    api.check_health("after class 7, hostile pages").await;
 
     if tokio::time::timeout(Duration::from_secs(45), slow_body)
         .await

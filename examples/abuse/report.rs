@@ -56,6 +56,7 @@ pub fn report(
         })
         .collect();
     section("FAILURE process restarts", &restart_lines);
+    section("FAILURE hostile pages past a bound", &tally.let_through);
     // Counted once per secret and place: where it showed, not how often.
     let secrets_seen: usize = seen.iter().map(|s| s.found.len()).sum();
     let seen_lines: Vec<String> = seen.iter().map(Sighting::to_string).collect();
@@ -76,6 +77,7 @@ pub fn report(
         && restarts.is_empty()
         && secrets_seen == 0
         && trap == 0
+        && tally.let_through.is_empty()
         && tally.driver_errors.is_empty();
     let driver_errors = match tally.driver_errors.len() {
         0 => String::new(),
@@ -83,13 +85,15 @@ pub fn report(
     };
     println!(
         "abuse {}: requests {}, 5xx {}, resets/timeouts {}, process restarts {}, secrets seen {}, \
-         trap connections {trap}, wrong field {}, accepted {}, unexpected {}{driver_errors}, took {:.0}s",
+         trap connections {trap}, past a bound {}, wrong field {}, accepted {}, unexpected {}{driver_errors}, \
+         took {:.0}s",
         if passed { "OK" } else { "FAILED" },
         tally.requests,
         tally.server_errors.len(),
         tally.dropped.len(),
         restarts.len(),
         secrets_seen,
+        tally.let_through.len(),
         tally.wrong_field.len(),
         tally.accepted.len(),
         tally.unexpected.len(),

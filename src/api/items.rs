@@ -1,6 +1,7 @@
 //! Items: one thing a keyword's crawls found on a site, as last seen, and
 //! every value it had (change tracking).
 
+use crate::api::answer_budget::{PageAnswer, page_within};
 use axum::{Json, extract::State};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -149,16 +150,18 @@ async fn history(
     State(state): State<AppState>,
     Id(id): Id,
     ApiQuery(query): ApiQuery<HistoryQuery>,
-) -> Result<Json<Page<ItemValueView>>, ApiError> {
+) -> Result<PageAnswer, ApiError> {
     let limit = page_limit(query.limit)?;
     let before = parse_cursor(query.cursor.as_deref())?;
     if store::items::get(&state.pool, id).await?.is_none() {
         return Err(ApiError::not_found("item", id));
     }
     let values = store::items::history(&state.pool, id, before, limit).await?;
-    let next_cursor = (values.len() as i64 == limit)
-        .then(|| values.last().map(|v| v.id.to_string()))
-        .flatten();
     let items = values.into_iter().map(ItemValueView::from).collect();
-    Ok(Json(Page { items, next_cursor }))
+    Ok(page_within(
+        items,
+        limit,
+        state.answer_max_bytes,
+        |v: &ItemValueView| v.id,
+    ))
 }

@@ -57,6 +57,7 @@ async fn list(State(state): State<AppState>) -> Result<Json<Page<KeywordView>>, 
     Ok(Json(Page {
         items: keywords.into_iter().map(KeywordView::from).collect(),
         next_cursor: None,
+        cut_at_bytes: None,
     }))
 }
 

@@ -5,6 +5,7 @@
 //! May import `config`, `domain`, `store`, `queue`, `events`, `net`, `ops`;
 //! never `scheduler` or `worker`.
 
+mod answer_budget;
 mod auth;
 pub mod cloudwatch;
 mod console;
@@ -86,6 +87,8 @@ pub struct AppState {
     pub queue_name: String,
     /// Proxies (the load balancer) whose `X-Forwarded-For` names the client.
     pub trusted_proxies: TrustedProxies,
+    /// The bytes a paged listing's answer holds at most (`answer_budget`).
+    pub answer_max_bytes: usize,
 }
 
 /// Longest a request may take (a site preview's may take longer).
@@ -142,16 +145,23 @@ impl AppState {
             preview_timeout: Duration::from_secs(config.preview_timeout_secs.max(1).into()),
             queue_name: common.queue_name.clone(),
             trusted_proxies: TrustedProxies::new(config.trusted_proxies.clone()),
+            answer_max_bytes: config.api_answer_max_bytes.max(1),
         })
     }
 }
 
-/// A list response; `next_cursor` is set when there may be more.
+/// A list response; `next_cursor` is set when there may be more. A paged
+/// listing (results, runs, an item's history, deliveries) is written within
+/// `API_ANSWER_MAX_BYTES` (see `answer_budget`).
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Page<T> {
     pub items: Vec<T>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
+    /// Set when the answer stopped taking rows at this many bytes: fewer
+    /// than `limit` rows, and `next_cursor` goes on from the last one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut_at_bytes: Option<usize>,
 }
 
 /// Default and largest page size of paged listings (the largest the

@@ -3,12 +3,14 @@
 //! `SchedulerConfig`, `WorkerConfig`), flattened into one command line. A
 //! role is handed the common settings and its own, nothing else.
 
+mod bounds;
 mod datastores;
 
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+pub use bounds::CrawlBoundsSettings;
 pub use datastores::{DatabaseSettings, RedisSettings, SslMode};
 
 use crate::{
@@ -231,6 +233,11 @@ pub struct ApiConfig {
     /// takes it later drops it.
     #[arg(long, env = "PREVIEW_TIMEOUT_SECS", default_value_t = 30)]
     pub preview_timeout_secs: u32,
+    /// A paged listing (results, runs, an item's history, deliveries) stops
+    /// adding rows once its answer holds this many bytes, and says so
+    /// (`cut_at_bytes`); its `next_cursor` goes on from the last row sent.
+    #[arg(long, env = "API_ANSWER_MAX_BYTES", default_value_t = 4 * 1024 * 1024)]
+    pub api_answer_max_bytes: usize,
 }
 
 /// The scheduler's settings: its side port, the dispatcher's window, the
@@ -315,7 +322,8 @@ pub enum SandboxMode {
     Off,
 }
 
-/// The worker's settings: its side port, its concurrency, Chrome, draining, Fargate scale-in protection and heartbeats.
+/// The worker's settings: its side port, its concurrency, Chrome, draining,
+/// Fargate scale-in protection, heartbeats, and the bounds of what a crawl stores.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WorkerConfig {
     /// Port of the worker's /health and /metrics (in `all` mode the api port
@@ -378,6 +386,9 @@ pub struct WorkerConfig {
     /// again (one that could not be read: a minute at most; 0: before every page).
     #[arg(long, env = "ROBOTS_CACHE_SECS", default_value_t = 3600)]
     pub robots_cache_secs: u64,
+    /// What one crawl may store.
+    #[command(flatten)]
+    pub bounds: CrawlBoundsSettings,
 }
 
 impl Config {

@@ -4,7 +4,7 @@
 
 use std::{fmt, str::FromStr};
 
-use super::{item::ItemIdentity, run::EarlyStop};
+use super::{bounds::BoundsReport, item::ItemIdentity, run::EarlyStop};
 
 /// One item extracted from a page, ready to store.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,14 +61,17 @@ pub enum PagingEnd {
     SeenBefore,
     /// The site's robots.txt disallows the next page (the run says which).
     Disallowed,
+    /// The run holds as many items as a run may (`RUN_MAX_ITEMS`).
+    ItemCap,
 }
 
 impl PagingEnd {
-    pub const ALL: [PagingEnd; 4] = [
+    pub const ALL: [PagingEnd; 5] = [
         PagingEnd::LastPage,
         PagingEnd::MaxPages,
         PagingEnd::SeenBefore,
         PagingEnd::Disallowed,
+        PagingEnd::ItemCap,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -77,6 +80,7 @@ impl PagingEnd {
             PagingEnd::MaxPages => "max_pages",
             PagingEnd::SeenBefore => "seen_before",
             PagingEnd::Disallowed => "disallowed",
+            PagingEnd::ItemCap => "item_cap",
         }
     }
 }
@@ -136,6 +140,8 @@ pub struct PagesRead {
     pub stopped: Option<EarlyStop>,
     /// The last page, when it is left for the completion to store.
     pub unstored: Option<FinalPage>,
+    /// What the crawl bounds left out of the pages read.
+    pub bounded: BoundsReport,
 }
 
 impl PagesRead {
@@ -145,6 +151,7 @@ impl PagesRead {
             end,
             stopped: None,
             unstored: None,
+            bounded: BoundsReport::default(),
         }
     }
 
@@ -155,6 +162,7 @@ impl PagesRead {
             end,
             stopped: None,
             unstored: Some(page),
+            bounded: BoundsReport::default(),
         }
     }
 
@@ -165,7 +173,13 @@ impl PagesRead {
             end: PagingEnd::Disallowed,
             stopped: Some(stopped),
             unstored: None,
+            bounded: BoundsReport::default(),
         }
+    }
+
+    /// The same, with what the bounds left out.
+    pub fn with_bounds(self, bounded: BoundsReport) -> Self {
+        PagesRead { bounded, ..self }
     }
 
     /// Whether every page was read, so what was not seen is gone.

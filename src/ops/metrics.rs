@@ -47,6 +47,9 @@ pub struct Metrics {
     pub robots_disallowed: IntCounterVec,
     pub robots_crawl_delay: GaugeVec,
     pub browser_connections: IntCounterVec,
+    /// Every bound of what a crawl stores or an answer holds, as it bites
+    /// (`domain::bounds::Bound`): on the worker and the api alike.
+    pub bounds_applied: IntCounterVec,
     // scheduler
     pub dispatch_window: IntGaugeVec,
     pub dispatched: IntCounter,
@@ -310,6 +313,15 @@ impl Metrics {
                 r.register(Box::new(gauge.clone())).expect("unique metric");
                 gauge
             },
+            bounds_applied: counter_vec(
+                &r,
+                "crawlfleet_bounds_applied_total",
+                "Bounds that bit, by bound: field_chars (a field value cut), page_items (a page's \
+                 items past the bound dropped), run_items (a run stopped paging at its bound), \
+                 page_bytes (a page refused as too large), url_scheme (a URL that is not http(s) \
+                 dropped), answer_bytes (an API listing cut at its byte budget).",
+                &["bound"],
+            ),
             browser_connections: counter_vec(
                 &r,
                 "crawlfleet_browser_connections_total",
@@ -399,6 +411,15 @@ impl Metrics {
                 .with_label_values(&[state_after.as_str(), &site])
                 .inc(),
             _ => {}
+        }
+    }
+
+    /// Counts `times` bites of `bound` (`crawlfleet_bounds_applied_total`).
+    pub fn count_bound(&self, bound: crate::domain::bounds::Bound, times: u64) {
+        if times > 0 {
+            self.bounds_applied
+                .with_label_values(&[bound.as_str()])
+                .inc_by(times);
         }
     }
 }

@@ -140,6 +140,7 @@ pub async fn run(
         redis: redis.clone(),
         queue_name: common.queue_name.clone(),
         sites: Default::default(),
+        bounds: crawl::bounds::from_settings(&config.bounds),
     });
     tracing::info!(%worker_id, release = %process.release, browser_slots = slots.browser, http_slots = slots.http, "worker started");
 

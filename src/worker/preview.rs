@@ -13,6 +13,7 @@ use url::Url;
 use super::{
     crawl::{
         CrawlContext,
+        bounds::bound_page,
         error::CrawlError,
         limiter::{PaceKey, SitePace},
         screenshot,
@@ -21,6 +22,7 @@ use super::{
 };
 use crate::{
     domain::{
+        bounds::BoundsReport,
         failure::FailureKind,
         preview::{PreviewItem, PreviewOutcome, PreviewPage, PreviewRefusal, PreviewRequest},
         robots::paced_rate,
@@ -124,6 +126,7 @@ async fn crawl(ctx: &CrawlContext, request: &PreviewRequest, spec: &SiteSpec) ->
                     Ok(()) => {
                         let mut source = PageSource::Browser(BrowserPage {
                             session: &mut *session,
+                            bounds: ctx.bounds,
                         });
                         read.pages(ctx, request, spec, &pace, &mut source, stuck_timeout)
                             .await
@@ -154,7 +157,8 @@ async fn crawl(ctx: &CrawlContext, request: &PreviewRequest, spec: &SiteSpec) ->
                 SessionCookies::empty(),
                 pace.clone(),
             )
-            .await;
+            .await
+            .map(|client| client.with_max_page_bytes(ctx.bounds.page_bytes));
             let result = match client {
                 Ok(client) => {
                     let mut source = PageSource::Http(client);
@@ -237,6 +241,9 @@ impl Read {
                     return Ok(());
                 }
             };
+            // What a crawl of the page would store.
+            let mut bounded = BoundsReport::new(ctx.bounds);
+            let items = bound_page(items, spec.extraction.fields(), &ctx.bounds, &mut bounded);
             self.page(page, &url, final_url, items.len(), took_ms);
             let found_none = items.is_empty();
             self.items.extend(items.into_iter().map(|item| PreviewItem {

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod answer_budget;
 mod api_contract;
 mod changes;
 mod cloudwatch;
@@ -10,6 +11,7 @@ mod confinement;
 mod console;
 mod console_schedules;
 mod crawl;
+mod crawl_bounds;
 mod dispatch;
 mod faults;
 mod fleet;

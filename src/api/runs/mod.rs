@@ -5,6 +5,7 @@ mod view;
 pub(super) use view::names_schema;
 pub use view::{CrawlRunView, QueueOutcomeView};
 
+use crate::api::answer_budget::{PageAnswer, page_within};
 use axum::{
     Json,
     extract::State,
@@ -58,7 +59,7 @@ struct RunQuery {
 async fn list(
     State(state): State<AppState>,
     ApiQuery(query): ApiQuery<RunQuery>,
-) -> Result<Json<Page<CrawlRunView>>, ApiError> {
+) -> Result<PageAnswer, ApiError> {
     let filter = RunFilter {
         keyword_id: query.keyword_id,
         site_id: query.site_id,
@@ -70,11 +71,13 @@ async fn list(
         limit: page_limit(query.limit)?,
     };
     let runs = store::runs::list(&state.pool, &filter).await?;
-    let next_cursor = (runs.len() as i64 == filter.limit)
-        .then(|| runs.last().map(|r| r.id.to_string()))
-        .flatten();
     let items = runs.into_iter().map(CrawlRunView::from).collect();
-    Ok(Json(Page { items, next_cursor }))
+    Ok(page_within(
+        items,
+        filter.limit,
+        state.answer_max_bytes,
+        |r: &CrawlRunView| r.id,
+    ))
 }
 
 /// A run with the history of its attempts.

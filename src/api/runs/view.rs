@@ -245,6 +245,8 @@ pub enum PagingEndView {
     SeenBefore,
     /// robots.txt disallows the next page (`stopped_at_url`).
     Disallowed,
+    /// The run holds as many items as a run may keep (`RUN_MAX_ITEMS`).
+    ItemCap,
 }
 
 impl From<PagingEnd> for PagingEndView {
@@ -254,6 +256,7 @@ impl From<PagingEnd> for PagingEndView {
             PagingEnd::MaxPages => PagingEndView::MaxPages,
             PagingEnd::SeenBefore => PagingEndView::SeenBefore,
             PagingEnd::Disallowed => PagingEndView::Disallowed,
+            PagingEnd::ItemCap => PagingEndView::ItemCap,
         }
     }
 }

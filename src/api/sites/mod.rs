@@ -137,6 +137,7 @@ async fn list(State(state): State<AppState>) -> Result<Json<Page<SiteView>>, Api
     Ok(Json(Page {
         items: sites.into_iter().map(SiteView::from).collect(),
         next_cursor: None,
+        cut_at_bytes: None,
     }))
 }
 

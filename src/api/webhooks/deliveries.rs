@@ -2,6 +2,7 @@
 //! start of the answer, or why there was none), sent again on request, and a
 //! sample event sent to test the endpoint.
 
+use crate::api::answer_budget::{PageAnswer, page_within};
 use axum::{Json, extract::State, http::StatusCode};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
@@ -40,7 +41,7 @@ pub(super) async fn list(
     State(state): State<AppState>,
     Id(id): Id,
     ApiQuery(query): ApiQuery<DeliveryQuery>,
-) -> Result<Json<Page<DeliveryView>>, ApiError> {
+) -> Result<PageAnswer, ApiError> {
     let filter = DeliveryFilter {
         state: query.state.map(|s| s.0),
         before: parse_cursor(query.cursor.as_deref())?,
@@ -48,11 +49,13 @@ pub(super) async fn list(
     };
     endpoint(&state, id).await?;
     let deliveries = store::webhooks::list_deliveries(&state.pool, id, &filter).await?;
-    let next_cursor = (deliveries.len() as i64 == filter.limit)
-        .then(|| deliveries.last().map(|d| d.id.to_string()))
-        .flatten();
     let items = deliveries.into_iter().map(DeliveryView::from).collect();
-    Ok(Json(Page { items, next_cursor }))
+    Ok(page_within(
+        items,
+        filter.limit,
+        state.answer_max_bytes,
+        |d: &DeliveryView| d.id,
+    ))
 }
 
 /// Send a delivery again now (failed, delivered, or waiting for a retry),

@@ -98,6 +98,7 @@ async fn list(State(state): State<AppState>) -> Result<Json<Page<WebhookView>>, 
     Ok(Json(Page {
         items: webhooks.into_iter().map(WebhookView::from).collect(),
         next_cursor: None,
+        cut_at_bytes: None,
     }))
 }
 

@@ -7,6 +7,7 @@
 
 mod catalog;
 mod feed;
+mod hostile;
 mod leftovers;
 mod members;
 mod robots;
@@ -157,6 +158,12 @@ fn router(counters: Arc<Counters>, state: AppState) -> Router {
         .route("/redirect", get(trouble::redirect))
         .route("/embed", get(trouble::embed))
         .route("/robots.txt", get(robots::robots_txt))
+        .route("/hostile/items", get(hostile::items))
+        .route("/hostile/padded", get(hostile::padded))
+        .route("/hostile/grows", get(hostile::grows))
+        .route("/hostile/bad-links", get(hostile::bad_links))
+        .route("/hostile/formula-base", get(hostile::formula_base))
+        .route("/hostile/forger", get(hostile::forger))
         .with_state(state)
         .layer(middleware::from_fn_with_state(counters, count))
 }

@@ -93,6 +93,9 @@ pub struct RunTally {
     pub empty_before: i32,
     /// Page requests the site refused during the run (each tried again).
     pub refusals: i32,
+    /// What the crawl bounds left out of the run (`BoundsReport::notes`):
+    /// each makes the run degraded, whatever the site expects.
+    pub bounded: Vec<String>,
 }
 
 impl Expectations {
@@ -124,10 +127,13 @@ impl Expectations {
                 tally.empty_before + 1
             ));
         }
+        // Refusals explain a run that fell short of the site's expectations;
+        // one the bounds cut short found too much, not too little.
+        let blocked = !unmet.is_empty() && tally.refusals > 0;
+        unmet.extend(tally.bounded.iter().cloned());
         if unmet.is_empty() {
             return RunHealth::Healthy;
         }
-        let blocked = tally.refusals > 0;
         if blocked {
             unmet.push(format!(
                 "the site refused {} page request(s)",
@@ -177,6 +183,23 @@ mod tests {
         ] {
             assert_eq!(expect(body).unwrap_err().field, field);
         }
+    }
+
+    #[test]
+    fn what_the_bounds_left_out_degrades_any_run_without_blaming_the_site() {
+        let tally = RunTally {
+            items: 1000,
+            refusals: 2,
+            bounded: vec!["1 page(s) with more than 1000 items: the items past it dropped".into()],
+            ..RunTally::default()
+        };
+        assert_eq!(
+            Expectations::default().judge(&tally),
+            RunHealth::Degraded {
+                reason: "1 page(s) with more than 1000 items: the items past it dropped".into(),
+                blocked: false
+            }
+        );
     }
 
     #[test]

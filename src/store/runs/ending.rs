@@ -108,7 +108,7 @@ pub async fn complete(
     .fetch_one(&mut *tx)
     .await?
     .try_into()?;
-    let (health, site) = health::judge_completed(&mut tx, run.id).await?;
+    let (health, site) = health::judge_completed(&mut tx, run.id, pages.bounded.notes()).await?;
     run.health = Some(health);
     close_attempt(
         &mut tx,
@@ -149,6 +149,7 @@ async fn complete_with_page(
     let tally = RunTally {
         items: written.run_results as i32,
         refusals: written.refusals,
+        bounded: pages.bounded.notes(),
         ..RunTally::default()
     };
     let health = health::judge(&mut tx, fence.run_id, pair, &written.expectations, tally).await?;

@@ -19,11 +19,12 @@ pub enum SiteTransition {
     Recovered,
 }
 
-/// Judges completed run `run_id` against its site's expectations and stores
-/// the verdict on the run.
+/// Judges completed run `run_id` against its site's expectations and what
+/// the crawl bounds left out of it (`bounded`), and stores the verdict on the run.
 pub(super) async fn judge_completed(
     tx: &mut Transaction<'_, Postgres>,
     run_id: i64,
+    bounded: Vec<String>,
 ) -> sqlx::Result<(RunHealth, Option<SiteTransition>)> {
     let run = sqlx::query!(
         r#"SELECT r.keyword_id, r.site_id, r.items_found, r.refusals,
@@ -42,6 +43,7 @@ pub(super) async fn judge_completed(
     let tally = RunTally {
         items: run.items_found,
         refusals: run.refusals,
+        bounded,
         ..RunTally::default()
     };
     let health = judge(

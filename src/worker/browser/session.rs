@@ -310,15 +310,40 @@ impl BrowserSession {
         }
     }
 
-    /// Runs `expression` in the page (awaiting it when it is a promise) and
-    /// returns its value as JSON.
+    /// Runs `expression` in the page's own JavaScript (awaiting it when it
+    /// is a promise) and returns its value as JSON. What the page's scripts
+    /// changed (`URL`, `Array.from`, prototypes) is what it runs with: only
+    /// for what the page may decide anyway (its local storage); every reading
+    /// of the page goes through [`Self::evaluate_isolated`].
     pub async fn evaluate(&self, expression: &str) -> anyhow::Result<Value> {
-        let answer = self
+        self.run_script(json!({"expression": expression})).await
+    }
+
+    /// Runs `expression` in a world of its own in the page's main frame
+    /// (`Page.createIsolatedWorld`): it sees the page's DOM, but with
+    /// JavaScript builtins and DOM prototypes of its own, which no script
+    /// of the page can reach, so the page cannot forge what it reads. A new
+    /// world per call: one created for an earlier document is gone with it,
+    /// and a context id kept across documents could name another context.
+    pub async fn evaluate_isolated(&self, expression: &str) -> anyhow::Result<Value> {
+        let world = self
             .call(
-                "Runtime.evaluate",
-                json!({"expression": expression, "awaitPromise": true, "returnByValue": true}),
+                "Page.createIsolatedWorld",
+                json!({"frameId": self.target_id, "worldName": "crawlfleet"}),
             )
             .await?;
+        let context = world["executionContextId"]
+            .as_i64()
+            .with_context(|| format!("Page.createIsolatedWorld answered {world}"))?;
+        self.run_script(json!({"expression": expression, "contextId": context}))
+            .await
+    }
+
+    /// `Runtime.evaluate` with `params`, awaited and returned by value.
+    async fn run_script(&self, mut params: Value) -> anyhow::Result<Value> {
+        params["awaitPromise"] = json!(true);
+        params["returnByValue"] = json!(true);
+        let answer = self.call("Runtime.evaluate", params).await?;
         if let Some(exception) = answer.get("exceptionDetails") {
             let text = exception["exception"]["description"]
                 .as_str()
@@ -329,16 +354,22 @@ impl BrowserSession {
         Ok(answer["result"]["value"].clone())
     }
 
-    /// Where the page is now.
+    /// Where the page is now (read where the page's scripts cannot forge it).
     pub async fn url(&self) -> anyhow::Result<Url> {
-        let url = self.evaluate("document.URL").await?;
+        let url = self.evaluate_isolated("document.URL").await?;
         Url::parse(url.as_str().unwrap_or_default()).context("the page's URL")
     }
 
-    /// The page's HTML as it is now.
-    pub async fn html(&self) -> anyhow::Result<String> {
+    /// The page's HTML as it is now, its first `max_chars` UTF-16 units at
+    /// most (a huge page is cut in the browser, not sent whole).
+    pub async fn html(&self, max_chars: usize) -> anyhow::Result<String> {
         let html = self
-            .evaluate("document.documentElement ? document.documentElement.outerHTML : ''")
+            .evaluate_isolated(&format!(
+                "(() => {{ const html = document.documentElement ? document.documentElement.outerHTML : ''; \
+                 if (html.length <= {max_chars}) return html; \
+                 const cut = html.slice(0, {max_chars}); const last = cut.charCodeAt(cut.length - 1); \
+                 return last >= 0xD800 && last <= 0xDBFF ? cut.slice(0, -1) : cut; }})()"
+            ))
             .await?;
         Ok(html.as_str().unwrap_or_default().to_owned())
     }

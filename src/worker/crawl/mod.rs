@@ -2,6 +2,7 @@
 //! Every write is fenced on (run, attempt, worker); a write that does not land
 //! means the attempt was taken away, and the crawl stops at once.
 
+pub(super) mod bounds;
 pub(super) mod error;
 pub mod limiter;
 mod pages;
@@ -23,6 +24,7 @@ use super::{
 };
 use crate::{
     domain::{
+        bounds::CrawlBounds,
         failure::FailureKind,
         page::PagesRead,
         run::{CrawlRun, RunState},
@@ -33,7 +35,9 @@ use crate::{
     ops::metrics::metrics,
     store::{
         self,
-        runs::{ClaimedRun, Evidence, Fence, FenceError, MAX_EVIDENCE_SCREENSHOT},
+        runs::{
+            ClaimedRun, Evidence, Fence, FenceError, MAX_EVIDENCE_HTML, MAX_EVIDENCE_SCREENSHOT,
+        },
         sealing::SessionKey,
         sites::LoadError,
     },
@@ -78,6 +82,8 @@ pub struct CrawlContext {
     pub queue_name: String,
     /// The sites crawled, decoded once per version.
     pub sites: site_cache::SiteCache,
+    /// What one crawl may store.
+    pub bounds: CrawlBounds,
 }
 
 /// Handles one job message. Failures are recorded in Postgres (our state
@@ -346,7 +352,8 @@ async fn crawl(ctx: &CrawlContext, claimed: &ClaimedRun) -> Result<PagesRead, Cr
                 cookies.clone(),
                 crawl.pace(),
             )
-            .await?;
+            .await?
+            .with_max_page_bytes(ctx.bounds.page_bytes);
             let mut source = PageSource::Http(client);
             let crawled = crawl.pages(&mut source).await;
             if let (Err(CrawlError::Attempt { .. }), PageSource::Http(client)) =
@@ -420,6 +427,7 @@ async fn crawl_in_browser(
         let read = crawl
             .pages(&mut PageSource::Browser(BrowserPage {
                 session: &mut *session,
+                bounds: crawl.ctx.bounds,
             }))
             .await?;
         let ended_with = match crawl.spec.session.keep {
@@ -455,7 +463,7 @@ async fn keep_browser_evidence(crawl: &Crawl<'_>, session: &BrowserSession) {
     let Ok(Ok(page_url)) = tokio::time::timeout(EVIDENCE_TIMEOUT, session.url()).await else {
         return;
     };
-    let html = tokio::time::timeout(EVIDENCE_TIMEOUT, session.html())
+    let html = tokio::time::timeout(EVIDENCE_TIMEOUT, session.html(MAX_EVIDENCE_HTML))
         .await
         .ok()
         .and_then(Result::ok);

@@ -10,11 +10,13 @@ use url::Url;
 
 use super::{
     CrawlContext, OUTAGE_PATIENCE,
+    bounds::{bound_page, bound_run},
     error::CrawlError,
     limiter::{PaceKey, SitePace},
     persist,
 };
 use crate::domain::{
+    bounds::BoundsReport,
     failure::FailureKind,
     page::{CrawledPage, FinalPage, PageItem, PagesRead, PagingEnd},
     robots::paced_rate,
@@ -76,16 +78,23 @@ impl Crawl<'_> {
             true => self.newest_stored_before().await?,
             false => None,
         };
+        // What the bounds left out, and the items kept so far.
+        let mut bounded = BoundsReport::new(self.ctx.bounds);
+        let mut kept = 0;
         for page in 1..=self.spec.max_pages {
             self.ctx.guard.check(&url).await?;
             if let Some(stopped) = self.robots_stop(&url, page).await? {
-                return Ok(PagesRead::stopped_before(stopped, page - 1));
+                return Ok(PagesRead::stopped_before(stopped, page - 1).with_bounds(bounded));
             }
             let (items, next_token) = match self.fetch_politely(source, &url, page).await? {
                 Fetched::Items { items, next_token } => (items, next_token),
                 Fetched::PastTheEnd => (Vec::new(), None),
                 Fetched::Refused { .. } => unreachable!("refusals are retried by fetch_politely"),
             };
+            let fields = self.spec.extraction.fields();
+            let mut items = bound_page(items, fields, &self.ctx.bounds, &mut bounded);
+            let run_full = bound_run(&mut items, kept, &self.ctx.bounds, &mut bounded);
+            kept += items.len();
             let stored_before = match self.spec.stop_on_seen {
                 true => self.stored_before(&items).await?,
                 false => Vec::new(),
@@ -110,7 +119,9 @@ impl Crawl<'_> {
             let reached_stored =
                 !items.is_empty() && (stored_from(0) || newest_at.is_some_and(stored_from));
             // Where paging ends, if it ends on this page.
-            let (ends, next) = if items.is_empty() {
+            let (ends, next) = if run_full {
+                (Some(PagingEnd::ItemCap), None)
+            } else if items.is_empty() {
                 (Some(PagingEnd::LastPage), None)
             } else if reached_stored {
                 (Some(PagingEnd::SeenBefore), None)
@@ -149,13 +160,13 @@ impl Crawl<'_> {
                     stored_before,
                     items,
                 };
-                return Ok(PagesRead::ended_on(last, end));
+                return Ok(PagesRead::ended_on(last, end).with_bounds(bounded));
             }
             self.store(&crawled, reached_stored).await?;
             url = next.expect("paging goes on to a next page");
         }
         // Only a crawl of no page at all (max_pages checked >= 1) gets here.
-        Ok(PagesRead::new(self.spec.max_pages, PagingEnd::MaxPages))
+        Ok(PagesRead::new(self.spec.max_pages, PagingEnd::MaxPages).with_bounds(bounded))
     }
 
     /// Stores one page that paging goes on from (the last one is the

@@ -12,37 +12,73 @@ use serde_json::{Map, Value, json};
 
 use super::page_item;
 use crate::{
-    domain::{page::PageItem, site::FieldSpec},
+    domain::{bounds::CrawlBounds, page::PageItem, site::FieldSpec},
     worker::browser::BrowserSession,
 };
 
 /// A function of the awaited selector (or null), the blocked selector (or
-/// null), how long to wait (ms), the item selector and the fields as [name,
-/// selector, attr]; it resolves to {url, appeared, blocked, items}. Items
-/// are objects of field name -> text (whitespace collapsed) or attribute
-/// value, `href`/`src` made absolute, `null` when missing.
+/// null), how long to wait (ms), the item selector, the fields as [name,
+/// selector, attr], and the bounds: items to read, characters of a value,
+/// bytes of the page. It resolves to {url, appeared, blocked, page_bytes,
+/// items}. Items are objects of field name -> text (whitespace collapsed) or
+/// attribute value, `href`/`src` made absolute, `null` when missing.
+///
+/// It runs in an isolated world (see `BrowserSession::evaluate_isolated`):
+/// `URL`, `Array`, `document.querySelectorAll`, `getAttribute`, the
+/// `textContent` getter are this world's own, whatever the page's scripts
+/// did to theirs. Within the bounds it reads one item more than a page may
+/// keep (so the worker knows the page had more), and each value up to what
+/// can hold one character more than a field may keep (two UTF-16 units a
+/// character, a pair never split), so the worker cuts text exactly as it
+/// cuts a page read over HTTP. A page whose HTML is over its bound is not
+/// read: only its size comes back.
 const READ_PAGE_JS: &str = r#"
-(awaited, blocked, waitMs, itemSelector, fields) => new Promise((done) => {
+(awaited, blocked, waitMs, itemSelector, fields, maxItems, maxChars, maxBytes) => new Promise((done) => {
 const absolute = (value) => { try { return new URL(value, document.baseURI).href; } catch (e) { return value; } };
-const extract = () => Array.from(document.querySelectorAll(itemSelector)).map((item) => {
-  const out = {};
-  for (const [name, selector, attr] of fields) {
-    const el = selector ? item.querySelector(selector) : item;
-    let value = null;
-    if (el) {
-      value = attr ? el.getAttribute(attr) : el.textContent;
-      if (value !== null) {
-        value = attr ? value.trim() : value.replace(/\s+/g, ' ').trim();
-        if (attr && ['href', 'src'].includes(attr.toLowerCase())) value = absolute(value);
+const keepUnits = 2 * maxChars + 2;
+const cut = (value) => {
+  if (value.length <= keepUnits) return value;
+  const kept = value.slice(0, keepUnits);
+  const last = kept.charCodeAt(kept.length - 1);
+  return last >= 0xD800 && last <= 0xDBFF ? kept.slice(0, -1) : kept;
+};
+const pageBytes = () => {
+  const root = document.documentElement;
+  if (!root) return 0;
+  const html = root.outerHTML;
+  // A UTF-16 unit is at most 3 bytes of UTF-8: only a page that may be over is encoded.
+  return html.length * 3 <= maxBytes ? html.length : new TextEncoder().encode(html).length;
+};
+const extract = () => {
+  const found = document.querySelectorAll(itemSelector);
+  const items = [];
+  for (let at = 0; at < found.length && at <= maxItems; at++) {
+    const item = found[at];
+    const out = {};
+    for (const [name, selector, attr] of fields) {
+      const el = selector ? item.querySelector(selector) : item;
+      let value = null;
+      if (el) {
+        value = attr ? el.getAttribute(attr) : el.textContent;
+        if (value !== null) {
+          value = cut(attr ? value.trim() : value.replace(/\s+/g, ' ').trim());
+          if (attr && ['href', 'src'].includes(attr.toLowerCase())) value = absolute(value);
+        }
       }
+      out[name] = value;
     }
-    out[name] = value;
+    items.push(out);
   }
-  return out;
-});
+  return items;
+};
 const answer = (appeared) => {
+  const bytes = pageBytes();
+  if (bytes > maxBytes) {
+    done({url: document.URL, appeared, blocked: false, page_bytes: bytes, items: []});
+    return;
+  }
   const isBlocked = blocked !== null && document.querySelector(blocked) !== null;
-  done({url: document.URL, appeared, blocked: isBlocked, items: isBlocked ? [] : extract()});
+  done({url: document.URL, appeared, blocked: isBlocked, page_bytes: bytes, items: isBlocked ? [] : extract()});
 };
 if (awaited === null || document.querySelector(awaited) !== null) {
   answer(true);
@@ -64,6 +100,9 @@ pub struct PageReader<'a> {
     pub wait_limit: Duration,
     pub item_selector: &'a str,
     pub fields: &'a BTreeMap<String, FieldSpec>,
+    /// What one page may hold (the worker cuts to it; the script only
+    /// keeps the browser from sending much more).
+    pub bounds: CrawlBounds,
 }
 
 /// What the page showed.
@@ -75,8 +114,18 @@ pub struct PageReading {
     pub appeared: bool,
     /// Whether the site's blocked page is shown.
     pub blocked: bool,
-    /// Empty when blocked.
+    /// The page's HTML, in bytes when it is near or over its bound (else
+    /// in UTF-16 units, a lower bound).
+    pub page_bytes: u64,
+    /// Empty when blocked, or when the page is over its size bound.
     pub items: Vec<PageItem>,
+}
+
+impl PageReading {
+    /// Whether the page is larger than it may be (it was not read).
+    pub fn oversized(&self, bounds: &CrawlBounds) -> bool {
+        self.page_bytes > bounds.page_bytes as u64
+    }
 }
 
 #[derive(Deserialize)]
@@ -87,11 +136,14 @@ struct Answer {
     #[serde(default)]
     blocked: bool,
     #[serde(default)]
+    page_bytes: u64,
+    #[serde(default)]
     items: Vec<Map<String, Value>>,
 }
 
 impl PageReader<'_> {
-    /// Reads the page the session shows, in one script call.
+    /// Reads the page the session shows, in one script call, in an
+    /// isolated world.
     pub async fn read(&self, session: &BrowserSession) -> anyhow::Result<PageReading> {
         let field_args: Vec<Value> = self
             .fields
@@ -106,10 +158,13 @@ impl PageReader<'_> {
             self.wait_limit.as_millis() as u64,
             self.item_selector,
             field_args,
+            self.bounds.page_items,
+            self.bounds.field_chars,
+            self.bounds.page_bytes,
         ]);
         let expression = format!("({READ_PAGE_JS})(...{args})");
         let raw = session
-            .evaluate(&expression)
+            .evaluate_isolated(&expression)
             .await
             .context("running the page script")?;
         let answer: Answer = serde_json::from_value(raw).context("the page script's answer")?;
@@ -117,6 +172,7 @@ impl PageReader<'_> {
             url: answer.url,
             appeared: answer.appeared,
             blocked: answer.blocked,
+            page_bytes: answer.page_bytes,
             items: answer
                 .items
                 .into_iter()

@@ -9,6 +9,7 @@ use url::Url;
 use super::{Fetched, blocked_page, judge_status, parse_retry_after};
 use crate::{
     domain::{
+        bounds::{Bound, CrawlBounds},
         failure::FailureKind,
         site::{Extraction, SiteSpec},
     },
@@ -27,6 +28,8 @@ const WAIT_FOR_LIMIT: Duration = Duration::from_secs(10);
 /// The browser session a crawl reads its pages in.
 pub struct BrowserPage<'a> {
     pub session: &'a mut BrowserSession,
+    /// What one page may hold.
+    pub bounds: CrawlBounds,
 }
 
 /// Makes a context the site's: its user agent and extra headers, and the
@@ -135,6 +138,7 @@ impl BrowserPage<'_> {
             wait_limit: WAIT_FOR_LIMIT.min(stuck_timeout),
             item_selector: item_selector.as_str(),
             fields,
+            bounds: self.bounds,
         };
         // The script answers within its wait; a page that does not answer
         // within the stuck timeout is stuck in a script of its own.
@@ -154,6 +158,16 @@ impl BrowserPage<'_> {
             && landed.origin() != url.origin()
         {
             guard.check(&landed).await?;
+        }
+        if reading.oversized(&self.bounds) {
+            metrics().count_bound(Bound::PageBytes, 1);
+            return Err(CrawlError::failed(
+                FailureKind::PageTooLarge,
+                format!(
+                    "the page at {url} holds {} bytes of HTML, more than the {} a page may have",
+                    reading.page_bytes, self.bounds.page_bytes
+                ),
+            ));
         }
         if !reading.appeared {
             tracing::info!(%url, "wait_for element never appeared; page counts as empty");

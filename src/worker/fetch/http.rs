@@ -10,16 +10,16 @@ use url::Url;
 use super::parse_retry_after;
 use crate::domain::failure::FailureKind;
 use crate::{
+    domain::bounds::{Bound, CrawlBounds},
     domain::site::Identity,
     net::target_guard::{Refused, TargetGuard},
+    ops::metrics::metrics,
     worker::crawl::{error::CrawlError, limiter::SitePace, session::SessionCookies},
 };
 
 /// What crawlfleet calls itself over HTTP when a site sets no user agent.
 const DEFAULT_USER_AGENT: &str = concat!("crawlfleet/", env!("CARGO_PKG_VERSION"));
 const MAX_REDIRECTS: usize = 10;
-/// A bigger page is cut off: a results page this size is a mistake or an attack.
-const MAX_BODY_BYTES: usize = 20 * 1024 * 1024;
 
 /// One crawl's HTTP client.
 pub struct HttpClient {
@@ -36,6 +36,9 @@ pub struct HttpClient {
     /// Where the last page fetched was served from (after redirects); boxed:
     /// a `Url` inline would make every `PageSource` as large.
     pub last_url: Option<Box<Url>>,
+    /// A bigger body fails the attempt as `page_too_large` (`PAGE_MAX_BYTES`):
+    /// a results page this size is a mistake or an attack.
+    max_body_bytes: usize,
 }
 
 /// A page as the server sent it.
@@ -71,7 +74,16 @@ impl HttpClient {
             pace,
             failed_answer: None,
             last_url: None,
+            max_body_bytes: CrawlBounds::default().page_bytes,
         })
+    }
+
+    /// The same client, refusing a body over `bytes`.
+    pub fn with_max_page_bytes(self, bytes: usize) -> Self {
+        HttpClient {
+            max_body_bytes: bytes,
+            ..self
+        }
     }
 
     /// GETs `url`, following redirects; every target passes the guard first,
@@ -95,7 +107,7 @@ impl HttpClient {
                 .and_then(|l| url.join(l).ok());
             match location {
                 Some(next) if response.status().is_redirection() => url = next,
-                _ => return read(response, url).await,
+                _ => return read(response, url, self.max_body_bytes).await,
             }
         }
         Err(CrawlError::failed(
@@ -157,7 +169,11 @@ pub(super) fn build(builder: reqwest::ClientBuilder) -> Result<reqwest::Client, 
     })
 }
 
-async fn read(mut response: reqwest::Response, url: Url) -> Result<Answer, CrawlError> {
+async fn read(
+    mut response: reqwest::Response,
+    url: Url,
+    max_body_bytes: usize,
+) -> Result<Answer, CrawlError> {
     let status = response.status();
     let headers = response.headers();
     let retry_after = (status == StatusCode::TOO_MANY_REQUESTS
@@ -176,12 +192,12 @@ async fn read(mut response: reqwest::Response, url: Url) -> Result<Answer, Crawl
         .await
         .map_err(|e| request_failed(e, &url))?
     {
-        if body.len() + chunk.len() > MAX_BODY_BYTES {
+        if body.len() + chunk.len() > max_body_bytes {
+            metrics().count_bound(Bound::PageBytes, 1);
             return Err(CrawlError::failed(
                 FailureKind::PageTooLarge,
                 format!(
-                    "the page at {url} is larger than {} MiB",
-                    MAX_BODY_BYTES / 1024 / 1024
+                    "the page at {url} is larger than the {max_body_bytes} bytes a page may have"
                 ),
             ));
         }

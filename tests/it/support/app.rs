@@ -65,6 +65,7 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
             metric_interval_secs: 10,
             min_schedule_interval_secs: 60,
             preview_timeout_secs: 60,
+            api_answer_max_bytes: 4 * 1024 * 1024,
         },
         scheduler: SchedulerConfig {
             scheduler_port: 0,
@@ -94,6 +95,7 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
             ecs_metadata_uri: None,
             heartbeat_interval_secs: 15,
             robots_cache_secs: 3600,
+            bounds: Default::default(),
         },
         demo: false,
         demo_port: 0,
