@@ -92,6 +92,7 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
             ecs_metadata_uri: None,
             heartbeat_interval_secs: 15,
             robots_cache_secs: 3600,
+            extract_budget_ms: 2000,
         },
         demo: false,
         demo_port: 0,
