@@ -8,6 +8,7 @@ mod changes;
 mod cloudwatch;
 mod console;
 mod console_schedules;
+mod costly_selectors;
 mod crawl;
 mod dispatch;
 mod faults;

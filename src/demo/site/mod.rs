@@ -156,6 +156,7 @@ fn router(counters: Arc<Counters>, state: AppState) -> Router {
         .route("/limited", get(trouble::limited))
         .route("/redirect", get(trouble::redirect))
         .route("/embed", get(trouble::embed))
+        .route("/deep", get(trouble::deep))
         .route("/robots.txt", get(robots::robots_txt))
         .with_state(state)
         .layer(middleware::from_fn_with_state(counters, count))

@@ -182,4 +182,31 @@ mod tests {
         assert!(contains("ul li").unwrap());
         assert!(!contains("#captcha").unwrap());
     }
+
+    #[test]
+    fn a_worst_case_item_selector_over_a_deep_page_is_over_budget_within_it() {
+        use std::time::{Duration, Instant};
+
+        use crate::worker::extract::budget::{CancelFlag, Spent};
+        use crate::worker::extract::select::tests::{nested_page, worst_case};
+
+        let url = Url::parse("http://s.example/").unwrap();
+        let page = HtmlPage::parse(&nested_page(200), &url);
+        // The deepest the api accepts: minutes over this page, unbounded.
+        let item = CssSelector::parse(&worst_case(4), "item_selector").unwrap();
+        let fields = BTreeMap::from([("title".to_owned(), field(None, None))]);
+        let limit = Duration::from_millis(300);
+        let budget = ExtractBudget::new(limit, CancelFlag::default());
+        let started = Instant::now();
+        let read = extract_html(&page, &item, &fields, &budget);
+        let took = started.elapsed();
+        match read {
+            Err(ReadError::OverBudget(over)) => {
+                assert_eq!(over.spent, Spent::Time);
+                assert!(over.to_string().contains("over its budget of 300 ms"), "{over}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(took < limit + Duration::from_millis(200), "took {took:?}");
+    }
 }

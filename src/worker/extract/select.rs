@@ -278,7 +278,7 @@ pub fn select_within<'a>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
