@@ -133,7 +133,8 @@ async fn worst_case_selectors_fail_over_budget_while_health_and_the_api_keep_ans
     let started = Instant::now();
     let previews: Vec<_> = (0..PREVIEWS)
         .map(|i| {
-            let body = json!({"site": costly_site(&app, &format!("costly-{i}")), "keyword": "lamp"});
+            let body =
+                json!({"site": costly_site(&app, &format!("costly-{i}")), "keyword": "lamp"});
             let request = client
                 .post(format!("{base}/api/sites/preview"))
                 .json(&body)
@@ -151,7 +152,10 @@ async fn worst_case_selectors_fail_over_budget_while_health_and_the_api_keep_ans
         answers.push(preview.await.unwrap());
     }
     let latencies = poller.finish();
-    let (median, max) = (latencies[latencies.len() / 2], latencies[latencies.len() - 1]);
+    let (median, max) = (
+        latencies[latencies.len() / 2],
+        latencies[latencies.len() - 1],
+    );
     println!(
         "while {PREVIEWS} worst-case previews ran: {} polls of /health and /api/sites, \
          median {:.1} ms, max {:.1} ms",

@@ -73,7 +73,10 @@ async fn nesting_hidden_behind_a_comment_or_past_the_bound_is_a_422_naming_the_f
         assert!(message.contains("levels deep"), "{message}");
         // The preview checks the same rules before any worker sees it.
         let (status, error) = app
-            .post("/api/sites/preview", json!({"site": body, "keyword": "lamp"}))
+            .post(
+                "/api/sites/preview",
+                json!({"site": body, "keyword": "lamp"}),
+            )
             .await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
         assert!(

@@ -237,7 +237,11 @@ mod tests {
         let more = format!("{many}, :is(b, i)");
         let err = CssSelector::parse(&more, "blocked_selector").unwrap_err();
         assert_eq!(err.field, "blocked_selector");
-        assert!(err.message.contains("compound selectors"), "{}", err.message);
+        assert!(
+            err.message.contains("compound selectors"),
+            "{}",
+            err.message
+        );
         let in_has = format!(":has({many}), b");
         assert!(CssSelector::parse(&in_has, "x").is_err());
     }

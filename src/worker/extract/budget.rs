@@ -67,7 +67,9 @@ impl ExtractBudget {
         let now = Instant::now();
         ExtractBudget {
             limit,
-            deadline: now.checked_add(limit).unwrap_or(now + Duration::from_secs(86_400)),
+            deadline: now
+                .checked_add(limit)
+                .unwrap_or(now + Duration::from_secs(86_400)),
             cancel,
             steps: Cell::new(0),
             next_check: Cell::new(CHECK_EVERY),
@@ -172,7 +174,9 @@ impl fmt::Display for OverBudget {
                  match the items only",
                 MAX_READ_BYTES / 1024 / 1024
             ),
-            Spent::Cancelled => write!(f, "reading the page was stopped after {} steps", self.steps),
+            Spent::Cancelled => {
+                write!(f, "reading the page was stopped after {} steps", self.steps)
+            }
         }
     }
 }

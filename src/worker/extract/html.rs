@@ -103,7 +103,12 @@ pub fn extract_html(
     Ok(items)
 }
 
-fn read(element: ElementRef<'_>, spec: &FieldSpec, base: &Url, budget: &ExtractBudget) -> Option<String> {
+fn read(
+    element: ElementRef<'_>,
+    spec: &FieldSpec,
+    base: &Url,
+    budget: &ExtractBudget,
+) -> Option<String> {
     match &spec.attr {
         // HTML attribute names are case-insensitive (the parser lowercases them).
         Some(attr) => {
@@ -203,7 +208,10 @@ mod tests {
         match read {
             Err(ReadError::OverBudget(over)) => {
                 assert_eq!(over.spent, Spent::Time);
-                assert!(over.to_string().contains("over its budget of 300 ms"), "{over}");
+                assert!(
+                    over.to_string().contains("over its budget of 300 ms"),
+                    "{over}"
+                );
             }
             other => panic!("{other:?}"),
         }
