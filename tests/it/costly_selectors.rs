@@ -163,7 +163,9 @@ async fn worst_case_selectors_fail_over_budget_while_health_and_the_api_keep_ans
         ms(median),
         ms(max)
     );
-    assert!(max < Duration::from_secs(1), "max latency {max:?}");
+    // Unanswered for the whole run when reading ran on the runtime; the
+    // margin is for a loaded machine.
+    assert!(max < Duration::from_millis(1500), "max latency {max:?}");
     for answer in answers {
         let (status, body, took) = answer.expect("the preview was answered");
         assert_eq!(status, StatusCode::OK, "{body}");

@@ -215,6 +215,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(took < limit + Duration::from_millis(200), "took {took:?}");
+        // Unbounded it runs for minutes; the margin is for a loaded machine.
+        assert!(took < Duration::from_millis(1500), "took {took:?}");
     }
 }

@@ -383,6 +383,7 @@ pub(crate) mod tests {
         let took = started.elapsed();
         assert_eq!(budget.spent(), Some(Spent::Time));
         assert_eq!(found, 0);
-        assert!(took < limit + Duration::from_millis(100), "took {took:?}");
+        // Unbounded it runs for minutes; the margin is for a loaded machine.
+        assert!(took < Duration::from_secs(1), "took {took:?}");
     }
 }
