@@ -270,6 +270,8 @@ async fn selectors(api: &Api, targets: &Targets, id: i64, target: &Value) {
     )
     .await;
 
+    costly_selectors(api, targets).await;
+
     let long: [(&str, &str, String); 5] = [
         (
             "item_selector",
@@ -306,5 +308,64 @@ async fn selectors(api: &Api, targets: &Targets, id: i64, target: &Value) {
             Expect::invalid(field),
         )
         .await;
+    }
+}
+
+/// `:is(` nested `depth` deep with a descendant combinator at each level: its
+/// matching costs time exponential in the depth.
+fn worst_case(depth: usize) -> String {
+    let mut selector = ".zz *".to_owned();
+    for _ in 1..depth {
+        selector = format!(":is({selector}) *");
+    }
+    format!(":is({selector})")
+}
+
+/// Selectors whose matching would stall a worker: past the nesting bound
+/// (or hiding nesting behind a comment) they are refused; at the bound, a
+/// preview over a page nested 200 deep ends over budget while the api
+/// answers.
+async fn costly_selectors(api: &Api, targets: &Targets) {
+    let hidden = format!("/*'*/{}", nested_is(198));
+    for (what, selector) in [
+        ("item_selector: a comment hiding 198 levels of :is(", hidden),
+        ("item_selector: worst case 5 levels deep", worst_case(5)),
+    ] {
+        let body = with(valid_site(targets), |b| {
+            b["item_selector"] = json!(selector)
+        });
+        post_site(api, what, &body, Expect::invalid("item_selector")).await;
+    }
+    let site = with(valid_site(targets), |b| {
+        b["render"] = json!("http");
+        b["search_url"] = json!(format!("{}/deep?depth=200&q={{keyword}}", targets.fixture));
+        b["item_selector"] = json!(worst_case(4));
+        b["wait_for"] = Value::Null;
+    });
+    let body = json!({"site": site, "keyword": "lamp"});
+    let preview = api.json(
+        Method::POST,
+        "/api/sites/preview",
+        Token::Write,
+        &body,
+        "preview with the worst selector accepted, over a deep page",
+        Expect::Status(&[200]),
+    );
+    let health = async {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        api.call(
+            "/health while that preview runs",
+            api.request(Method::GET, "/health", Token::None),
+            Expect::Status(&[200]),
+        )
+        .await
+    };
+    let (answer, _) = tokio::join!(preview, health);
+    if let Some(kind) = answer
+        .as_ref()
+        .and_then(Answer::json)
+        .map(|a| a["refusal"]["kind"].clone())
+    {
+        println!("  the worst-case preview ended with refusal kind {kind}");
     }
 }

@@ -389,6 +389,14 @@ pub struct WorkerConfig {
     /// What one crawl may store.
     #[command(flatten)]
     pub bounds: CrawlBoundsSettings,
+
+    /// Milliseconds one page's reading may take in http and json modes
+    /// (parsing, matching the site's selectors, reading values), on a
+    /// thread of its own. Past it the attempt fails as
+    /// `extraction_over_budget`, without retries: the same selectors cost
+    /// the same next time. Real pages take a few milliseconds.
+    #[arg(long, env = "EXTRACT_BUDGET_MS", default_value_t = 2000)]
+    pub extract_budget_ms: u64,
 }
 
 impl Config {

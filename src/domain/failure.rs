@@ -46,10 +46,15 @@ pub enum FailureKind {
     /// The site's robots.txt disallows the first page for our user agent
     /// (and the site respects robots.txt): the page is not fetched.
     RobotsDisallowed,
+    /// Reading a page took more than its budget (`EXTRACT_BUDGET_MS`): the
+    /// site's selectors cost too much on that page (deeply nested `:is()`,
+    /// `:not()`, `:has()` with descendant combinators), or its items held
+    /// too much. The same selectors cost the same next time.
+    ExtractionOverBudget,
 }
 
 impl FailureKind {
-    pub const ALL: [FailureKind; 15] = [
+    pub const ALL: [FailureKind; 16] = [
         FailureKind::Stuck,
         FailureKind::WorkerLost,
         FailureKind::BrowserCrashed,
@@ -65,6 +70,7 @@ impl FailureKind {
         FailureKind::Internal,
         FailureKind::Cancelled,
         FailureKind::RobotsDisallowed,
+        FailureKind::ExtractionOverBudget,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -84,6 +90,7 @@ impl FailureKind {
             FailureKind::Internal => "internal",
             FailureKind::Cancelled => "cancelled",
             FailureKind::RobotsDisallowed => "robots_disallowed",
+            FailureKind::ExtractionOverBudget => "extraction_over_budget",
         }
     }
 
@@ -108,7 +115,9 @@ impl FailureKind {
             | FailureKind::Cancelled
             // A robots.txt changes on the site's schedule, not within a run's
             // backoff; the next scheduled run asks it again.
-            | FailureKind::RobotsDisallowed => false,
+            | FailureKind::RobotsDisallowed
+            // The page and the selectors are the same on the next attempt.
+            | FailureKind::ExtractionOverBudget => false,
         }
     }
 }
@@ -179,5 +188,6 @@ mod tests {
         assert!(!FailureKind::TargetRefused.may_succeed_later());
         assert!(!FailureKind::Cancelled.may_succeed_later());
         assert!(!FailureKind::RobotsDisallowed.may_succeed_later());
+        assert!(!FailureKind::ExtractionOverBudget.may_succeed_later());
     }
 }

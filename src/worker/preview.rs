@@ -18,7 +18,7 @@ use super::{
         limiter::{PaceKey, SitePace},
         screenshot,
     },
-    fetch::{BrowserPage, Fetched, HttpClient, PageSource, prepare_for_crawl},
+    fetch::{BrowserPage, Fetched, HttpClient, PageLimits, PageSource, prepare_for_crawl},
 };
 use crate::{
     domain::{
@@ -209,6 +209,10 @@ impl Read {
             .map_err(|e| misconfigured(format!("the search URL for {:?}: {e}", request.keyword)))?;
         let mut url = first.clone();
         for page in 1..=request.pages {
+            let limits = PageLimits {
+                stuck_timeout,
+                extract_budget: ctx.extract_budget,
+            };
             ctx.guard.check(&url).await?;
             if let Some(why) = ctx.robots.disallows(spec, &url, &ctx.guard).await {
                 return Err(CrawlError::failed(FailureKind::RobotsDisallowed, why));
@@ -216,7 +220,7 @@ impl Read {
             pace.wait().await?;
             let started = Instant::now();
             let fetched = source
-                .fetch(spec, &url, i32::from(page), stuck_timeout, &ctx.guard)
+                .fetch(spec, &url, i32::from(page), limits, &ctx.guard)
                 .await;
             let final_url = source.last_url().await.map(String::from);
             let took_ms = started.elapsed().as_millis() as u64;

@@ -53,6 +53,41 @@ async fn a_selector_nested_thousands_deep_is_refused_and_the_process_lives_on() 
 }
 
 #[tokio::test]
+async fn nesting_hidden_behind_a_comment_or_past_the_bound_is_a_422_naming_the_field() {
+    let app = TestApp::spawn().await;
+    let nested = |depth: usize| format!("{}a{}", ":is(".repeat(depth), ")".repeat(depth));
+    // A quote inside a comment once hid everything after it from the count.
+    let hidden = format!("/*'*/{}", nested(198));
+    for (field, selector) in [
+        ("item_selector", hidden.clone()),
+        ("blocked_selector", nested(5)),
+        ("fields.title.selector", format!("/*\"*/{}", nested(11))),
+    ] {
+        let mut body = app.site_body("hidden", "/search");
+        body["render"] = json!("http");
+        set(&mut body, field, json!(selector));
+        let (status, error) = app.post("/api/sites", body.clone()).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{field}: {error}");
+        assert_eq!(error["error"]["field"], field, "{error}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains("levels deep"), "{message}");
+        // The preview checks the same rules before any worker sees it.
+        let (status, error) = app
+            .post(
+                "/api/sites/preview",
+                json!({"site": body, "keyword": "lamp"}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
+        assert!(
+            error["error"]["field"].as_str().unwrap().ends_with(field),
+            "{error}"
+        );
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn control_characters_in_any_text_field_are_a_422_naming_it() {
     let app = TestApp::spawn().await;
     let site = app.create_site(app.site_body("shop", "/search")).await;

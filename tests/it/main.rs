@@ -10,6 +10,7 @@ mod cloudwatch;
 mod confinement;
 mod console;
 mod console_schedules;
+mod costly_selectors;
 mod crawl;
 mod crawl_bounds;
 mod dispatch;

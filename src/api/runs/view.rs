@@ -86,7 +86,9 @@ impl PartialSchema for ErrorKindView {
              503 or a block page on every try), target_refused (SSRF guard), unreadable_page, \
              page_too_large, no_items (a first page without items on a site that expects them), \
              misconfigured, internal, cancelled, robots_disallowed (the site's robots.txt \
-             disallows the first page for our user agent; the page was not fetched).",
+             disallows the first page for our user agent; the page was not fetched), \
+             extraction_over_budget (reading a page took more than EXTRACT_BUDGET_MS: the \
+             site's selectors cost too much there; not retried).",
         )
     }
 }

@@ -157,6 +157,7 @@ fn router(counters: Arc<Counters>, state: AppState) -> Router {
         .route("/limited", get(trouble::limited))
         .route("/redirect", get(trouble::redirect))
         .route("/embed", get(trouble::embed))
+        .route("/deep", get(trouble::deep))
         .route("/robots.txt", get(robots::robots_txt))
         .route("/hostile/items", get(hostile::items))
         .route("/hostile/padded", get(hostile::padded))

@@ -1,7 +1,7 @@
 //! Pages that misbehave the ways real sites do: slow, hung, a script that
 //! never ends, any status code, a server that recovers, one that rate-limits
-//! with 429 and Retry-After, redirects, and a page that pulls in an image
-//! from anywhere.
+//! with 429 and Retry-After, redirects, a page that pulls in an image
+//! from anywhere, and one nested very deep.
 
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
@@ -36,6 +36,29 @@ pub(super) async fn hang(State(s): State<AppState>) -> Html<String> {
 /// A page whose script never ends: the renderer is busy forever.
 pub(super) const SPIN: &str = "<!doctype html><html><head><title>spin</title>\
 <script>for (;;) {}</script></head><body><ul id=\"results\"></ul></body></html>";
+
+/// Most levels `/deep` nests.
+const MAX_DEPTH: usize = 5000;
+
+/// A page of `depth` elements (60 by default), each inside the one before,
+/// a link at the bottom: where a selector's cost grows fastest with its
+/// nesting.
+pub(super) async fn deep(Query(p): Query<DeepParams>) -> Html<String> {
+    let depth = p.depth.unwrap_or(60).min(MAX_DEPTH);
+    page_html(
+        "deep",
+        &format!(
+            "{}<a class=\"title\" href=\"/product/1\">bottom</a>{}",
+            "<div>".repeat(depth),
+            "</div>".repeat(depth)
+        ),
+    )
+}
+
+#[derive(Deserialize)]
+pub(super) struct DeepParams {
+    depth: Option<usize>,
+}
 
 /// Answers with the status code asked for, e.g. `/status/404`.
 pub(super) async fn status(Path(code): Path<u16>) -> Response {

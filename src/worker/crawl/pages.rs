@@ -22,7 +22,7 @@ use crate::domain::{
     robots::paced_rate,
     run::CrawlRun,
 };
-use crate::worker::fetch::{Fetched, PageSource};
+use crate::worker::fetch::{Fetched, PageLimits, PageSource};
 use crate::{
     domain::site::SiteSpec,
     events::Event,
@@ -48,6 +48,14 @@ pub struct Crawl<'a> {
 impl Crawl<'_> {
     fn site_label(&self) -> String {
         self.run.site_id.to_string()
+    }
+
+    /// What each page of this crawl may take.
+    fn page_limits(&self) -> PageLimits {
+        PageLimits {
+            stuck_timeout: self.stuck_timeout,
+            extract_budget: self.ctx.extract_budget,
+        }
     }
 
     /// The site's fleet-wide pace, for every request of this crawl: its own
@@ -264,7 +272,7 @@ impl Crawl<'_> {
             self.ctx.events.run_updated(&calling).await;
             let started = Instant::now();
             let fetched = source
-                .fetch(self.spec, url, page, self.stuck_timeout, &self.ctx.guard)
+                .fetch(self.spec, url, page, self.page_limits(), &self.ctx.guard)
                 .await;
             metrics()
                 .page_fetch_duration

@@ -1,14 +1,20 @@
 //! Reads a site's items out of raw HTML (http mode) with the same rules as the
 //! browser script: `textContent` with whitespace collapsed, attributes trimmed,
-//! `href`/`src` resolved against the document's base URL.
+//! `href`/`src` resolved against the document's base URL. Every selector is
+//! matched, and every value read, within the page's [`ExtractBudget`].
 
 use std::collections::BTreeMap;
 
-use scraper::{ElementRef, Html, Selector};
+use scraper::{ElementRef, Html, Node, Selector};
 use serde_json::{Map, Value};
 use url::Url;
 
-use super::{absolute, collapse_whitespace, js_trim, page_item};
+use super::{
+    ReadError, absolute,
+    budget::ExtractBudget,
+    collapse_whitespace, js_trim, page_item,
+    select::{select_in_document, select_within},
+};
 use crate::{
     domain::page::PageItem,
     domain::site::{CssSelector, FieldSpec},
@@ -24,20 +30,39 @@ impl HtmlPage {
     /// Parses `html` served at `url`; a `<base href>` moves the base, as in a browser.
     pub fn parse(html: &str, url: &Url) -> Self {
         let document = Html::parse_document(html);
+        // A fixed selector, one look at each element: no budget needed.
         let base_selector = Selector::parse("base[href]").expect("a valid selector");
         let base = document
             .select(&base_selector)
             .next()
             .and_then(|b| b.value().attr("href"))
             .and_then(|href| url.join(js_trim(href)).ok())
+            // HTML's "frozen base URL": a data: or javascript: base is ignored.
+            .filter(|base| !matches!(base.scheme(), "data" | "javascript"))
             .unwrap_or_else(|| url.clone());
         Self { document, base }
     }
 
-    /// Whether an element matching `selector` is on the page.
-    pub fn contains(&self, selector: &CssSelector) -> bool {
-        self.document.select(&selector.compile()).next().is_some()
+    /// Whether an element matching `selector` (the site's `field`) is on the page.
+    pub fn contains(
+        &self,
+        selector: &CssSelector,
+        field: &str,
+        budget: &ExtractBudget,
+    ) -> Result<bool, ReadError> {
+        let compiled = compiled(selector, field)?;
+        let found = select_in_document(&self.document, &compiled, budget)
+            .next()
+            .is_some();
+        budget.check()?;
+        Ok(found)
     }
+}
+
+fn compiled(selector: &CssSelector, field: &str) -> Result<super::select::Selectors, ReadError> {
+    selector
+        .compile(field)
+        .map_err(|e| ReadError::Misconfigured(format!("the site's {} {}", e.field, e.message)))
 }
 
 /// One item per element matching `item_selector`, each field read as the
@@ -46,45 +71,76 @@ pub fn extract_html(
     page: &HtmlPage,
     item_selector: &CssSelector,
     fields: &BTreeMap<String, FieldSpec>,
-) -> Vec<PageItem> {
-    let compiled: Vec<(&String, Option<Selector>, &FieldSpec)> = fields
+    budget: &ExtractBudget,
+) -> Result<Vec<PageItem>, ReadError> {
+    let field_selectors = fields
         .iter()
-        .map(|(name, spec)| (name, spec.selector.as_ref().map(CssSelector::compile), spec))
-        .collect();
-    page.document
-        .select(&item_selector.compile())
-        .map(|item| {
-            let values: Map<String, Value> = compiled
-                .iter()
-                .map(|(name, selector, spec)| {
-                    let element = match selector {
-                        Some(selector) => item.select(selector).next(),
-                        None => Some(item),
-                    };
-                    let value = element
-                        .and_then(|el| read(el, spec, &page.base))
-                        .map_or(Value::Null, Value::String);
-                    ((*name).clone(), value)
-                })
-                .collect();
-            page_item(values, fields)
+        .map(|(name, spec)| {
+            let selector = spec
+                .selector
+                .as_ref()
+                .map(|s| compiled(s, &format!("fields.{name}.selector")))
+                .transpose()?;
+            Ok((name, selector, spec))
         })
-        .collect()
+        .collect::<Result<Vec<_>, ReadError>>()?;
+    let items_at = compiled(item_selector, "item_selector")?;
+    let mut items = Vec::new();
+    for item in select_in_document(&page.document, &items_at, budget) {
+        let mut values = Map::new();
+        for (name, selector, spec) in &field_selectors {
+            let element = match selector {
+                Some(selector) => select_within(item, selector, budget).next(),
+                None => Some(item),
+            };
+            let value = element
+                .and_then(|el| read(el, spec, &page.base, budget))
+                .map_or(Value::Null, Value::String);
+            values.insert((*name).clone(), value);
+        }
+        budget.check()?;
+        items.push(page_item(values, fields));
+    }
+    budget.check()?;
+    Ok(items)
 }
 
-fn read(element: ElementRef<'_>, spec: &FieldSpec, base: &Url) -> Option<String> {
+fn read(
+    element: ElementRef<'_>,
+    spec: &FieldSpec,
+    base: &Url,
+    budget: &ExtractBudget,
+) -> Option<String> {
     match &spec.attr {
         // HTML attribute names are case-insensitive (the parser lowercases them).
         Some(attr) => {
             let value = js_trim(element.value().attr(&attr.to_ascii_lowercase())?);
+            budget.charge_bytes(value.len());
             Some(if spec.is_link() {
                 absolute(value, base)
             } else {
                 value.to_owned()
             })
         }
-        None => Some(collapse_whitespace(&element.text().collect::<String>())),
+        None => Some(collapse_whitespace(&text(element, budget))),
     }
+}
+
+/// The element's `textContent`: every node below it is a step, every byte
+/// of text a value read.
+fn text(element: ElementRef<'_>, budget: &ExtractBudget) -> String {
+    let mut text = String::new();
+    for node in element.descendants() {
+        if let Node::Text(piece) = node.value() {
+            if !budget.charge_bytes(piece.len()) {
+                break;
+            }
+            text.push_str(piece);
+        } else if !budget.step() {
+            break;
+        }
+    }
+    text
 }
 
 #[cfg(test)]
@@ -113,7 +169,14 @@ mod tests {
             ("link".to_owned(), field(Some("a.t"), Some("HREF"))),
             ("price".to_owned(), field(Some("span"), None)),
         ]);
-        let items = extract_html(&page, &CssSelector::parse("li.p", "x").unwrap(), &fields);
+        let budget = ExtractBudget::unlimited();
+        let items = extract_html(
+            &page,
+            &CssSelector::parse("li.p", "x").unwrap(),
+            &fields,
+            &budget,
+        )
+        .unwrap();
         assert_eq!(items.len(), 2);
         assert_eq!(items[0].fields["title"], "Red shoes & co");
         assert_eq!(items[0].fields["link"], "http://s.example/shop/item/1");
@@ -122,7 +185,59 @@ mod tests {
             Some("http://s.example/shop/item/1")
         );
         assert_eq!(items[1].fields["price"], Value::Null);
-        assert!(page.contains(&CssSelector::parse("ul li", "x").unwrap()));
-        assert!(!page.contains(&CssSelector::parse("#captcha", "x").unwrap()));
+        let contains = |s| page.contains(&CssSelector::parse(s, "x").unwrap(), "x", &budget);
+        assert!(contains("ul li").unwrap());
+        assert!(!contains("#captcha").unwrap());
+    }
+
+    /// As in Chrome: a data: or javascript: `<base>` moves nothing, so
+    /// relative links resolve against the page's own URL.
+    #[test]
+    fn a_base_of_data_or_javascript_is_ignored_as_browsers_do() {
+        let url = Url::parse("http://s.example/search?q=a").unwrap();
+        for base in ["data:,x", "javascript:void(0)"] {
+            let html = format!(r#"<base href="{base}"><li><a href="/p/1">t</a></li>"#);
+            let page = HtmlPage::parse(&html, &url);
+            let fields = BTreeMap::from([("link".to_owned(), field(Some("a"), Some("href")))]);
+            let items = extract_html(
+                &page,
+                &CssSelector::parse("li", "x").unwrap(),
+                &fields,
+                &ExtractBudget::unlimited(),
+            )
+            .unwrap();
+            assert_eq!(items[0].fields["link"], "http://s.example/p/1", "{base}");
+        }
+    }
+
+    #[test]
+    fn a_worst_case_item_selector_over_a_deep_page_is_over_budget_within_it() {
+        use std::time::{Duration, Instant};
+
+        use crate::worker::extract::budget::{CancelFlag, Spent};
+        use crate::worker::extract::select::tests::{nested_page, worst_case};
+
+        let url = Url::parse("http://s.example/").unwrap();
+        let page = HtmlPage::parse(&nested_page(200), &url);
+        // The deepest the api accepts: minutes over this page, unbounded.
+        let item = CssSelector::parse(&worst_case(4), "item_selector").unwrap();
+        let fields = BTreeMap::from([("title".to_owned(), field(None, None))]);
+        let limit = Duration::from_millis(300);
+        let budget = ExtractBudget::new(limit, CancelFlag::default());
+        let started = Instant::now();
+        let read = extract_html(&page, &item, &fields, &budget);
+        let took = started.elapsed();
+        match read {
+            Err(ReadError::OverBudget(over)) => {
+                assert_eq!(over.spent, Spent::Time);
+                assert!(
+                    over.to_string().contains("over its budget of 300 ms"),
+                    "{over}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Unbounded it runs for minutes; the margin is for a loaded machine.
+        assert!(took < Duration::from_millis(1500), "took {took:?}");
     }
 }

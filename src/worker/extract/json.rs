@@ -1,12 +1,14 @@
 //! Reads items out of a JSON API's answer: items at a JSON pointer, fields by
-//! pointers inside each item, and the next page's token.
+//! pointers inside each item, and the next page's token. Each value copied
+//! is charged to the page's budget (a pointer may pick a large subtree, once
+//! per item and field).
 
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 use url::Url;
 
-use super::{absolute, page_item};
+use super::{ReadError, absolute, budget::ExtractBudget, page_item};
 use crate::{
     domain::page::PageItem,
     domain::site::{FieldSpec, JsonPointer, TokenPaging},
@@ -28,40 +30,38 @@ pub fn extract_json(
     items: &JsonPointer,
     fields: &BTreeMap<String, FieldSpec>,
     paging: Option<&TokenPaging>,
-) -> Result<JsonPage, String> {
+    budget: &ExtractBudget,
+) -> Result<JsonPage, ReadError> {
     let list = match items.find(answer) {
         None | Some(Value::Null) => &[][..],
         Some(Value::Array(list)) => &list[..],
         Some(other) => {
-            return Err(format!(
+            return Err(ReadError::Misconfigured(format!(
                 "json.items {:?} points at {}, not a list",
                 items.as_str(),
                 kind(other)
-            ));
+            )));
         }
     };
-    let items = list
-        .iter()
-        .map(|item| {
-            let values: Map<String, Value> = fields
-                .iter()
-                .map(|(name, spec)| {
-                    let value = spec
-                        .pointer
-                        .as_ref()
-                        .and_then(|p| p.find(item))
-                        .cloned()
-                        .unwrap_or(Value::Null);
-                    let value = match value {
-                        Value::String(s) if spec.link => Value::String(absolute(s.trim(), url)),
-                        other => other,
-                    };
-                    (name.clone(), value)
-                })
-                .collect();
-            page_item(values, fields)
-        })
-        .collect();
+    let mut read = Vec::with_capacity(list.len());
+    for item in list {
+        let mut values = Map::new();
+        for (name, spec) in fields {
+            let value = spec
+                .pointer
+                .as_ref()
+                .and_then(|p| p.find(item))
+                .map_or(Value::Null, |found| copied(found, budget));
+            let value = match value {
+                Value::String(s) if spec.link => Value::String(absolute(s.trim(), url)),
+                other => other,
+            };
+            values.insert(name.clone(), value);
+        }
+        budget.check()?;
+        read.push(page_item(values, fields));
+    }
+    let items = read;
     let next_token = paging
         .and_then(|p| p.next_token.find(answer))
         .and_then(|token| match token {
@@ -70,6 +70,27 @@ pub fn extract_json(
             _ => None,
         });
     Ok(JsonPage { items, next_token })
+}
+
+/// A copy of `value`, each of its values and bytes charged to `budget`;
+/// what is left once the budget is spent is null (the page then fails).
+fn copied(value: &Value, budget: &ExtractBudget) -> Value {
+    match value {
+        Value::String(s) if budget.charge_bytes(s.len()) => Value::String(s.clone()),
+        Value::Array(list) if budget.step() => {
+            Value::Array(list.iter().map(|v| copied(v, budget)).collect())
+        }
+        Value::Object(map) if budget.step() => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    budget.charge_bytes(k.len());
+                    (k.clone(), copied(v, budget))
+                })
+                .collect(),
+        ),
+        Value::Null | Value::Bool(_) | Value::Number(_) if budget.step() => value.clone(),
+        _ => Value::Null,
+    }
 }
 
 fn kind(value: &Value) -> &'static str {
@@ -135,12 +156,14 @@ mod tests {
             token_param: "token".into(),
         };
         let url = Url::parse("http://api.example/s?q=a").unwrap();
+        let budget = ExtractBudget::unlimited();
         let page = extract_json(
             &answer,
             &url,
             &pointer("/data/items"),
             &fields,
             Some(&paging),
+            &budget,
         )
         .unwrap();
         assert_eq!(page.next_token.as_deref(), Some("abc"));
@@ -160,6 +183,7 @@ mod tests {
             &pointer("/data/items"),
             &fields,
             Some(&paging),
+            &budget,
         )
         .unwrap();
         assert!(end.items.is_empty() && end.next_token.is_none());
@@ -169,7 +193,8 @@ mod tests {
             &pointer("/data/items"),
             &fields,
             None,
+            &budget,
         );
-        assert!(wrong.unwrap_err().contains("a string"));
+        assert!(wrong.unwrap_err().to_string().contains("a string"));
     }
 }

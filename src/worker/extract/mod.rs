@@ -1,10 +1,15 @@
 //! Reading items out of a page: in Chrome (one script call), from raw HTML
 //! (scraper) or from a JSON API's answer. The first two follow the same rules,
-//! so a site crawled in browser or http mode yields the same items.
+//! so a site crawled in browser or http mode yields the same items. Raw HTML
+//! and JSON are read off the async runtime, within a budget per page
+//! (`reading`, `budget`, `select`).
 
 mod browser;
+mod budget;
 mod html;
 mod json;
+mod reading;
+mod select;
 
 use std::collections::BTreeMap;
 
@@ -15,6 +20,7 @@ use url::Url;
 pub use browser::PageReader;
 pub use html::{HtmlPage, extract_html};
 pub use json::extract_json;
+pub use reading::{HtmlRead, ReadError, off_runtime, read_html, read_json};
 
 use crate::domain::{page::PageItem, site::FieldSpec};
 
@@ -159,7 +165,7 @@ mod fuzz {
     use serde_json::{Value, json};
     use url::Url;
 
-    use super::{HtmlPage, extract_html, extract_json};
+    use super::{HtmlPage, budget::ExtractBudget, extract_html, extract_json};
     use crate::domain::site::{CssSelector, FieldSpec, JsonPointer, TokenPaging};
 
     fn cases() -> u32 {
@@ -249,8 +255,10 @@ mod fuzz {
             let page = HtmlPage::parse(&page, &url);
             let item = item.unwrap_or_else(|| CssSelector::parse("li", "f").unwrap());
             let fields = BTreeMap::from([("title".to_owned(), spec(field, attr))]);
-            let _ = extract_html(&page, &item, &fields);
-            let _ = page.contains(&item);
+            let budget = ExtractBudget::unlimited();
+            let _ = extract_html(&page, &item, &fields, &budget);
+            let _ = page.contains(&item, "f", &budget);
+            prop_assert_eq!(budget.spent(), None, "an accepted selector over a small page");
         }
 
         #[test]
@@ -270,8 +278,9 @@ mod fuzz {
             )]);
             let paging = TokenPaging { next_token: pointer, token_param: "token".into() };
             let wrapped = json!({"items": [answer.clone()], "next": answer});
-            let _ = extract_json(&answer, &url, &items, &fields, Some(&paging));
-            let _ = extract_json(&wrapped, &url, &items, &fields, None);
+            let budget = ExtractBudget::unlimited();
+            let _ = extract_json(&answer, &url, &items, &fields, Some(&paging), &budget);
+            let _ = extract_json(&wrapped, &url, &items, &fields, None, &budget);
         }
     }
 }

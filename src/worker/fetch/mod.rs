@@ -6,7 +6,10 @@ mod browser;
 mod http;
 mod robots;
 
-use std::time::Duration;
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use url::Url;
 
@@ -16,7 +19,7 @@ pub use robots::fetch_robots;
 
 use super::{
     crawl::error::CrawlError,
-    extract::{HtmlPage, extract_html, extract_json},
+    extract::{HtmlRead, ReadError, off_runtime, read_html, read_json},
 };
 use crate::{
     domain::page::PageItem,
@@ -114,6 +117,15 @@ fn judge_status(status: u16, page: i32, url: &Url) -> Result<Option<Fetched>, Cr
     }
 }
 
+/// What one page may take.
+#[derive(Debug, Clone, Copy)]
+pub struct PageLimits {
+    /// The site's stuck timeout: fetching the page and reading it end within it.
+    pub stuck_timeout: Duration,
+    /// The time reading a page in http and json modes may use (`EXTRACT_BUDGET_MS`).
+    pub extract_budget: Duration,
+}
+
 /// Where a crawl's pages come from.
 pub enum PageSource<'a> {
     Browser(BrowserPage<'a>),
@@ -142,13 +154,13 @@ impl PageSource<'_> {
         spec: &SiteSpec,
         url: &Url,
         page: i32,
-        stuck_timeout: Duration,
+        limits: PageLimits,
         guard: &TargetGuard,
     ) -> Result<Fetched, CrawlError> {
         match (self, &spec.extraction) {
             (PageSource::Browser(browser), Extraction::Html { .. }) => {
                 let fetched = browser
-                    .fetch(&spec.extraction, url, page, stuck_timeout, guard)
+                    .fetch(&spec.extraction, url, page, limits.stuck_timeout, guard)
                     .await?;
                 expect_items(spec, page, url, fetched)
             }
@@ -161,6 +173,7 @@ impl PageSource<'_> {
                     ..
                 },
             ) => {
+                let started = Instant::now();
                 let answer = client
                     .get(url, "text/html,application/xhtml+xml,*/*;q=0.8")
                     .await?;
@@ -170,15 +183,38 @@ impl PageSource<'_> {
                 {
                     return Ok(judged.with_retry_after(answer.retry_after));
                 }
-                let html = HtmlPage::parse(&answer.text(), &answer.url);
-                if let Some(blocked) = blocked_selector
-                    && html.contains(blocked)
-                {
-                    return Ok(blocked_page(blocked.as_str(), url));
-                }
-                let fetched = Fetched::Items {
-                    items: extract_html(&html, item_selector, fields),
-                    next_token: None,
+                let answer = Arc::new(answer);
+                let (page_answer, item_selector, fields, blocked) = (
+                    answer.clone(),
+                    item_selector.clone(),
+                    fields.clone(),
+                    blocked_selector.clone(),
+                );
+                let read = off_runtime(
+                    limits.extract_budget,
+                    limits.stuck_timeout.saturating_sub(started.elapsed()),
+                    move |budget| {
+                        read_html(
+                            &page_answer.text(),
+                            &page_answer.url,
+                            &item_selector,
+                            &fields,
+                            blocked.as_ref(),
+                            budget,
+                        )
+                    },
+                )
+                .await
+                .map_err(|e| read_failed(e, url));
+                let fetched = match client.keep_if_failed(&answer, read)? {
+                    HtmlRead::Blocked => {
+                        let blocked = blocked_selector.as_ref().map_or("", |b| b.as_str());
+                        return Ok(blocked_page(blocked, url));
+                    }
+                    HtmlRead::Items(items) => Fetched::Items {
+                        items,
+                        next_token: None,
+                    },
                 };
                 client.keep_if_failed(&answer, expect_items(spec, page, url, fetched))
             }
@@ -190,6 +226,7 @@ impl PageSource<'_> {
                     paging,
                 },
             ) => {
+                let started = Instant::now();
                 let answer = client.get(url, "application/json").await?;
                 client.last_url = Some(Box::new(answer.url.clone()));
                 if let Some(judged) =
@@ -197,17 +234,29 @@ impl PageSource<'_> {
                 {
                     return Ok(judged.with_retry_after(answer.retry_after));
                 }
-                let read = serde_json::from_slice(&answer.body).map_err(|e| {
-                    CrawlError::failed(
-                        FailureKind::UnreadablePage,
-                        format!("the answer at {url} is not JSON: {e}"),
-                    )
-                });
-                let body: serde_json::Value = client.keep_if_failed(&answer, read)?;
-                let read = extract_json(&body, &answer.url, items, fields, paging.as_ref())
-                    .map_err(|e| {
-                        CrawlError::failed(FailureKind::Misconfigured, format!("{e} at {url}"))
-                    });
+                let answer = Arc::new(answer);
+                let (page_answer, items, fields, paging) = (
+                    answer.clone(),
+                    items.clone(),
+                    fields.clone(),
+                    paging.clone(),
+                );
+                let read = off_runtime(
+                    limits.extract_budget,
+                    limits.stuck_timeout.saturating_sub(started.elapsed()),
+                    move |budget| {
+                        read_json(
+                            &page_answer.body,
+                            &page_answer.url,
+                            &items,
+                            &fields,
+                            paging.as_ref(),
+                            budget,
+                        )
+                    },
+                )
+                .await
+                .map_err(|e| read_failed(e, url));
                 let read = client.keep_if_failed(&answer, read)?;
                 let fetched = Fetched::Items {
                     items: read.items,
@@ -220,6 +269,22 @@ impl PageSource<'_> {
                 "a JSON API is read over HTTP, not in a browser",
             )),
         }
+    }
+}
+
+/// A page that could not be read, as the attempt's failure.
+fn read_failed(e: ReadError, url: &Url) -> CrawlError {
+    let kind = match &e {
+        ReadError::OverBudget(_) => FailureKind::ExtractionOverBudget,
+        ReadError::Misconfigured(_) => FailureKind::Misconfigured,
+        ReadError::Unreadable(_) => FailureKind::UnreadablePage,
+        ReadError::Stuck => FailureKind::Stuck,
+        ReadError::Panicked(_) => FailureKind::Internal,
+    };
+    match e {
+        ReadError::Stuck => CrawlError::failed(kind, format!("stuck: {e} at {url}")),
+        ReadError::Unreadable(message) => CrawlError::failed(kind, message),
+        e => CrawlError::failed(kind, format!("{e} at {url}")),
     }
 }
 

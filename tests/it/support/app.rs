@@ -96,6 +96,7 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
             heartbeat_interval_secs: 15,
             robots_cache_secs: 3600,
             bounds: Default::default(),
+            extract_budget_ms: 2000,
         },
         demo: false,
         demo_port: 0,
