@@ -18,7 +18,7 @@ locals {
   tls            = var.domain != ""
   host_datastore = var.datastores == "host"
 
-  # The RDS CA bundle the image carries (the lead's Dockerfile adds it).
+  # The RDS CA bundle the image carries (the Dockerfile's rds-ca stage adds it).
   rds_ca_bundle = "/usr/local/share/crawlfleet/rds-ca-bundle.pem"
 
   # Where Postgres and Redis are, by parts (src/config/datastores.rs); the

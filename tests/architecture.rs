@@ -6,6 +6,10 @@
 //! Imports are read from the source: every `crate::x` path, the top-level
 //! names of every `crate::{...}` tree, and every `super::` path that climbs
 //! to the crate root. Comments are skipped.
+//!
+//! docs/architecture.md, the page a newcomer reads first, is held to the same
+//! tree: its module map names every file under `src/` (and no file that is
+//! gone), and its import table is `MAY_IMPORT`, row for row.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -332,4 +336,225 @@ fn the_import_reader_sees_every_form_of_import() {
         ["api".to_owned()].into()
     );
     assert!(super_imports("use super::pages;", &module).is_empty());
+}
+
+/// docs/architecture.md, the map a newcomer reads first.
+fn architecture_doc() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md");
+    fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// The module map: the lines of docs/architecture.md's code block that
+/// starts with `src/`, that line excluded.
+fn module_map(doc: &str) -> Vec<&str> {
+    let mut lines = doc.lines();
+    while let Some(line) = lines.next() {
+        if line.trim_start().starts_with("```") && lines.clone().next() == Some("src/") {
+            lines.next();
+            return lines
+                .take_while(|l| !l.trim_start().starts_with("```"))
+                .collect();
+        }
+    }
+    panic!("docs/architecture.md has no module map (a code block starting with `src/`)")
+}
+
+/// The files under `src/` the module map names, as paths relative to `src/`.
+///
+/// The map is a tree by indentation: an entry starts at most two columns
+/// right of the entry it sits in, and a line indented further continues the
+/// entry above. An entry whose name (its text up to two spaces) is a single
+/// `folder/` is a folder: file names on its lines, and the entries under it,
+/// are read relative to it (`worker/` then `mod.rs`, or `browser/` then
+/// `chrome.rs`, name `worker/mod.rs` and `worker/browser/chrome.rs`); any
+/// other entry reads its names relative to the folder it sits in (`runs/mod.rs`
+/// under `store/`). A name starting with `src/` is read from `src/`; names of
+/// files in `tests/`, `benches/` or `examples/` are not the map's business.
+fn named_in_map(map: &[&str]) -> BTreeSet<String> {
+    // (indentation, folder) of the entries the current line may sit in.
+    let mut open: Vec<(usize, String)> = vec![(0, String::new())];
+    let mut folder = String::new();
+    let mut named = BTreeSet::new();
+    for line in map.iter().filter(|l| !l.trim().is_empty()) {
+        let indent = line.len() - line.trim_start().len();
+        if indent <= open.last().expect("the root stays").0 + 2 {
+            while open.len() > 1 && open.last().expect("checked").0 >= indent {
+                open.pop();
+            }
+            let parent = open.last().expect("the root stays").1.clone();
+            let text = line.trim_start();
+            let name = text.split("  ").next().unwrap_or_default().trim();
+            folder = match name.ends_with('/') && !name.contains([' ', ',']) {
+                true => format!("{parent}{name}"),
+                false => parent,
+            };
+            open.push((indent, folder.clone()));
+        }
+        let tokens = line.split(|c: char| !(c.is_ascii_alphanumeric() || "_./-".contains(c)));
+        for token in tokens.filter(|t| t.ends_with(".rs")) {
+            if let Some(from_src) = token.strip_prefix("src/") {
+                named.insert(from_src.to_owned());
+            } else if !["tests/", "benches/", "examples/"]
+                .iter()
+                .any(|outside| token.starts_with(outside))
+            {
+                named.insert(format!("{folder}{token}"));
+            }
+        }
+    }
+    named
+}
+
+/// Every `.rs` file under `src/`, relative to `src/` (`worker/browser/chrome.rs`).
+fn source_files() -> BTreeSet<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    sources()
+        .into_iter()
+        .map(|(_, path)| {
+            let relative = path.strip_prefix(&root).expect("under src/");
+            relative.to_string_lossy().replace('\\', "/")
+        })
+        .collect()
+}
+
+#[test]
+fn the_module_map_names_every_source_file_and_only_those() {
+    let doc = architecture_doc();
+    let named = named_in_map(&module_map(&doc));
+    let files = source_files();
+    let mut wrong: Vec<String> = files
+        .difference(&named)
+        .map(|file| {
+            format!(
+                "src/{file} is not named in docs/architecture.md's module map: give it a line \
+                 under its folder, or name it on its folder's line"
+            )
+        })
+        .collect();
+    wrong.extend(named.difference(&files).map(|gone| {
+        format!(
+            "docs/architecture.md's module map names src/{gone}, which does not exist: \
+             rename or remove it there"
+        )
+    }));
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The rows of docs/architecture.md's import table: each module of a row's
+/// first column and what its second column lets it import (the names in
+/// backticks, outside parentheses; `nothing` is none).
+fn import_table(doc: &str) -> Vec<(String, BTreeSet<String>)> {
+    fn backticked(text: &str) -> BTreeSet<String> {
+        text.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    }
+    fn outside_parentheses(text: &str) -> String {
+        let mut depth = 0usize;
+        let mut kept = String::new();
+        for c in text.chars() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth = depth.saturating_sub(1),
+                _ if depth == 0 => kept.push(c),
+                _ => {}
+            }
+        }
+        kept
+    }
+    let mut lines = doc
+        .lines()
+        .skip_while(|l| l.trim() != "| module | may import |");
+    lines
+        .next()
+        .expect("docs/architecture.md has no `| module | may import |` table");
+    let mut rows = Vec::new();
+    for line in lines.take_while(|l| l.trim_start().starts_with('|')) {
+        let cells: Vec<&str> = line.split('|').collect();
+        if cells.len() < 3 || cells[1].trim().starts_with('-') {
+            continue;
+        }
+        let may = backticked(&outside_parentheses(cells[2]));
+        for module in backticked(cells[1]) {
+            rows.push((module, may.clone()));
+        }
+    }
+    rows
+}
+
+#[test]
+fn the_import_table_of_the_architecture_doc_is_may_import() {
+    let doc = architecture_doc();
+    let mut documented: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut wrong = Vec::new();
+    for (module, may) in import_table(&doc) {
+        if documented.insert(module.clone(), may).is_some() {
+            wrong.push(format!(
+                "`{module}` has two rows in docs/architecture.md's import table"
+            ));
+        }
+    }
+    let code: BTreeMap<String, BTreeSet<String>> = MAY_IMPORT
+        .iter()
+        .map(|(module, may)| {
+            (
+                module.to_string(),
+                may.iter().map(|m| m.to_string()).collect(),
+            )
+        })
+        .collect();
+    for module in code
+        .keys()
+        .chain(documented.keys())
+        .collect::<BTreeSet<_>>()
+    {
+        match (code.get(module), documented.get(module)) {
+            (Some(may), None) => wrong.push(format!(
+                "`{module}` may import {may:?} (MAY_IMPORT), but docs/architecture.md's import \
+                 table has no row for it"
+            )),
+            (None, Some(_)) => wrong.push(format!(
+                "docs/architecture.md's import table has a row for `{module}`, which MAY_IMPORT \
+                 does not have"
+            )),
+            (Some(may), Some(said)) if may != said => wrong.push(format!(
+                "`{module}`: docs/architecture.md's import table says {said:?}, MAY_IMPORT says {may:?}"
+            )),
+            _ => {}
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_module_map_reader_follows_folders_and_entries() {
+    let map = [
+        "  main.rs             parses Config",
+        "  store/              all SQL",
+        "    runs/mod.rs       queue_for_keyword, list (tests/it/listing.rs)",
+        "    sites/, keywords.rs   the other tables",
+        "  worker/             mod.rs (lanes), scale_in.rs",
+        "                      page_cpu.rs (a continuation of worker/'s line)",
+        "    browser/          Chrome: BrowserPool (mod.rs), chrome.rs;",
+        "                      `src/ops/tls.rs` by its full path",
+        "    preview.rs        a site preview",
+    ];
+    let named: Vec<String> = named_in_map(&map).into_iter().collect();
+    assert_eq!(
+        named,
+        [
+            "main.rs",
+            "ops/tls.rs",
+            "store/keywords.rs",
+            "store/runs/mod.rs",
+            "worker/browser/chrome.rs",
+            "worker/browser/mod.rs",
+            "worker/mod.rs",
+            "worker/page_cpu.rs",
+            "worker/preview.rs",
+            "worker/scale_in.rs",
+        ]
+    );
 }

@@ -5,7 +5,7 @@
 //
 //   node crawlee_shop.mjs <concurrency>
 //
-// Set up for a fair figure (BROWSER-NOTES.md): concurrency fixed (min = max),
+// Set up for a fair figure (docs/dependencies.md, "Peers"): concurrency fixed (min = max),
 // storage in memory, no retries, no fingerprints, one browser kept warm
 // across batches (keepAlive), Crawlee's own defaults otherwise. It reads
 // batches from stdin, one JSON array of URLs per line, and answers each

@@ -4,7 +4,7 @@
 //!
 //! The rules follow RFC 9309 as the `texting_robots` parser reads it: the
 //! group naming our product token, else `*`; the longest matching rule wins,
-//! an `Allow` on a tie. One difference, the choice: a robots.txt that
+//! an `Allow` on a tie. One difference, chosen on purpose: a robots.txt that
 //! cannot be read (5xx, no answer) allows everything, as a missing one does,
 //! where RFC 9309 would disallow everything; the worker asks again soon
 //! ([`RobotsFile::is_transient`]) instead of keeping that for its whole TTL.

@@ -1,4 +1,4 @@
-//! The crawl run state machine (DESIGN.md, "Crawl run state machine").
+//! The crawl run state machine (docs/design.md, "Crawl run state machine").
 
 use std::{fmt, str::FromStr};
 

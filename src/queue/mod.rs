@@ -1,5 +1,5 @@
 //! The job contract over Redis (apalis-redis), configured around its measured
-//! defects (QUEUE-NOTES.md): Redis only ever holds a bounded window of jobs,
+//! defects (docs/dependencies.md): Redis only ever holds a bounded window of jobs,
 //! retries belong to our state machine, and the message only names the run.
 //! `preview` carries a site preview's request and answer beside its job.
 

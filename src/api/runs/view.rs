@@ -46,7 +46,7 @@ impl PartialSchema for RunStateView {
     fn schema() -> RefOr<Schema> {
         names_schema(
             RunState::ALL.map(RunState::as_str),
-            "Where a crawl run is in its life (DESIGN.md, \"Crawl run state machine\").",
+            "Where a crawl run is in its life (docs/design.md, \"Crawl run state machine\").",
         )
     }
 }

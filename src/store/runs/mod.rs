@@ -1,6 +1,6 @@
 //! Crawl runs: queueing, listing, cancelling and retrying (here), dispatch
 //! bookkeeping (`dispatch`), claiming and the fenced writes of a crawl
-//! (`fenced`), how an attempt ends (`ending`; DESIGN.md, "Claiming and
+//! (`fenced`), how an attempt ends (`ending`; docs/design.md, "Claiming and
 //! fencing"), and the runs the watchdog takes back (`abandoned`).
 
 mod abandoned;

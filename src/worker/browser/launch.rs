@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde_json::json;
 
-/// Flags measured necessary or useful on these machines (BROWSER-NOTES.md),
+/// Flags measured necessary or useful on these machines (docs/dependencies.md),
 /// and those that keep Chrome from connecting anywhere of its own accord
 /// (network time, optimization hints, translation, domain reliability
 /// reports, pings, crash uploads, preconnects to the default search

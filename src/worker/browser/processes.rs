@@ -1,6 +1,6 @@
 //! Finding, killing and reaping Chrome processes by the folder they run in:
 //! the one handle that finds every process of a browser, its helpers that
-//! outlive it included (BROWSER-NOTES.md).
+//! outlive it included (docs/dependencies.md, "Chromium").
 //!
 //! Every Chrome process of a worker names a path under the worker's profile
 //! root on its command line: the browser and its helpers by

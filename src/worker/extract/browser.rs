@@ -1,7 +1,7 @@
 //! Reads a page Chrome shows in one script call: the wait for the site's
 //! element (a MutationObserver, not polling), whether it is the site's
 //! blocked page, where the page is, and its items. One round trip instead of
-//! one per element (BROWSER-NOTES.md) or one per step. The item rules match
+//! one per element (docs/dependencies.md) or one per step. The item rules match
 //! [`super::html`]: the same page gives the same items.
 
 use std::{collections::BTreeMap, time::Duration};
