@@ -212,6 +212,7 @@ impl Read {
             let limits = PageLimits {
                 stuck_timeout,
                 extract_budget: ctx.extract_budget,
+                page_items: ctx.bounds.page_items,
             };
             ctx.guard.check(&url).await?;
             if let Some(why) = ctx.robots.disallows(spec, &url, &ctx.guard).await {

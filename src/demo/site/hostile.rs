@@ -107,9 +107,10 @@ pub(super) async fn bad_links(Query(s): Query<Sizes>) -> Html<String> {
     page_html("bad links", &list(&items))
 }
 
-/// `/hostile/formula-base`: a `data:` base, against which no link resolves,
-/// and a link that is a spreadsheet formula: left as it is, it would be the
-/// item's URL and a formula in a CSV export.
+/// `/hostile/formula-base`: a `data:` base, against which no link would
+/// resolve, and links that are spreadsheet formulas: were the base obeyed,
+/// a formula would be the item's URL and a cell of a CSV export. Browsers
+/// ignore such a base, and so does http mode.
 pub(super) async fn formula_base(Query(s): Query<Sizes>) -> Html<String> {
     if s.past_the_first_page() {
         return page_html("formula", &list(""));

@@ -55,6 +55,7 @@ impl Crawl<'_> {
         PageLimits {
             stuck_timeout: self.stuck_timeout,
             extract_budget: self.ctx.extract_budget,
+            page_items: self.ctx.bounds.page_items,
         }
     }
 

@@ -65,12 +65,13 @@ fn compiled(selector: &CssSelector, field: &str) -> Result<super::select::Select
         .map_err(|e| ReadError::Misconfigured(format!("the site's {} {}", e.field, e.message)))
 }
 
-/// One item per element matching `item_selector`, each field read as the
-/// browser script reads it.
+/// One item per element matching `item_selector` (the first `max_items`),
+/// each field read as the browser script reads it.
 pub fn extract_html(
     page: &HtmlPage,
     item_selector: &CssSelector,
     fields: &BTreeMap<String, FieldSpec>,
+    max_items: usize,
     budget: &ExtractBudget,
 ) -> Result<Vec<PageItem>, ReadError> {
     let field_selectors = fields
@@ -86,7 +87,7 @@ pub fn extract_html(
         .collect::<Result<Vec<_>, ReadError>>()?;
     let items_at = compiled(item_selector, "item_selector")?;
     let mut items = Vec::new();
-    for item in select_in_document(&page.document, &items_at, budget) {
+    for item in select_in_document(&page.document, &items_at, budget).take(max_items) {
         let mut values = Map::new();
         for (name, selector, spec) in &field_selectors {
             let element = match selector {
@@ -174,6 +175,7 @@ mod tests {
             &page,
             &CssSelector::parse("li.p", "x").unwrap(),
             &fields,
+            usize::MAX,
             &budget,
         )
         .unwrap();
@@ -203,6 +205,7 @@ mod tests {
                 &page,
                 &CssSelector::parse("li", "x").unwrap(),
                 &fields,
+                usize::MAX,
                 &ExtractBudget::unlimited(),
             )
             .unwrap();
@@ -225,7 +228,7 @@ mod tests {
         let limit = Duration::from_millis(300);
         let budget = ExtractBudget::new(limit, CancelFlag::default());
         let started = Instant::now();
-        let read = extract_html(&page, &item, &fields, &budget);
+        let read = extract_html(&page, &item, &fields, usize::MAX, &budget);
         let took = started.elapsed();
         match read {
             Err(ReadError::OverBudget(over)) => {

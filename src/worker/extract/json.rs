@@ -24,12 +24,14 @@ pub struct JsonPage {
 
 /// Reads `answer` (served at `url`). Items missing or null count as an empty
 /// page (the end); items that are not a list are an error naming the pointer.
+/// At most `max_items` items are read.
 pub fn extract_json(
     answer: &Value,
     url: &Url,
     items: &JsonPointer,
     fields: &BTreeMap<String, FieldSpec>,
     paging: Option<&TokenPaging>,
+    max_items: usize,
     budget: &ExtractBudget,
 ) -> Result<JsonPage, ReadError> {
     let list = match items.find(answer) {
@@ -43,6 +45,7 @@ pub fn extract_json(
             )));
         }
     };
+    let list = &list[..list.len().min(max_items)];
     let mut read = Vec::with_capacity(list.len());
     for item in list {
         let mut values = Map::new();
@@ -163,6 +166,7 @@ mod tests {
             &pointer("/data/items"),
             &fields,
             Some(&paging),
+            usize::MAX,
             &budget,
         )
         .unwrap();
@@ -183,6 +187,7 @@ mod tests {
             &pointer("/data/items"),
             &fields,
             Some(&paging),
+            usize::MAX,
             &budget,
         )
         .unwrap();
@@ -193,6 +198,7 @@ mod tests {
             &pointer("/data/items"),
             &fields,
             None,
+            usize::MAX,
             &budget,
         );
         assert!(wrong.unwrap_err().to_string().contains("a string"));

@@ -256,7 +256,7 @@ mod fuzz {
             let item = item.unwrap_or_else(|| CssSelector::parse("li", "f").unwrap());
             let fields = BTreeMap::from([("title".to_owned(), spec(field, attr))]);
             let budget = ExtractBudget::unlimited();
-            let _ = extract_html(&page, &item, &fields, &budget);
+            let _ = extract_html(&page, &item, &fields, usize::MAX, &budget);
             let _ = page.contains(&item, "f", &budget);
             prop_assert_eq!(budget.spent(), None, "an accepted selector over a small page");
         }
@@ -279,8 +279,8 @@ mod fuzz {
             let paging = TokenPaging { next_token: pointer, token_param: "token".into() };
             let wrapped = json!({"items": [answer.clone()], "next": answer});
             let budget = ExtractBudget::unlimited();
-            let _ = extract_json(&answer, &url, &items, &fields, Some(&paging), &budget);
-            let _ = extract_json(&wrapped, &url, &items, &fields, None, &budget);
+            let _ = extract_json(&answer, &url, &items, &fields, Some(&paging), usize::MAX, &budget);
+            let _ = extract_json(&wrapped, &url, &items, &fields, None, usize::MAX, &budget);
         }
     }
 }

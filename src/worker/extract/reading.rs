@@ -50,13 +50,14 @@ pub enum HtmlRead {
     Blocked,
 }
 
-/// Reads an HTML page's items (or finds it is a block page).
+/// Reads an HTML page's items, at most `max_items` (or finds it is a block page).
 pub fn read_html(
     html: &str,
     url: &Url,
     item_selector: &CssSelector,
     fields: &BTreeMap<String, FieldSpec>,
     blocked_selector: Option<&CssSelector>,
+    max_items: usize,
     budget: &ExtractBudget,
 ) -> Result<HtmlRead, ReadError> {
     let page = HtmlPage::parse(html, url);
@@ -65,21 +66,22 @@ pub fn read_html(
     {
         return Ok(HtmlRead::Blocked);
     }
-    extract_html(&page, item_selector, fields, budget).map(HtmlRead::Items)
+    extract_html(&page, item_selector, fields, max_items, budget).map(HtmlRead::Items)
 }
 
-/// Reads a JSON API's answer: its items and the next page's token.
+/// Reads a JSON API's answer: its items (at most `max_items`) and the next page's token.
 pub fn read_json(
     body: &[u8],
     url: &Url,
     items: &JsonPointer,
     fields: &BTreeMap<String, FieldSpec>,
     paging: Option<&TokenPaging>,
+    max_items: usize,
     budget: &ExtractBudget,
 ) -> Result<JsonPage, ReadError> {
     let answer: Value = serde_json::from_slice(body)
         .map_err(|e| ReadError::Unreadable(format!("the answer at {url} is not JSON: {e}")))?;
-    extract_json(&answer, url, items, fields, paging, budget)
+    extract_json(&answer, url, items, fields, paging, max_items, budget)
 }
 
 /// Sets the flag when dropped: the reading thread stops at its next check

@@ -124,6 +124,9 @@ pub struct PageLimits {
     pub stuck_timeout: Duration,
     /// The time reading a page in http and json modes may use (`EXTRACT_BUDGET_MS`).
     pub extract_budget: Duration,
+    /// Items a page may keep (`PAGE_MAX_ITEMS`): reading stops one past it,
+    /// so the bounds still see that the page had more.
+    pub page_items: usize,
 }
 
 /// Where a crawl's pages come from.
@@ -200,6 +203,7 @@ impl PageSource<'_> {
                             &item_selector,
                             &fields,
                             blocked.as_ref(),
+                            limits.page_items.saturating_add(1),
                             budget,
                         )
                     },
@@ -251,6 +255,7 @@ impl PageSource<'_> {
                             &items,
                             &fields,
                             paging.as_ref(),
+                            limits.page_items.saturating_add(1),
                             budget,
                         )
                     },
