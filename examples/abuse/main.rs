@@ -151,6 +151,7 @@ fn fleet_env(
         ("API_TOKENS", secrets.write_token.clone()),
         ("API_READ_TOKENS", secrets.read_token.clone()),
         ("SESSION_KEY", secrets.session_key.clone()),
+        ("API_METRICS_PORT", "0".to_owned()),
         ("SCHEDULER_PORT", "0".to_owned()),
         ("METRICS_PORT", "0".to_owned()),
         ("WORKER_CONCURRENCY", "2".to_owned()),

@@ -85,7 +85,11 @@ async fn masked_headers_do_not_follow_an_update_or_a_preview_to_another_origin()
         // Whatever the answer, a crawl of the site now goes where it points.
         let keyword = format!("after-put-{n}");
         app.crawl_to_end(&keyword, site, LIMIT).await;
-        assert_eq!(secrets_heard(&sink), 0, "the stored secrets reached {elsewhere}");
+        assert_eq!(
+            secrets_heard(&sink),
+            0,
+            "the stored secrets reached {elsewhere}"
+        );
         refused_naming(status, &body, "headers.Authorization");
         assert!(
             body["error"]["message"]
@@ -97,7 +101,11 @@ async fn masked_headers_do_not_follow_an_update_or_a_preview_to_another_origin()
 
         let preview = json!({"site": moved, "keyword": "lamp", "site_id": site});
         let (status, body) = app.post("/api/sites/preview", preview).await;
-        assert_eq!(secrets_heard(&sink), 0, "a preview sent them to {elsewhere}");
+        assert_eq!(
+            secrets_heard(&sink),
+            0,
+            "a preview sent them to {elsewhere}"
+        );
         refused_naming(status, &body, "site.headers.Authorization");
     }
     let (_, stored) = app.get(&format!("/api/sites/{site}")).await;
@@ -132,7 +140,10 @@ async fn masked_headers_do_not_follow_an_update_or_a_preview_to_another_origin()
     let (status, body) = app.put(&format!("/api/sites/{site}"), moved).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     app.crawl_to_completion("sent-again", site, LIMIT).await;
-    let hit = sink.requests("/search").pop().expect("the sink was crawled");
+    let hit = sink
+        .requests("/search")
+        .pop()
+        .expect("the sink was crawled");
     assert_eq!(hit.header("authorization"), Some("Bearer for-the-sink"));
     assert_eq!(secrets_heard(&sink), 0);
     sink.stop().await;
@@ -193,7 +204,11 @@ async fn masked_proxy_credentials_do_not_follow_the_proxy_to_another_host() {
     let (status, body) = app.put(&format!("/api/sites/{site}"), shown).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     app.crawl_to_completion("same-proxy", site, LIMIT).await;
-    assert_eq!(proxy.log(|log| log.refused), 0, "the kept credentials were sent");
+    assert_eq!(
+        proxy.log(|log| log.refused),
+        0,
+        "the kept credentials were sent"
+    );
     assert!(proxy.log(|log| log.asked.len()) >= 2);
     app.stop().await;
 }

@@ -193,15 +193,18 @@ mod tests {
             assert_eq!(headers.unwrap()["Authorization"], MASK, "nothing restored");
         }
         let mut headers = masked_headers(&[]);
-        let err = restore(&mut headers, &mut None, "https://sink.example/?q={keyword}")
-            .unwrap_err();
+        let err =
+            restore(&mut headers, &mut None, "https://sink.example/?q={keyword}").unwrap_err();
         assert_eq!(
             err.message,
             "is masked; send the value again, because search_url now points to another \
              origin (https://sink.example instead of https://shop.example)"
         );
         // Sent again in full, the values go wherever the site now points.
-        let mut headers = Some(BTreeMap::from([("Authorization".into(), "Bearer new".into())]));
+        let mut headers = Some(BTreeMap::from([(
+            "Authorization".into(),
+            "Bearer new".into(),
+        )]));
         restore(&mut headers, &mut None, "https://sink.example/?q={keyword}").unwrap();
         assert_eq!(headers.unwrap()["Authorization"], "Bearer new");
     }
@@ -214,8 +217,8 @@ mod tests {
             "socks5://***:***@proxy.example:3128",
         ] {
             let mut proxy = Some(elsewhere.to_owned());
-            let err = restore(&mut None, &mut proxy, "https://shop.example/?q={keyword}")
-                .unwrap_err();
+            let err =
+                restore(&mut None, &mut proxy, "https://shop.example/?q={keyword}").unwrap_err();
             assert_eq!(err.field, "proxy", "{elsewhere}");
             assert!(err.message.contains("send them again"), "{err}");
             assert!(!err.message.contains(":p@"), "{err}");

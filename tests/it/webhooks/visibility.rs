@@ -24,7 +24,10 @@ async fn a_read_token_sees_webhook_urls_masked_and_no_answers_a_write_token_sees
     receiver.answer(200, ANSWER);
     let url = format!("http://127.0.0.1:{}/services/{PATH_KEY}", receiver.port);
     let (status, created) = app
-        .post("/api/webhooks", json!({"url": url, "events": ["run.failed"]}))
+        .post(
+            "/api/webhooks",
+            json!({"url": url, "events": ["run.failed"]}),
+        )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
     receiver.verify_with(created["secret"].as_str().unwrap());
@@ -77,6 +80,9 @@ async fn a_read_token_sees_webhook_urls_masked_and_no_answers_a_write_token_sees
     let one = app.get_as(&format!("/api/webhooks/{id}"), WRITER).await;
     assert_eq!(one["url"], url, "{one}");
     let page = app.get_as(&deliveries, WRITER).await;
-    assert_eq!(page["items"][0]["attempt_log"][0]["response_excerpt"], ANSWER);
+    assert_eq!(
+        page["items"][0]["attempt_log"][0]["response_excerpt"],
+        ANSWER
+    );
     app.stop().await;
 }
