@@ -66,6 +66,7 @@ struct Findings {
     dropped: Vec<String>,
     wrong_field: Vec<String>,
     accepted: Vec<String>,
+    breaches: Vec<String>,
     unexpected: Vec<String>,
     driver_errors: Vec<String>,
     received: Vec<(String, Vec<u8>)>,
@@ -82,6 +83,10 @@ pub struct Tally {
     pub dropped: Vec<String>,
     pub wrong_field: Vec<String>,
     pub accepted: Vec<String>,
+    /// Hostile requests that got through a guard that must hold: a stored
+    /// secret handed to a new target, a secret shown to a read token,
+    /// /metrics open on the API's port or a database read per scrape.
+    pub breaches: Vec<String>,
     pub unexpected: Vec<String>,
     pub driver_errors: Vec<String>,
     /// (where, what): every answer, WebSocket frame and raw reply received.
@@ -122,6 +127,11 @@ impl Ledger {
     /// A hostile request the API took as valid.
     pub fn accepted(&self, what: &str, why: impl std::fmt::Display) {
         self.with(|f| f.accepted.push(format!("{what}: {why}")));
+    }
+
+    /// A guard that must hold did not: the run fails.
+    pub fn breach(&self, what: &str, why: impl std::fmt::Display) {
+        self.with(|f| f.breaches.push(format!("{what}: {why}")));
     }
 
     /// The driver could not do part of the catalogue (a set-up request failed).
@@ -180,6 +190,7 @@ impl Ledger {
             dropped: std::mem::take(&mut f.dropped),
             wrong_field: std::mem::take(&mut f.wrong_field),
             accepted: std::mem::take(&mut f.accepted),
+            breaches: std::mem::take(&mut f.breaches),
             unexpected: std::mem::take(&mut f.unexpected),
             driver_errors: std::mem::take(&mut f.driver_errors),
             received: std::mem::take(&mut f.received),

@@ -1,11 +1,14 @@
 //! `scripts/abuse`: the fleet (api, scheduler and one worker as real
 //! processes, logging at trace level) on loopback, under a catalogue of
 //! hostile requests: hostile bodies, SSRF in many notations, transport and
-//! WebSocket abuse, every route with every kind of token, and crawls of
-//! sites that carry secrets. It prints what it found, then one line of
-//! figures, and exits non-zero unless no answer was a 5xx, no answer that
-//! was due went missing, no process restarted, no secret showed in an
-//! answer or a log, and nothing connected to the trap.
+//! WebSocket abuse, every route with every kind of token, crawls of sites
+//! that carry secrets, and attempts to move a stored secret to another
+//! target, read secrets with a read token or scrape /metrics where it must
+//! not be (or so often that Postgres pays). It prints what it found, then
+//! one line of figures, and exits non-zero unless no answer was a 5xx, no
+//! answer that was due went missing, no process restarted, no secret showed
+//! in an answer or a log, no such attempt got through, and nothing
+//! connected to the trap.
 //!
 //!   cargo run --example abuse
 //!
@@ -18,6 +21,7 @@ mod client;
 mod fleet;
 mod ledger;
 mod live;
+mod moved_secrets;
 mod proxy;
 mod raw;
 mod report;
@@ -70,6 +74,7 @@ async fn main() -> anyhow::Result<ExitCode> {
 
     let scratch = Scratch::create("cf_abuse").await?;
     let api_port = free_port()?;
+    let api_metrics_port = free_port()?;
     let log_dir = std::env::temp_dir().join(format!("cf-abuse-{}", scratch.db));
     std::fs::create_dir_all(&log_dir)?;
 
@@ -87,7 +92,7 @@ async fn main() -> anyhow::Result<ExitCode> {
         scratch.database_url.as_str(),
         &scratch.redis_url,
         &scratch.queue,
-        api_port,
+        (api_port, api_metrics_port),
         site.addr(),
         proxy.addr,
     );
@@ -98,7 +103,7 @@ async fn main() -> anyhow::Result<ExitCode> {
         read: secrets.read_token.clone(),
         wrong: format!("wrong{}", uuid::Uuid::new_v4().simple()),
     };
-    let api = Api::new(api_port, tokens, ledger.clone())?;
+    let api = Api::new(api_port, api_metrics_port, tokens, ledger.clone())?;
 
     match tokio::time::timeout(CATALOGUE_LIMIT, catalogue(&api, &targets, &secrets)).await {
         Ok(Ok(())) => {}
@@ -137,7 +142,7 @@ fn fleet_env(
     database_url: &str,
     redis_url: &str,
     queue_name: &str,
-    api_port: u16,
+    (api_port, api_metrics_port): (u16, u16),
     fixture: SocketAddr,
     proxy: SocketAddr,
 ) -> Vec<(String, String)> {
@@ -151,7 +156,7 @@ fn fleet_env(
         ("API_TOKENS", secrets.write_token.clone()),
         ("API_READ_TOKENS", secrets.read_token.clone()),
         ("SESSION_KEY", secrets.session_key.clone()),
-        ("API_METRICS_PORT", "0".to_owned()),
+        ("API_METRICS_PORT", api_metrics_port.to_string()),
         ("SCHEDULER_PORT", "0".to_owned()),
         ("METRICS_PORT", "0".to_owned()),
         ("WORKER_CONCURRENCY", "2".to_owned()),
@@ -198,6 +203,12 @@ async fn catalogue(api: &Api, targets: &Targets, secrets: &Secrets) -> anyhow::R
     api.check_health("after class 5, routes").await;
     secrets::finish(api, crawls).await?;
     api.check_health("after class 6, secrets").await;
+    if let Err(e) = moved_secrets::run(api, targets, secrets).await {
+        api.ledger
+            .driver_error("class 7, secrets and their targets", format!("{e:#}"));
+    }
+    api.check_health("after class 7, secrets and their targets")
+        .await;
 
     if tokio::time::timeout(Duration::from_secs(45), slow_body)
         .await

@@ -25,6 +25,10 @@ pub fn report(
     section("accepted (hostile requests the API took)", &tally.accepted);
     section("wrong field", &tally.wrong_field);
     section("unexpected (not failures)", &tally.unexpected);
+    section(
+        "FAILURE breaches (a secret handed over or shown, /metrics open or unbounded)",
+        &tally.breaches,
+    );
     section("FAILURE 5xx answers", &tally.server_errors);
     section(
         "FAILURE resets/timeouts where an answer was due",
@@ -60,6 +64,7 @@ pub fn report(
     );
 
     let passed = tally.server_errors.is_empty()
+        && tally.breaches.is_empty()
         && tally.dropped.is_empty()
         && restarts.is_empty()
         && secrets_seen == 0
@@ -70,10 +75,12 @@ pub fn report(
         n => format!(", driver errors {n}"),
     };
     println!(
-        "abuse {}: requests {}, 5xx {}, resets/timeouts {}, process restarts {}, secrets seen {}, \
-         trap connections {trap}, wrong field {}, accepted {}, unexpected {}{driver_errors}, took {:.0}s",
+        "abuse {}: requests {}, breaches {}, 5xx {}, resets/timeouts {}, process restarts {}, \
+         secrets seen {}, trap connections {trap}, wrong field {}, accepted {}, unexpected {}\
+         {driver_errors}, took {:.0}s",
         if passed { "OK" } else { "FAILED" },
         tally.requests,
+        tally.breaches.len(),
         tally.server_errors.len(),
         tally.dropped.len(),
         restarts.len(),
