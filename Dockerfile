@@ -79,9 +79,10 @@ ENV LOG_FORMAT=json \
 
 USER 10001:10001
 WORKDIR /home/crawlfleet
-# api (API_PORT), worker health/metrics (METRICS_PORT), scheduler health/metrics
-# (SCHEDULER_PORT): the defaults of src/config.rs (tests/infra_agrees/ checks).
-EXPOSE 3000 3001 3002
+# api (API_PORT), its metrics (API_METRICS_PORT), worker health/metrics
+# (METRICS_PORT), scheduler health/metrics (SCHEDULER_PORT): the defaults of
+# src/config.rs (tests/infra_agrees/ checks).
+EXPOSE 3000 3001 3002 3003
 
 # Defaults to the api's port; a scheduler or worker container sets HEALTHCHECK_URL
 # (docker-compose.ec2.yaml and the ECS task definition define their own checks).

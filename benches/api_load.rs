@@ -482,11 +482,13 @@ struct LiveFigures {
 }
 
 /// `runs` each publishing one state change, at `per_sec`, to `clients`
-/// live clients of `base`.
+/// live clients of `base` (whose /metrics is at `metrics_base`).
+#[allow(clippy::too_many_arguments)]
 async fn live_round(
     api_pid: i32,
     pool: &sqlx::PgPool,
     base: &str,
+    metrics_base: &str,
     publisher: &EventPublisher,
     runs: &[CrawlRun],
     clients: usize,
@@ -524,10 +526,10 @@ async fn live_round(
         Duration::from_secs(60),
         "every live client connected",
         || {
-            let base = base.to_owned();
+            let metrics_base = metrics_base.to_owned();
             let want = clients.len();
             async move {
-                let text = reqwest::get(format!("{base}/metrics"))
+                let text = reqwest::get(format!("{metrics_base}/metrics"))
                     .await
                     .ok()?
                     .text()
@@ -642,6 +644,7 @@ async fn main() {
         ],
     );
     let base = format!("http://{}", api.listening_on("api listening").await);
+    let metrics_base = format!("http://{}", api.listening_on("api metrics listening").await);
     let requests = settings.rate * settings.seconds;
     println!(
         "api pid {}; oha {} req/s, {requests} requests per endpoint and round, {CONNECTIONS} connections; \
@@ -742,6 +745,7 @@ async fn main() {
             api.pid_at_start,
             app.pool(),
             &base,
+            &metrics_base,
             &publisher,
             runs,
             settings.ws_clients,

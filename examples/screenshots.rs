@@ -51,6 +51,7 @@ async fn main() -> anyhow::Result<()> {
         .env("API_HOST", "127.0.0.1")
         .env("API_PORT", api_port.to_string())
         .env("DEMO_PORT", demo_port.to_string())
+        .env("API_METRICS_PORT", "0")
         .env("API_TOKENS", TOKEN)
         .env("ALLOW_PRIVATE_TARGETS", "true")
         .env(

@@ -89,7 +89,7 @@ resource "aws_vpc_security_group_egress_rule" "alb_to_api" {
 }
 
 resource "aws_lb" "api" {
-  #checkov:skip=CKV2_AWS_28:No WAF by default: every route but /health, /ready and /metrics needs a bearer token and the api bounds its own clients (README, "Hostile input and hostile clients"); a web ACL costs $5/month plus rules and requests: add one when unknown clients matter (docs/deploy.md).
+  #checkov:skip=CKV2_AWS_28:No WAF by default: every route but /health and /ready needs a bearer token (/metrics is on another port) and the api bounds its own clients (README, "Hostile input and hostile clients"); a web ACL costs $5/month plus rules and requests: add one when unknown clients matter (docs/deploy.md).
   count                      = local.alb_count
   name                       = "${var.name}-api"
   load_balancer_type         = "application"
@@ -155,7 +155,9 @@ resource "aws_lb_listener" "https" {
   }
 }
 
-# /metrics is for the fleet's own eyes (README, "Auth"): not through the front door.
+# /metrics is for the fleet's own eyes (README, "Auth"): the api serves it on its
+# metrics port (API_METRICS_PORT, the host's loopback), never on the port behind
+# this listener; the rule keeps the front door shut should that ever change.
 resource "aws_lb_listener_rule" "no_metrics" {
   count        = local.alb_count
   listener_arn = aws_lb_listener.https[0].arn

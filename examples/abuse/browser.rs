@@ -1,4 +1,4 @@
-//! Class 8: the browser, looked at as a local attacker would once the secret
+//! Class 9: the browser, looked at as a local attacker would once the secret
 //! sites were crawled in it. Chrome runs the open web's code: every Chrome
 //! process's environment joins the places the secrets search reads, and
 //! every relay Chrome's connections go through (127.0.0.1, where any process
@@ -26,7 +26,7 @@ pub async fn run(worker_pid: Option<u32>, ledger: &Ledger) -> Vec<(String, Vec<u
         .collect();
     if chrome.is_empty() {
         ledger.unexpected(
-            "class 8, the browser",
+            "class 9, the browser",
             "the worker runs no Chrome to look at",
         );
         return Vec::new();
@@ -43,7 +43,7 @@ pub async fn run(worker_pid: Option<u32>, ledger: &Ledger) -> Vec<(String, Vec<u
         .collect();
     if relays.is_empty() {
         ledger.unexpected(
-            "class 8, the browser",
+            "class 9, the browser",
             "Chrome names no relay: its connections would pass no guard",
         );
     }

@@ -39,6 +39,8 @@ pub struct Tokens {
 pub struct Api {
     pub port: u16,
     pub base: String,
+    /// The api's metrics port (API_METRICS_PORT): `{metrics_base}/metrics`.
+    pub metrics_base: String,
     pub tokens: Tokens,
     pub ledger: Ledger,
     http: reqwest::Client,
@@ -48,7 +50,12 @@ pub struct Api {
 }
 
 impl Api {
-    pub fn new(port: u16, tokens: Tokens, ledger: Ledger) -> anyhow::Result<Api> {
+    pub fn new(
+        port: u16,
+        metrics_port: u16,
+        tokens: Tokens,
+        ledger: Ledger,
+    ) -> anyhow::Result<Api> {
         let http = reqwest::Client::builder()
             // Loopback only, whatever HTTP_PROXY says.
             .no_proxy()
@@ -62,6 +69,7 @@ impl Api {
         Ok(Api {
             port,
             base: format!("http://127.0.0.1:{port}"),
+            metrics_base: format!("http://127.0.0.1:{metrics_port}"),
             tokens,
             ledger,
             http,
@@ -85,6 +93,11 @@ impl Api {
             Some(t) => request.bearer_auth(t),
             None => request,
         }
+    }
+
+    /// A GET of `url` (another port of the fleet's), with no token.
+    pub fn get_url(&self, url: &str) -> RequestBuilder {
+        self.http.get(url)
     }
 
     /// Sends a JSON body.

@@ -66,6 +66,7 @@ struct Findings {
     dropped: Vec<String>,
     wrong_field: Vec<String>,
     accepted: Vec<String>,
+    breaches: Vec<String>,
     unexpected: Vec<String>,
     let_through: Vec<String>,
     driver_errors: Vec<String>,
@@ -83,6 +84,10 @@ pub struct Tally {
     pub dropped: Vec<String>,
     pub wrong_field: Vec<String>,
     pub accepted: Vec<String>,
+    /// Hostile requests that got through a guard that must hold: a stored
+    /// secret handed to a new target, a secret shown to a read token,
+    /// /metrics open on the API's port or a database read per scrape.
+    pub breaches: Vec<String>,
     pub unexpected: Vec<String>,
     /// What hostile pages got stored or answered past a bound (a failure).
     pub let_through: Vec<String>,
@@ -131,6 +136,11 @@ impl Ledger {
     /// (a field too long, an item URL that is a script, forged items...).
     pub fn let_through(&self, what: &str, why: impl std::fmt::Display) {
         self.with(|f| f.let_through.push(format!("{what}: {why}")));
+    }
+
+    /// A guard that must hold did not: the run fails.
+    pub fn breach(&self, what: &str, why: impl std::fmt::Display) {
+        self.with(|f| f.breaches.push(format!("{what}: {why}")));
     }
 
     /// The driver could not do part of the catalogue (a set-up request failed).
@@ -189,6 +199,7 @@ impl Ledger {
             dropped: std::mem::take(&mut f.dropped),
             wrong_field: std::mem::take(&mut f.wrong_field),
             accepted: std::mem::take(&mut f.accepted),
+            breaches: std::mem::take(&mut f.breaches),
             unexpected: std::mem::take(&mut f.unexpected),
             let_through: std::mem::take(&mut f.let_through),
             driver_errors: std::mem::take(&mut f.driver_errors),

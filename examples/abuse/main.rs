@@ -2,14 +2,16 @@
 //! processes, logging at trace level) on loopback, under a catalogue of
 //! hostile requests: hostile bodies, SSRF in many notations, transport and
 //! WebSocket abuse, every route with every kind of token, crawls of sites
-//! that carry secrets, crawls of pages that attack the crawler, and the
-//! worker's Chrome looked at as a local attacker would. It prints what it
-//! found, then one line of figures, and exits non-zero unless no hostile
-//! request was accepted, every refusal named its field, every answer was the
-//! one due and every probe ran, no answer was a 5xx, no answer that was due
-//! went missing, no process restarted, no secret showed in an answer, a log
-//! or Chrome's environment, nothing connected to the trap, and no hostile
-//! page got past a bound.
+//! that carry secrets, crawls of pages that attack the crawler, attempts to
+//! move a stored secret to another target, read secrets with a read token or
+//! scrape /metrics where it must not be (or so often that Postgres pays), and
+//! the worker's Chrome looked at as a local attacker would. It prints what it
+//! found, then one line of figures, and exits non-zero unless no such attempt
+//! got through, no hostile request was accepted, every refusal named its
+//! field, every answer was the one due and every probe ran, no answer was a
+//! 5xx, no answer that was due went missing, no process restarted, no secret
+//! showed in an answer, a log or Chrome's environment, nothing connected to
+//! the trap, and no hostile page got past a bound.
 //!
 //!   cargo run --example abuse
 //!
@@ -23,6 +25,7 @@ mod client;
 mod fleet;
 mod ledger;
 mod live;
+mod moved_secrets;
 mod pages;
 mod proxy;
 mod raw;
@@ -76,6 +79,7 @@ async fn main() -> anyhow::Result<ExitCode> {
 
     let scratch = Scratch::create("cf_abuse").await?;
     let api_port = free_port()?;
+    let api_metrics_port = free_port()?;
     let log_dir = std::env::temp_dir().join(format!("cf-abuse-{}", scratch.db));
     std::fs::create_dir_all(&log_dir)?;
 
@@ -93,7 +97,7 @@ async fn main() -> anyhow::Result<ExitCode> {
         scratch.database_url.as_str(),
         &scratch.redis_url,
         &scratch.queue,
-        api_port,
+        (api_port, api_metrics_port),
         site.addr(),
         proxy.addr,
     );
@@ -104,7 +108,7 @@ async fn main() -> anyhow::Result<ExitCode> {
         read: secrets.read_token.clone(),
         wrong: format!("wrong{}", uuid::Uuid::new_v4().simple()),
     };
-    let api = Api::new(api_port, tokens, ledger.clone())?;
+    let api = Api::new(api_port, api_metrics_port, tokens, ledger.clone())?;
 
     match tokio::time::timeout(CATALOGUE_LIMIT, catalogue(&api, &targets, &secrets)).await {
         Ok(Ok(())) => {}
@@ -114,7 +118,7 @@ async fn main() -> anyhow::Result<ExitCode> {
             format!("did not finish within {}s", CATALOGUE_LIMIT.as_secs()),
         ),
     }
-    // Class 8 looks at the worker's Chrome, so before the fleet stops.
+    // Class 9 looks at the worker's Chrome, so before the fleet stops.
     let browser_places = browser::run(fleet.pid_of("worker"), &ledger).await;
     let restarts = fleet.stop().await;
     proxy_used(&proxy, &ledger);
@@ -154,7 +158,7 @@ fn fleet_env(
     database_url: &str,
     redis_url: &str,
     queue_name: &str,
-    api_port: u16,
+    (api_port, api_metrics_port): (u16, u16),
     fixture: SocketAddr,
     proxy: SocketAddr,
 ) -> Vec<(String, String)> {
@@ -168,6 +172,7 @@ fn fleet_env(
         ("API_TOKENS", secrets.write_token.clone()),
         ("API_READ_TOKENS", secrets.read_token.clone()),
         ("SESSION_KEY", secrets.session_key.clone()),
+        ("API_METRICS_PORT", api_metrics_port.to_string()),
         ("SCHEDULER_PORT", "0".to_owned()),
         ("METRICS_PORT", "0".to_owned()),
         ("WORKER_CONCURRENCY", "2".to_owned()),
@@ -218,6 +223,12 @@ async fn catalogue(api: &Api, targets: &Targets, secrets: &Secrets) -> anyhow::R
     api.check_health("after class 6, secrets").await;
     pages::finish(api, hostile_pages).await;
     api.check_health("after class 7, hostile pages").await;
+    if let Err(e) = moved_secrets::run(api, targets, secrets).await {
+        api.ledger
+            .driver_error("class 8, secrets and their targets", format!("{e:#}"));
+    }
+    api.check_health("after class 8, secrets and their targets")
+        .await;
 
     if tokio::time::timeout(Duration::from_secs(45), slow_body)
         .await

@@ -34,6 +34,10 @@ pub fn report(
         "FAILURE unexpected (answers other than due, smuggled requests answered, probes that did not run)",
         &tally.unexpected,
     );
+    section(
+        "FAILURE breaches (a secret handed over or shown, /metrics open or unbounded)",
+        &tally.breaches,
+    );
     section("FAILURE 5xx answers", &tally.server_errors);
     section(
         "FAILURE resets/timeouts where an answer was due",
@@ -70,6 +74,7 @@ pub fn report(
     );
 
     let passed = tally.server_errors.is_empty()
+        && tally.breaches.is_empty()
         && tally.accepted.is_empty()
         && tally.wrong_field.is_empty()
         && tally.unexpected.is_empty()
@@ -84,11 +89,12 @@ pub fn report(
         n => format!(", driver errors {n}"),
     };
     println!(
-        "abuse {}: requests {}, 5xx {}, resets/timeouts {}, process restarts {}, secrets seen {}, \
-         trap connections {trap}, past a bound {}, wrong field {}, accepted {}, unexpected {}{driver_errors}, \
-         took {:.0}s",
+        "abuse {}: requests {}, breaches {}, 5xx {}, resets/timeouts {}, process restarts {}, \
+         secrets seen {}, trap connections {trap}, past a bound {}, wrong field {}, accepted {}, \
+         unexpected {}{driver_errors}, took {:.0}s",
         if passed { "OK" } else { "FAILED" },
         tally.requests,
+        tally.breaches.len(),
         tally.server_errors.len(),
         tally.dropped.len(),
         restarts.len(),

@@ -99,6 +99,7 @@ pub fn fleet_command(
         .env("API_HOST", "127.0.0.1")
         .env("API_PORT", api_port.to_string())
         .env("API_TOKENS", token)
+        .env("API_METRICS_PORT", "0")
         .env("SCHEDULER_PORT", "0")
         .env("METRICS_PORT", "0")
         .env("WORKER_CONCURRENCY", "2")

@@ -10,23 +10,12 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(health))
         .routes(routes!(ready))
-        .routes(routes!(metrics))
 }
 
 /// The process is alive (no dependency is checked).
 #[utoipa::path(get, path = "/health", tag = "operations", responses((status = 200, body = Object)))]
 async fn health() -> Json<Value> {
     Json(json!({"status": "ok"}))
-}
-
-/// Prometheus text format, the queue and site health gauges read from
-/// Postgres as scraped.
-/// Open: serve it on a private port or behind the security group, not to the world.
-#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, content_type = "text/plain", body = String)))]
-async fn metrics(State(state): State<AppState>) -> impl axum::response::IntoResponse {
-    super::queue::refresh_gauges(&state.pool).await;
-    super::sites::refresh_health_gauge(&state.pool).await;
-    crate::ops::metrics::render_metrics().await
 }
 
 /// Ready when Postgres and Redis both answer within 2 s; 503 otherwise, with

@@ -1,6 +1,6 @@
 //! The api room: REST under `/api` (webhook endpoints included), WebSocket `/ws` (live events), the
-//! operator's console at `/`, `/health`,
-//! `/ready`, `/metrics`, and the CloudWatch backlog metric. Owns the wire types
+//! operator's console at `/`, `/health`, `/ready`, and the CloudWatch
+//! backlog metric on the API's port; `/metrics` on a side port of its own. Owns the wire types
 //! (and their OpenAPI schemas) and maps the store's domain types to them.
 //! May import `config`, `domain`, `store`, `queue`, `events`, `net`, `ops`;
 //! never `scheduler` or `worker`.
@@ -15,6 +15,7 @@ mod health;
 mod items;
 mod keywords;
 mod live;
+mod metrics;
 mod observe;
 mod queue;
 mod results;
@@ -22,7 +23,7 @@ mod runs;
 mod sites;
 mod webhooks;
 
-use std::{net::SocketAddr, time::Duration};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use apalis_redis::ConnectionManager;
@@ -271,6 +272,7 @@ pub fn router(state: AppState) -> Router {
         .split_for_parts();
     router
         .merge(console::router())
+        .route("/metrics", axum::routing::get(metrics::not_on_the_api_port))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async {
             (
@@ -306,6 +308,9 @@ async fn mark_client(State(state): State<AppState>, mut req: Request, next: Next
 pub struct Application {
     listener: TcpListener,
     router: Router,
+    /// `/metrics` and `/health` on API_METRICS_PORT.
+    metrics_listener: TcpListener,
+    metrics_router: Router,
     state: AppState,
     redis: redis::Client,
     queue_name: String,
@@ -326,6 +331,17 @@ impl Application {
         let listener = TcpListener::bind((host, port))
             .await
             .with_context(|| format!("binding the api to {host}:{port}"))?;
+        let metrics_host = config.api_metrics_host.as_str();
+        let metrics_port = config.api_metrics_port;
+        let metrics_listener = TcpListener::bind((metrics_host, metrics_port))
+            .await
+            .with_context(|| {
+                format!("binding the api's /metrics to {metrics_host}:{metrics_port}")
+            })?;
+        let gauges = metrics::DbGauges::new(
+            state.pool.clone(),
+            Duration::from_secs(config.api_metrics_refresh_secs),
+        );
         let limits = common.http_limits();
         let open_files = crate::net::http_server::raise_open_files_limit();
         let wanted = (limits.max_connections + config.max_ws_clients) as u64 * 9 / 8 + 256;
@@ -341,6 +357,8 @@ impl Application {
             limits,
             listener,
             router: router(state.clone()),
+            metrics_listener,
+            metrics_router: metrics::router(Arc::new(gauges)),
             state,
             redis: crate::queue::client(&common.redis_url, common.redis.redis_ca_cert.as_deref())?,
             queue_name: common.queue_name.clone(),
@@ -357,12 +375,26 @@ impl Application {
             .expect("a bound listener has an address")
     }
 
+    /// Where `/metrics` (and `/health`) are served: API_METRICS_PORT.
+    pub fn metrics_addr(&self) -> SocketAddr {
+        self.metrics_listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
     /// Serves until the state's shutdown token fires, with the live feed
     /// (events relayed from Redis, queue stats every 5 s) and, when enabled,
     /// the CloudWatch publisher: each its own task, so neither can slow a request.
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         tracing::info!(addr = %self.local_addr(), "api listening");
+        tracing::info!(addr = %self.metrics_addr(), "api metrics listening");
         let shutdown = self.state.shutdown.clone();
+        let metrics_port = tokio::spawn(crate::net::http_server::serve(
+            self.metrics_listener,
+            self.metrics_router,
+            self.limits,
+            shutdown.clone(),
+        ));
         let relay = tokio::spawn(live::relay::relay(
             self.redis,
             self.queue_name,
@@ -412,9 +444,12 @@ impl Application {
                 "live clients not closed within {CLOSE_FRAMES_GRACE:?}; leaving them"
             );
         }
-        let (_, _, published) = tokio::join!(relay, stats, publisher);
+        let (_, _, published, metrics_served) = tokio::join!(relay, stats, publisher, metrics_port);
         if let Ok(Err(e)) = published {
             tracing::warn!(error = ?e, "CloudWatch publisher stopped with an error");
+        }
+        if let Ok(Err(e)) = metrics_served {
+            tracing::warn!(error = %e, "the api's metrics port stopped with an error");
         }
         served
     }

@@ -165,6 +165,23 @@ pub struct ApiConfig {
     #[arg(long, env = "API_PORT", default_value_t = 3000)]
     pub api_port: u16,
 
+    /// Address of the api's /metrics and /health side port. Loopback by
+    /// default: only this host scrapes it. In a container, 0.0.0.0 and a port
+    /// published to the host's loopback (docker-compose.ec2.yaml).
+    #[arg(long, env = "API_METRICS_HOST", default_value = "127.0.0.1")]
+    pub api_metrics_host: String,
+
+    /// Port of the api's /metrics (and /health), apart from the API's port:
+    /// /metrics is never served to API clients (0 = any free port).
+    #[arg(long, env = "API_METRICS_PORT", default_value_t = 3003)]
+    pub api_metrics_port: u16,
+
+    /// The api's /metrics reads its gauges from Postgres (queue counts, site
+    /// health) at most once in this many seconds; scrapes in between get the
+    /// values last read. 0: every scrape reads them.
+    #[arg(long, env = "API_METRICS_REFRESH_SECS", default_value_t = 5)]
+    pub api_metrics_refresh_secs: u64,
+
     /// Tokens allowed to read and write through the API (comma-separated).
     #[arg(
         long,
@@ -326,8 +343,8 @@ pub enum SandboxMode {
 /// Fargate scale-in protection, heartbeats, and the bounds of what a crawl stores.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WorkerConfig {
-    /// Port of the worker's /health and /metrics (in `all` mode the api port
-    /// serves everything).
+    /// Port of the worker's /health and /metrics (in `all` mode the api's
+    /// metrics port, API_METRICS_PORT, serves everything).
     #[arg(long, env = "METRICS_PORT", default_value_t = 3001)]
     pub metrics_port: u16,
 

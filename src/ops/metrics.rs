@@ -24,6 +24,7 @@ pub struct Metrics {
     pub site_health: IntGaugeVec,
     pub cloudwatch_publishes: IntCounter,
     pub cloudwatch_failures: IntCounter,
+    pub metrics_gauge_refreshes: IntCounter,
     pub websocket_clients: IntGauge,
     pub websocket_refusals: IntCounterVec,
     // every process's HTTP server
@@ -170,6 +171,11 @@ impl Metrics {
                 &r,
                 "crawlfleet_cloudwatch_publish_failures_total",
                 "Scaling metric puts that failed or timed out.",
+            ),
+            metrics_gauge_refreshes: counter(
+                &r,
+                "crawlfleet_metrics_gauge_refreshes_total",
+                "Times the api read its /metrics gauges (queue, site health) from Postgres: at most once per API_METRICS_REFRESH_SECS, however often it is scraped.",
             ),
             websocket_clients: gauge(
                 &r,
@@ -424,8 +430,9 @@ impl Metrics {
     }
 }
 
-/// `/metrics`: the Prometheus text exposition of this process's metrics
-/// (api port, and the side port of a scheduler or worker). Open, like
+/// `/metrics`: the Prometheus text exposition of this process's metrics, on
+/// a side port of the process (the api's API_METRICS_PORT, a scheduler's
+/// SCHEDULER_PORT, a worker's METRICS_PORT), never the API's. Open, like
 /// `/health`: expose the port only to the scraper (private port or security group).
 pub async fn render_metrics() -> impl axum::response::IntoResponse {
     (

@@ -17,6 +17,23 @@ fn ports_agree_between_the_code_compose_terraform_and_the_ecs_json() {
     assert_eq!(services["api"]["ports"][0], format!("{api}:{api}"));
     assert_eq!(services["api"]["environment"]["API_PORT"], api.to_string());
     assert_eq!(health_port(&services["api"]["healthcheck"]["test"]), api);
+    // The api's /metrics: a port of its own, published on the host's loopback
+    // only (the load balancer and the security group never see it).
+    let api_metrics = code_default("API_METRICS_PORT");
+    assert_ne!(api_metrics, api);
+    assert_eq!(
+        services["api"]["environment"]["API_METRICS_PORT"],
+        api_metrics.to_string()
+    );
+    assert_eq!(
+        services["api"]["environment"]["API_METRICS_HOST"],
+        "0.0.0.0"
+    );
+    assert_eq!(
+        services["api"]["ports"][1],
+        format!("127.0.0.1:{api_metrics}:{api_metrics}")
+    );
+    assert_eq!(services["api"]["ports"].as_array().unwrap().len(), 2);
 
     let scheduler = code_default("SCHEDULER_PORT");
     assert_eq!(
@@ -67,11 +84,15 @@ fn the_image_exposes_the_ports_of_every_role() {
     exposed.sort();
     let mut roles = [
         code_default("API_PORT"),
+        code_default("API_METRICS_PORT"),
         code_default("METRICS_PORT"),
         code_default("SCHEDULER_PORT"),
     ];
     roles.sort();
-    assert_eq!(exposed, roles, "EXPOSE: api, worker, scheduler");
+    assert_eq!(
+        exposed, roles,
+        "EXPOSE: api, its metrics, worker, scheduler"
+    );
 
     // The image's own HEALTHCHECK probes the api unless told otherwise.
     let url = stage

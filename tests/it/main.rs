@@ -24,6 +24,7 @@ mod isolation;
 mod listing_filters;
 mod live;
 mod loopback;
+mod masked_secrets;
 mod openapi;
 mod operations;
 mod operator_views;

@@ -48,7 +48,6 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/ws"),
     ("get", "/health"),
     ("get", "/ready"),
-    ("get", "/metrics"),
 ];
 
 #[tokio::test]

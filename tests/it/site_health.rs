@@ -33,7 +33,7 @@ async fn health(app: &TestApp, site: i64) -> Value {
 async fn gauge(app: &TestApp, site: i64) -> Option<f64> {
     let text = app
         .http
-        .get(format!("{}/metrics", app.base))
+        .get(format!("{}/metrics", app.metrics_base))
         .send()
         .await
         .unwrap()

@@ -61,9 +61,13 @@ pub struct SiteBody {
     /// Only one run at a time uses the kept session.
     pub exclusive_session: Option<bool>,
     pub user_agent: Option<String>,
-    /// Extra request headers.
+    /// Extra request headers. On a replacement (or a preview with
+    /// `site_id`), `***` keeps the stored value while `search_url` keeps its
+    /// origin (and, over plain http, its proxy); otherwise send the value again.
     pub headers: Option<BTreeMap<String, String>>,
-    /// `http://` or `socks5://` proxy, credentials allowed; responses mask the password.
+    /// `http://` or `socks5://` proxy, credentials allowed; responses mask the
+    /// user name and password, and sending them back masked keeps them for
+    /// the same proxy (scheme, host and port) only.
     pub proxy: Option<String>,
 }
 

@@ -16,7 +16,7 @@ use super::{
 use crate::{
     domain::{
         FieldError,
-        site::{MASK, SiteInput, SiteSpec, restore_masked},
+        site::{MASK, SearchUrlTemplate, SiteInput, SiteSpec, restore_masked},
     },
     store::{
         self,
@@ -174,7 +174,9 @@ async fn update(
 }
 
 /// Secrets sent back in the masked form a response showed them in keep
-/// stored site `id`'s values; 404 when there is no such site.
+/// stored site `id`'s values, while they would go where they went before
+/// (`restore_masked`: the search URL's origin, the proxy); 404 when there is
+/// no such site, 422 naming the field whose value must be sent again.
 async fn restore_stored_secrets(
     state: &AppState,
     id: i64,
@@ -186,6 +188,9 @@ async fn restore_stored_secrets(
     if !masks(input) {
         return Ok(());
     }
+    // Where the headers would go: a search URL that does not parse is
+    // refused as creating the site would refuse it.
+    let search_url = SearchUrlTemplate::parse(&input.search_url)?;
     let stored = match store::sites::get(&state.pool, id, state.session_key.as_ref()).await {
         Ok(Some(site)) => site,
         Ok(None) => return Err(ApiError::not_found("site", id)),
@@ -197,7 +202,13 @@ async fn restore_stored_secrets(
         }
         Err(e) => return Err(e.into()),
     };
-    restore_masked(&mut input.headers, &mut input.proxy, &stored.spec.identity);
+    restore_masked(
+        &mut input.headers,
+        &mut input.proxy,
+        &search_url,
+        &stored.spec.identity,
+        &stored.spec.search_url,
+    )?;
     Ok(())
 }
 

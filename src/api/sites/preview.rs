@@ -114,13 +114,12 @@ pub(super) async fn preview(
     let keyword = text::non_empty(&body.keyword, "keyword", MAX_KEYWORD_CHARS)?.to_owned();
     let mut site = SiteInput::from(body.site);
     if let Some(id) = body.site_id {
-        restore_stored_secrets(&state, id, &mut site).await?;
+        restore_stored_secrets(&state, id, &mut site)
+            .await
+            .map_err(site_field)?;
     }
     let spec = site.clone().parse().map_err(of_the_site)?;
-    check_reachable(&state, &spec).await.map_err(|e| match e {
-        ApiError::Invalid(e) => of_the_site(e),
-        other => other,
-    })?;
+    check_reachable(&state, &spec).await.map_err(site_field)?;
     let render = spec.render.as_str();
     let lane = Lane::ALL
         .into_iter()
@@ -181,6 +180,14 @@ pub(super) async fn preview(
 fn of_the_site(mut e: FieldError) -> ApiError {
     e.field = format!("site.{}", e.field);
     e.into()
+}
+
+/// An error about the site's fields, named as fields of `site`.
+fn site_field(e: ApiError) -> ApiError {
+    match e {
+        ApiError::Invalid(e) => of_the_site(e),
+        other => other,
+    }
 }
 
 impl PreviewView {

@@ -15,7 +15,9 @@ use crate::{
 
 /// A stored site, as the API shows it: the values of its headers and its
 /// proxy's credentials are masked (`***`) for every token; they are kept
-/// sealed with SESSION_KEY, and sending the masked form back keeps them.
+/// sealed with SESSION_KEY, and sending the masked form back keeps them
+/// while they go where they went: headers to the same origin of
+/// `search_url`, credentials to the same proxy; else the value must be sent again.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(as = Site)]
 pub struct SiteView {

@@ -3,7 +3,7 @@
 //! sample event sent to test the endpoint.
 
 use crate::api::answer_budget::{PageAnswer, page_within};
-use axum::{Json, extract::State, http::StatusCode};
+use axum::{Extension, Json, extract::State, http::StatusCode};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
@@ -11,6 +11,7 @@ use super::view::{DeliveryStateView, DeliveryView, EventTypeView};
 use crate::{
     api::{
         ApiError, AppState, Page,
+        auth::Access,
         error::ErrorBody,
         extract::{ApiJson, ApiQuery, Id, WebhookDelivery},
         page_limit, parse_cursor,
@@ -32,13 +33,14 @@ pub(super) struct DeliveryQuery {
 }
 
 /// An endpoint's deliveries, newest first, each with every attempt; pass
-/// `next_cursor` back as `cursor` for more.
+/// `next_cursor` back as `cursor` for more. A read token sees no answer's body.
 #[utoipa::path(get, path = "/webhooks/{id}/deliveries", tag = "webhooks", security(("bearer" = [])),
     params(("id" = i64, Path), DeliveryQuery),
     responses((status = 200, body = Page<DeliveryView>), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
               (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 pub(super) async fn list(
     State(state): State<AppState>,
+    Extension(access): Extension<Access>,
     Id(id): Id,
     ApiQuery(query): ApiQuery<DeliveryQuery>,
 ) -> Result<PageAnswer, ApiError> {
@@ -49,7 +51,10 @@ pub(super) async fn list(
     };
     endpoint(&state, id).await?;
     let deliveries = store::webhooks::list_deliveries(&state.pool, id, &filter).await?;
-    let items = deliveries.into_iter().map(DeliveryView::from).collect();
+    let items = deliveries
+        .into_iter()
+        .map(|d| DeliveryView::shown_to(d, access))
+        .collect();
     Ok(page_within(
         items,
         filter.limit,

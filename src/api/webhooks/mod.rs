@@ -5,11 +5,12 @@
 mod deliveries;
 mod view;
 
-use axum::{Json, extract::State, http::StatusCode};
+use axum::{Extension, Json, extract::State, http::StatusCode};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
     ApiError, AppState, Page,
+    auth::Access,
     error::ErrorBody,
     extract::{ApiJson, Id},
 };
@@ -90,25 +91,36 @@ async fn create(
     ))
 }
 
-/// Every webhook endpoint (secrets masked).
+/// Every webhook endpoint (secrets masked; to a read token, URLs too).
 #[utoipa::path(get, path = "/webhooks", tag = "webhooks", security(("bearer" = [])),
     responses((status = 200, body = Page<WebhookView>), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
-async fn list(State(state): State<AppState>) -> Result<Json<Page<WebhookView>>, ApiError> {
+async fn list(
+    State(state): State<AppState>,
+    Extension(access): Extension<Access>,
+) -> Result<Json<Page<WebhookView>>, ApiError> {
     let webhooks = store::webhooks::list(&state.pool).await?;
     Ok(Json(Page {
-        items: webhooks.into_iter().map(WebhookView::from).collect(),
+        items: webhooks
+            .into_iter()
+            .map(|w| WebhookView::shown_to(w, access))
+            .collect(),
         next_cursor: None,
         cut_at_bytes: None,
     }))
 }
 
-/// One webhook endpoint (secret masked); a disabled one says when and why.
+/// One webhook endpoint (secret masked; to a read token, its URL too); a
+/// disabled one says when and why.
 #[utoipa::path(get, path = "/webhooks/{id}", tag = "webhooks", security(("bearer" = [])), params(("id" = i64, Path)),
     responses((status = 200, body = WebhookView), (status = 404, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
-async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<WebhookView>, ApiError> {
+async fn show(
+    State(state): State<AppState>,
+    Extension(access): Extension<Access>,
+    Id(id): Id,
+) -> Result<Json<WebhookView>, ApiError> {
     store::webhooks::get(&state.pool, id)
         .await?
-        .map(|webhook| Json(webhook.into()))
+        .map(|webhook| Json(WebhookView::shown_to(webhook, access)))
         .ok_or_else(|| ApiError::not_found("webhook", id))
 }
 

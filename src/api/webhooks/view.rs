@@ -1,6 +1,8 @@
 //! Webhooks on the wire: the body a client sends, the endpoint as responses
 //! show it (its secret masked but in the response that created or rotated
-//! it), and its deliveries with their attempts.
+//! it), and its deliveries with their attempts. A read token sees no secret
+//! of an endpoint: its URL (Slack's and others' carry their key in the path)
+//! shows scheme and host only, and the endpoint's answers are left out.
 
 use std::borrow::Cow;
 
@@ -11,7 +13,7 @@ use utoipa::{
     openapi::{RefOr, Schema},
 };
 
-use super::super::runs::names_schema;
+use super::super::{auth::Access, runs::names_schema};
 use crate::{
     domain::webhook::{
         DeliveryState, MASKED_SECRET, Webhook, WebhookEventType, WebhookInput, WebhookSecret,
@@ -115,6 +117,8 @@ impl From<WebhookBody> for WebhookInput {
 #[schema(as = Webhook)]
 pub struct WebhookView {
     pub id: i64,
+    /// Where messages are POSTed. To a read token only its scheme and host
+    /// (`https://hooks.slack.com/***`): the rest of a URL can be its key.
     pub url: String,
     pub events: Vec<EventTypeView>,
     pub site_ids: Vec<i64>,
@@ -133,6 +137,18 @@ pub struct WebhookView {
 }
 
 impl WebhookView {
+    /// The endpoint as a token of `access` may see it: a read token sees its
+    /// URL masked.
+    pub fn shown_to(webhook: Webhook, access: Access) -> Self {
+        let mut view = Self::from(webhook);
+        if access == Access::Read
+            && let Ok(url) = url::Url::parse(&view.url)
+        {
+            view.url = masked_url(&url);
+        }
+        view
+    }
+
     /// The endpoint, with `secret` shown in full (creation, rotation).
     pub fn revealing(webhook: Webhook, secret: &WebhookSecret) -> Self {
         WebhookView {
@@ -194,8 +210,33 @@ pub struct DeliveryAttemptView {
     /// Why there was no answer: refused, timed out, refused by the SSRF guard...
     pub error: Option<String>,
     pub latency_ms: i32,
-    /// The first KiB of the answer's body.
+    /// The first KiB of the answer's body; null to a read token (an
+    /// endpoint may echo what it was sent, or answer with its own secrets).
     pub response_excerpt: Option<String>,
+}
+
+impl DeliveryView {
+    /// The delivery as a token of `access` may see it: a read token sees no
+    /// answer's body.
+    pub fn shown_to(delivery: Delivery, access: Access) -> Self {
+        let mut view = Self::from(delivery);
+        if access == Access::Read {
+            for attempt in &mut view.attempt_log {
+                attempt.response_excerpt = None;
+            }
+        }
+        view
+    }
+}
+
+/// A URL as a read token sees it: scheme, host and port, the rest `***`.
+fn masked_url(url: &url::Url) -> String {
+    let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
+    format!(
+        "{}://{}{port}/***",
+        url.scheme(),
+        url.host_str().unwrap_or_default()
+    )
 }
 
 impl From<Delivery> for DeliveryView {
@@ -230,5 +271,24 @@ impl From<DeliveryAttempt> for DeliveryAttemptView {
             latency_ms: a.latency_ms,
             response_excerpt: a.response_excerpt,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_masked_url_keeps_scheme_host_and_port_only() {
+        let url = |s: &str| masked_url(&url::Url::parse(s).unwrap());
+        assert_eq!(
+            url("https://hooks.slack.com/services/T000/B000/XXXXXXXX?x=1#f"),
+            "https://hooks.slack.com/***"
+        );
+        assert_eq!(
+            url("http://user:pw@127.0.0.1:8080/hook/key"),
+            "http://127.0.0.1:8080/***"
+        );
+        assert_eq!(url("https://[::1]:8443/k"), "https://[::1]:8443/***");
     }
 }

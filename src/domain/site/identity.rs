@@ -114,30 +114,6 @@ impl std::fmt::Debug for Identity {
     }
 }
 
-/// Puts the stored secrets back where a client sent the masked form a
-/// response showed it (a client that read a site and sends it back with
-/// another field changed): a header whose value is [`MASK`] gets the stored
-/// value of that header, and the masked proxy the stored proxy. A mask with
-/// nothing stored under it is left for [`Identity::parse`] to refuse.
-pub fn restore_masked(
-    headers: &mut Option<BTreeMap<String, String>>,
-    proxy: &mut Option<String>,
-    stored: &Identity,
-) {
-    for (name, value) in headers.iter_mut().flatten() {
-        if value == MASK
-            && let Some(kept) = stored.headers.get(name)
-        {
-            value.clone_from(kept);
-        }
-    }
-    if let (Some(sent), Some(kept)) = (proxy.as_mut(), &stored.proxy)
-        && kept.is_masked_form(sent)
-    {
-        *sent = kept.expose().to_owned();
-    }
-}
-
 /// A proxy: `http://` or `socks5://` (`socks5h://`: the proxy resolves names),
 /// with optional credentials. Its credentials are never shown or logged.
 #[derive(Clone, PartialEq, Eq)]
@@ -211,6 +187,12 @@ impl ProxyUrl {
             .expect("checked when accepted")
     }
 
+    /// Where the proxy is, without credentials: `scheme://host:port`. Two
+    /// proxies at one address are the same party.
+    pub fn address(&self) -> String {
+        format!("{}://{}:{}", self.scheme(), self.host(), self.port())
+    }
+
     /// User name and password, percent-decoded.
     pub fn credentials(&self) -> Option<(String, String)> {
         if self.0.username().is_empty() {
@@ -276,32 +258,6 @@ mod tests {
         let plain = ProxyUrl::parse("socks5://10.0.0.1:1080").unwrap();
         assert_eq!(plain.masked(), "socks5://10.0.0.1:1080");
         assert!(ProxyUrl::parse("http://***:***@proxy.example:3128").is_err());
-    }
-
-    #[test]
-    fn masked_secrets_sent_back_keep_what_is_stored_and_nothing_else() {
-        let stored = Identity::parse(
-            None,
-            Some(BTreeMap::from([(
-                "Authorization".into(),
-                "Bearer k".into(),
-            )])),
-            Some("http://u:p@proxy.example:3128".into()),
-        )
-        .unwrap();
-        assert_eq!(format!("{stored:?}").matches("Bearer").count(), 0);
-        let mut headers = Some(stored.masked_headers());
-        headers
-            .as_mut()
-            .unwrap()
-            .insert("X-New".into(), MASK.into());
-        let mut proxy = Some(stored.proxy.as_ref().unwrap().masked());
-        restore_masked(&mut headers, &mut proxy, &stored);
-        assert_eq!(headers.as_ref().unwrap()["Authorization"], "Bearer k");
-        assert_eq!(proxy.as_deref(), Some("http://u:p@proxy.example:3128/"));
-        // A mask with nothing stored under it is refused, naming the header.
-        let err = Identity::parse(None, headers, proxy).unwrap_err();
-        assert_eq!(err.field, "headers.X-New");
     }
 
     #[test]

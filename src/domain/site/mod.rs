@@ -4,6 +4,7 @@ mod expectations;
 mod extraction;
 mod identity;
 mod locator;
+mod masked;
 mod standing;
 mod template;
 
@@ -14,8 +15,9 @@ use serde::{Deserialize, Serialize};
 
 pub use expectations::{Expectations, ExpectationsInput, RunTally};
 pub use extraction::{Extraction, FieldInput, FieldSpec, JsonInput, TokenPaging};
-pub use identity::{Identity, MASK, ProxyUrl, restore_masked};
+pub use identity::{Identity, MASK, ProxyUrl};
 pub use locator::{CssSelector, JsonPointer};
+pub use masked::restore_masked;
 pub use standing::{RunVerdict, SiteStatus, Streak};
 pub use template::{SearchUrlTemplate, with_query_param};
 

@@ -2,7 +2,7 @@
 //! paged by number, `{page}`.
 
 use serde::{Deserialize, Serialize};
-use url::Url;
+use url::{Origin, Url};
 
 use crate::domain::{FieldError, text};
 
@@ -60,6 +60,15 @@ impl SearchUrlTemplate {
             .expect("checked to parse when the template was accepted")
     }
 
+    /// The origin (scheme, host, port) every URL of the template is on: where
+    /// the site's headers go. None when a placeholder sits in the host or
+    /// port, so that the origin depends on the keyword or the page.
+    pub fn origin(&self) -> Option<Origin> {
+        let one = self.url_for("sample", 1).ok()?.origin();
+        let other = self.url_for("other-sample", 2).ok()?.origin();
+        (one.is_tuple() && one == other).then_some(one)
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -106,6 +115,26 @@ mod tests {
             url.as_str(),
             "https://s.example/find?q=red+shoes+%26+co&p=3"
         );
+    }
+
+    #[test]
+    fn the_origin_is_scheme_host_and_port_unless_a_placeholder_is_in_them() {
+        let origin = |t: &str| {
+            SearchUrlTemplate::parse(t)
+                .unwrap()
+                .origin()
+                .map(|o| o.ascii_serialization())
+        };
+        assert_eq!(
+            origin("https://Shop.Example:443/s?q={keyword}&p={page}").as_deref(),
+            Some("https://shop.example")
+        );
+        assert_eq!(
+            origin("http://127.0.0.1:8080/{keyword}").as_deref(),
+            Some("http://127.0.0.1:8080")
+        );
+        assert_eq!(origin("https://{keyword}.example/s"), None);
+        assert_eq!(origin("http://shop.example:80{page}/?q={keyword}"), None);
     }
 
     #[test]

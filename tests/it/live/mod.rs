@@ -2,6 +2,7 @@
 //! (`websocket`), queue stats (`queue`), and Prometheus metrics that move as
 //! the fleet works (`metrics`).
 
+mod api_metrics;
 mod auth;
 mod metrics;
 mod queue;
@@ -191,15 +192,19 @@ impl Scrape {
 struct ApiProcess {
     process: RoleProcess,
     base: String,
+    /// Its metrics port: `{metrics_base}/metrics`.
+    metrics_base: String,
 }
 
 impl ApiProcess {
     async fn spawn(config: &crawlfleet::config::Config, extra_env: &[(&str, String)]) -> Self {
         let process = RoleProcess::spawn("api", config, extra_env);
         let addr = process.listening_on("api listening").await;
+        let metrics = process.listening_on("api metrics listening").await;
         ApiProcess {
             process,
             base: format!("http://{addr}"),
+            metrics_base: format!("http://{metrics}"),
         }
     }
 }

@@ -100,7 +100,7 @@ async fn queue_stats_count_every_state_alike_in_json_websocket_and_gauges() {
     let (report, scrape, age_before) =
         eventually(Duration::from_secs(10), "a steady snapshot", || async {
             let before = report(&api).await;
-            let scrape = Scrape::of(&format!("{}/metrics", api.base)).await;
+            let scrape = Scrape::of(&format!("{}/metrics", api.metrics_base)).await;
             let after = report(&api).await;
             (counts(&before) == counts(&after)).then(|| {
                 let age_before = before["oldest_queued_age_secs"].as_f64().unwrap();

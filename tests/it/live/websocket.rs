@@ -42,7 +42,7 @@ async fn a_crawl_on_a_worker_process_streams_its_states_in_order_to_subscribers(
     let app = TestApp::spawn_with(Roles::scheduler_only(), with_tokens).await;
     let worker = RoleProcess::worker(&app.config);
     let worker_metrics = worker.listening_on("health and metrics listening").await;
-    let api_metrics = format!("{}/metrics", app.base);
+    let api_metrics = format!("{}/metrics", app.metrics_base);
     let dispatched_before = Scrape::of(&api_metrics)
         .await
         .count("crawlfleet_dispatched_total", &[]);

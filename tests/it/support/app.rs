@@ -52,6 +52,10 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
         api: ApiConfig {
             api_host: "127.0.0.1".into(),
             api_port: 0,
+            api_metrics_host: "127.0.0.1".into(),
+            api_metrics_port: 0,
+            // Tests read the gauges right after what changes them.
+            api_metrics_refresh_secs: 0,
             api_tokens: vec![],
             api_read_tokens: vec![],
             auth_disabled: true,
@@ -132,6 +136,8 @@ impl Roles {
 /// test's database, config and fixture site.
 pub struct TestApp {
     pub base: String,
+    /// The api's metrics port: `{metrics_base}/metrics`.
+    pub metrics_base: String,
     pub http: reqwest::Client,
     pub db: TestDb,
     pub config: Config,
@@ -204,6 +210,7 @@ impl TestApp {
             .await
             .expect("api binds");
         let base = format!("http://{}", app.local_addr());
+        let metrics_base = format!("http://{}", app.metrics_addr());
         set.spawn(app.run_until_stopped());
         if roles.scheduler {
             set.spawn(scheduler::run(
@@ -225,6 +232,7 @@ impl TestApp {
         }
         TestApp {
             base,
+            metrics_base,
             http: reqwest::Client::new(),
             db,
             config,

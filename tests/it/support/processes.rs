@@ -47,6 +47,11 @@ impl RoleProcess {
             .env("QUEUE_NAME", &config.common.queue_name)
             .env("API_HOST", "127.0.0.1")
             .env("API_PORT", "0")
+            .env("API_METRICS_PORT", "0")
+            .env(
+                "API_METRICS_REFRESH_SECS",
+                config.api.api_metrics_refresh_secs.to_string(),
+            )
             .env(
                 "SCHEDULER_PORT",
                 config.scheduler.scheduler_port.to_string(),
@@ -155,7 +160,7 @@ impl RoleProcess {
     }
 
     /// The address the process logged with `message` (`api listening`,
-    /// `health and metrics listening`): ports are picked by the process itself
+    /// `api metrics listening`, `health and metrics listening`): ports are picked by the process itself
     /// (port 0), so none can be taken by another test in between.
     pub async fn listening_on(&self, message: &str) -> std::net::SocketAddr {
         // A process logs this within a second of starting (it connects to

@@ -117,7 +117,7 @@ async fn a_process_killed_mid_delivery_loses_no_message_and_invents_none() {
     assert!(repeats <= CONCURRENCY, "{arrivals:?}");
     assert!(receiver.received().iter().all(|m| m.verified.is_ok()));
 
-    let addr = fleet.listening_on("api listening").await;
+    let addr = fleet.listening_on("api metrics listening").await;
     let scrape = Scrape::of(&format!("http://{addr}/metrics")).await;
     let id = webhook["id"].to_string();
     let delivered = scrape.count(

@@ -8,6 +8,7 @@ mod alerts;
 mod crash;
 mod retries;
 mod runs;
+mod visibility;
 
 use std::time::Duration;
 
@@ -83,11 +84,15 @@ async fn webhook_endpoints_are_created_read_replaced_and_deleted_showing_the_sec
     assert_eq!(created["enabled"], true);
     assert_eq!(created["disabled_reason"], Value::Null);
 
-    // Masked for every token afterwards, writer and reader alike.
-    for token in [WRITER, READER] {
+    // Masked for every token afterwards, writer and reader alike; a reader
+    // sees the URL's scheme and host only (visibility.rs).
+    for (token, url) in [
+        (WRITER, "https://hooks.example.com/crawlfleet"),
+        (READER, "https://hooks.example.com/***"),
+    ] {
         let shown = app.get_as(&format!("/api/webhooks/{id}"), token).await;
         assert_eq!(shown["secret"], "whsec_***", "{shown}");
-        assert_eq!(shown["url"], "https://hooks.example.com/crawlfleet");
+        assert_eq!(shown["url"], url);
     }
     let (_, list) = app.get("/api/webhooks").await;
     assert_eq!(list["items"].as_array().unwrap().len(), 1);
