@@ -128,12 +128,13 @@ async fn add_results(app: &TestApp, run: i64, first_page: i32, n: i64, tag: &str
 }
 
 /// The NDJSON export of `run` read by a client that takes the first chunk,
-/// then stops reading for a second, calls `meanwhile`, and reads the rest.
+/// then stops reading for `pause`, calls `meanwhile`, and reads the rest.
 /// Its receive buffer is small, so the kernel holds little of what the api
 /// sends ahead. Fails unless the answer is chunked, with no length.
 async fn export_read_with_a_pause<F: std::future::Future<Output = ()>>(
     app: &TestApp,
     run: i64,
+    pause: Duration,
     meanwhile: F,
 ) -> Vec<Value> {
     let mut connector = HttpConnector::new();
@@ -155,9 +156,7 @@ async fn export_read_with_a_pause<F: std::future::Future<Output = ()>>(
     );
     let mut body = Body::new(response.into_body()).into_data_stream();
     let mut received = body.next().await.expect("a first chunk").unwrap().to_vec();
-    // A writer that did not wait for the client would read the 20 batches
-    // well within this second; one that waits stays where it is.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::time::sleep(pause).await;
     meanwhile.await;
     while let Some(chunk) = body.next().await {
         received.extend_from_slice(&chunk.unwrap());
@@ -248,11 +247,24 @@ async fn the_export_streams_what_the_listing_shows_as_ndjson_and_csv() {
     // chunk (and stopped reading a while) are in the export: the api had not
     // read to the end when the first bytes left, nor while the client paused.
     add_results(&app, lamp_run, 100, BULK_ROWS, "bulk").await;
-    let exported = export_read_with_a_pause(&app, lamp_run, async {
+    let before = PAGES as usize * ITEMS_PER_PAGE + BULK_ROWS as usize;
+    // How long the whole export takes read at full speed: an api that read
+    // ahead of a paused client without bound would be done within that.
+    let started = std::time::Instant::now();
+    let (status, _, whole) = export(&app, &format!("format=ndjson&run_id={lamp_run}")).await;
+    let full_speed = started.elapsed();
+    assert_eq!((status, whole.lines().count()), (200, before));
+    eprintln!(
+        "export of {before} rows ({} MB) at full speed: {full_speed:?}",
+        whole.len() / 1_000_000
+    );
+    // Paused twice as long, the client still gets rows written after the
+    // pause: the api was waiting for it, holding a few batches, not the whole.
+    let pause = full_speed * 2 + Duration::from_millis(500);
+    let exported = export_read_with_a_pause(&app, lamp_run, pause, async {
         add_results(&app, lamp_run, 900, 3, "late").await;
     })
     .await;
-    let before = PAGES as usize * ITEMS_PER_PAGE + BULK_ROWS as usize;
     assert_eq!(exported.len(), before + 3, "every row, the late ones too");
     let titles: Vec<&str> = exported[before..]
         .iter()
