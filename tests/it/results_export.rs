@@ -1,5 +1,6 @@
 //! `/api/results/export`: the same results as `/api/results`, as CSV or
-//! NDJSON, across batch boundaries, with the same filters.
+//! NDJSON, across batch boundaries, with the same filters, streamed as the
+//! client reads it.
 
 use std::time::Duration;
 
@@ -98,10 +99,11 @@ async fn export(app: &TestApp, query: &str) -> (u16, String, String) {
 }
 
 /// Rows enough that the api cannot have read them all ahead of a client that
-/// stopped reading. Ahead of such a client wait at most three batches in the
-/// api (two in its channel, one being written) and, with the client's receive
-/// buffer kept small, the api's send buffer (4 MB at most, net.ipv4.tcp_wmem):
-/// about 7,000 rows of ~1.5 KB. 20,000 rows is three times that.
+/// stopped reading. Ahead of such a client wait a few batches in the api (two
+/// in its channel, one being written, one in the server's hands) and, with
+/// the client's receive buffer kept small, the api's send buffer (4 MB at
+/// most, net.ipv4.tcp_wmem): about 7,000 rows of ~1.5 KB. 20,000 rows is
+/// three times that.
 const BULK_ROWS: i64 = 20_000;
 
 /// Adds `n` results of ~1.5 KB each to `run` (pages from `first_page` on),

@@ -96,9 +96,9 @@ async fn a_worker_reclaimed_like_spot_drains_within_the_notice_and_loses_nothing
     let doomed = RoleProcess::worker(&app.config);
     let pid = doomed.pid();
     let survivor = RoleProcess::worker(&app.config);
-    // 6 s pages: the doomed worker's runs started at most a few hundred ms
-    // before the notice (the test sees them within a poll or two), so they
-    // cannot end within its 2 s drain; those it holds must be handed back.
+    // 6 s pages: the test sees the doomed worker's first runs within a poll
+    // or two of their start, so the notice comes seconds before they could
+    // end, and its 2 s drain cannot finish them: some must be handed back.
     let runs = a_fleet_mid_queue(&app, &doomed, 8, 6000).await;
 
     let exit = reclaim_like_spot(doomed, Duration::from_secs(10)).await;
