@@ -413,9 +413,56 @@ proptest! {
         prop_assert!(target::refusal(IpAddr::V6(v4.to_ipv6_compatible())).is_some());
     }
 
+    /// An address of each class, its other bits random, gets its class's
+    /// verdict; and whatever the address, the classes the standard library
+    /// knows as never global (loopback, unspecified, multicast, unique-local,
+    /// link-local, IPv4-mapped) are refused.
     #[test]
-    fn any_ipv6_address_is_judged(bits in any::<u128>()) {
-        let _ = target::refusal(IpAddr::V6(Ipv6Addr::from(bits)));
+    fn any_ipv6_address_is_judged(class in 0usize..6, bits in any::<u128>()) {
+        // `prefix` over the top `len` bits, the random bits under them.
+        let within = |prefix: u128, len: u32| Ipv6Addr::from(prefix | (bits >> len));
+        let v4 = Ipv4Addr::from(bits as u32);
+        let private_v4 = Ipv4Addr::new(10, (bits >> 8) as u8, (bits >> 16) as u8, bits as u8);
+        let (address, expected) = match class {
+            0 => (Ipv6Addr::LOCALHOST, Some("::1/128")),
+            1 => (within(0xfe80 << 112, 10), Some("fe80::/10")),
+            2 => {
+                let address = within(0xfc00 << 112, 7);
+                let metadata = "fd00:ec2::254".parse::<Ipv6Addr>().unwrap();
+                (address, Some(if address == metadata { "fd00:ec2::254" } else { "fc00::/7" }))
+            }
+            // Mapped addresses are refused whatever IPv4 address they carry.
+            3 => {
+                let carried = if bits >> 127 == 1 { private_v4 } else { v4 };
+                (carried.to_ipv6_mapped(), Some("::ffff:0:0/96"))
+            }
+            4 => (within(0xff00 << 112, 8), Some("ff00::/8")),
+            // Global unicast clear of every special-purpose block: 2400::/6
+            // (RIR allocations) up to, not into, 3fff::/20 (documentation).
+            _ => {
+                let first = 0x2400 + (bits >> 112) as u16 % (0x3fff - 0x2400);
+                let mut segments = Ipv6Addr::from(bits).segments();
+                segments[0] = first;
+                (Ipv6Addr::from(segments), None)
+            }
+        };
+        let verdict = target::refusal(IpAddr::V6(address)).map(|rule| rule.range);
+        prop_assert_eq!(verdict, expected, "{}", address);
+
+        let never_global = |a: Ipv6Addr| {
+            a.is_loopback()
+                || a.is_unspecified()
+                || a.is_multicast()
+                || a.is_unique_local()
+                || a.is_unicast_link_local()
+                || a.to_ipv4_mapped().is_some()
+        };
+        // The classes above, as the standard library sees them too.
+        prop_assert_eq!(never_global(address), expected.is_some(), "{}", address);
+        let any = Ipv6Addr::from(bits);
+        if never_global(any) {
+            prop_assert!(target::refusal(IpAddr::V6(any)).is_some(), "{} allowed", any);
+        }
     }
 
     /// IP literals in every notation a URL allows are judged as the address

@@ -1,10 +1,12 @@
 //! The REST contract: shapes, status codes, and every bad input refused with a
 //! JSON error naming the field, with nothing half-written.
 
+use std::time::Duration;
+
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::support::TestApp;
+use crate::support::{CuttableProxy, OwnRedis, TestApp, database_server, eventually};
 
 fn assert_error(
     status: StatusCode,
@@ -324,31 +326,75 @@ async fn a_keyword_site_with_an_active_run_is_not_queued_twice() {
     app.stop().await;
 }
 
-#[tokio::test]
-async fn health_is_always_ok_and_ready_follows_its_dependencies() {
-    let app = TestApp::spawn().await;
+/// `/health` answers 200 whatever its dependencies do; asserted at each step.
+async fn assert_healthy(app: &TestApp) {
     let (status, body) = app.get("/health").await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(body["status"], "ok");
-    let (status, body) = app.get("/ready").await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(body["checks"]["postgres"], "ok");
-    assert_eq!(body["checks"]["redis"], "ok");
-    app.stop().await;
+    assert_eq!(body["status"], "ok");
+}
+
+/// Waits until `/ready` answers `status` and returns its body.
+async fn ready_turns(app: &TestApp, status: StatusCode, what: &str) -> serde_json::Value {
+    // Each check is bounded by 2 s; a pool or a Redis connection finds its
+    // server back within a second or two of it returning.
+    eventually(Duration::from_secs(20), what, || async {
+        let (seen, body) = app.get("/ready").await;
+        (seen == status).then_some(body)
+    })
+    .await
 }
 
 #[tokio::test]
-async fn ready_is_503_when_redis_goes_away() {
-    let redis = crate::support::OwnRedis::start().await;
-    let app = TestApp::spawn_with(Default::default(), |c| c.common.redis_url = redis.url()).await;
-    let (status, _) = app.get("/ready").await;
-    assert_eq!(status, StatusCode::OK);
-    redis.stop().await;
+async fn health_is_always_ok_and_ready_follows_its_dependencies() {
+    // Both dependencies of the api's own, so taking them away touches no
+    // other test: Postgres behind a link that can be cut, a Redis server to stop.
+    let server = database_server();
+    let postgres = CuttableProxy::start((
+        server.host_str().unwrap().to_owned(),
+        server.port().unwrap_or(5432),
+    ))
+    .await;
+    let redis = OwnRedis::start().await;
+    let redis_port = redis.port();
+    let app = TestApp::spawn_with(Default::default(), |c| {
+        c.common.database_url = postgres.route(&c.common.database_url);
+        c.common.redis_url = redis.url();
+    })
+    .await;
     let (status, body) = app.get("/ready").await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
-    assert_eq!(body["status"], "unavailable");
-    assert_eq!(body["checks"]["postgres"], "ok");
-    assert_ne!(body["checks"]["redis"], "ok");
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body,
+        json!({"status": "ready", "checks": {"postgres": "ok", "redis": "ok"}})
+    );
+    assert_healthy(&app).await;
+
+    postgres.cut();
+    let body = ready_turns(
+        &app,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "503 without Postgres",
+    )
+    .await;
+    assert_eq!(body["status"], "unavailable", "{body}");
+    assert_ne!(body["checks"]["postgres"], "ok", "{body}");
+    assert_eq!(body["checks"]["redis"], "ok", "{body}");
+    assert_healthy(&app).await;
+    postgres.restore();
+    let body = ready_turns(&app, StatusCode::OK, "200 with Postgres back").await;
+    assert_eq!(body["checks"], json!({"postgres": "ok", "redis": "ok"}));
+    assert_healthy(&app).await;
+
+    redis.stop().await;
+    let body = ready_turns(&app, StatusCode::SERVICE_UNAVAILABLE, "503 without Redis").await;
+    assert_eq!(body["status"], "unavailable", "{body}");
+    assert_eq!(body["checks"]["postgres"], "ok", "{body}");
+    assert_ne!(body["checks"]["redis"], "ok", "{body}");
+    assert_healthy(&app).await;
+    let _redis = OwnRedis::start_on(redis_port).await;
+    let body = ready_turns(&app, StatusCode::OK, "200 with Redis back").await;
+    assert_eq!(body["checks"], json!({"postgres": "ok", "redis": "ok"}));
+    assert_healthy(&app).await;
     app.stop().await;
 }
 

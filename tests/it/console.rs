@@ -304,8 +304,33 @@ async fn a_failed_run_shows_the_screenshot_and_html_of_the_page_it_failed_on() {
         "the screenshot is a picture the browser can show"
     );
     browser.click(".evidence-html button").await;
-    let html = browser.wait_for_text(".html-source", "<html").await;
-    assert!(html.contains("</html>") || html.len() > 20, "{html}");
+    browser.wait_for_text(".html-source", "<html").await;
+    // What the worker kept of the page, as the API serves it...
+    let (status, kept) = app
+        .get(&format!("/api/runs/{run_id}/attempts/1/html"))
+        .await;
+    assert_eq!(status, 200, "{kept}");
+    let kept = kept.as_str().expect("HTML, not JSON").to_owned();
+    assert!(
+        kept.starts_with("<html") && kept.ends_with("</html>"),
+        "the whole document was kept: {kept}"
+    );
+    // ...is what the console shows, to the character: as source, and in the
+    // frame that renders it.
+    let shown = browser
+        .client
+        .execute(
+            "return [document.querySelector('.html-source').textContent, \
+                     document.querySelector('.evidence-html iframe').srcdoc]",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        shown,
+        json!([kept, kept]),
+        "the console shows the kept HTML, whole"
+    );
     assert!(
         browser.is_shown("#run-retry").await,
         "a failed run can be retried"

@@ -152,45 +152,78 @@ async fn runs_are_listed_by_failure_kind_and_time_window() {
     body["max_attempts"] = json!(1);
     let site = app.create_site(body).await;
     let mut keywords = Vec::new();
-    for word in ["lamp", "desk", "chair"] {
+    for word in ["lamp", "desk", "chair", "stool"] {
         keywords.push(app.create_keyword(word, &[site], ON_DEMAND).await);
     }
     let start = chrono::Utc::now() - chrono::TimeDelta::seconds(1);
     let blocked = ended_run(&app, keywords[0], Err(FailureKind::Blocked)).await;
-    ended_run(&app, keywords[1], Err(FailureKind::SiteError)).await;
-    ended_run(&app, keywords[2], Ok(2)).await;
+    let old_site_error = ended_run(&app, keywords[1], Err(FailureKind::SiteError)).await;
+    let completed = ended_run(&app, keywords[2], Ok(2)).await;
+    let new_site_error = ended_run(&app, keywords[3], Err(FailureKind::SiteError)).await;
 
     let ids = |page: serde_json::Value| -> Vec<i64> {
-        page["items"]
+        let mut ids: Vec<i64> = page["items"]
             .as_array()
-            .unwrap()
+            .unwrap_or_else(|| panic!("{page}"))
             .iter()
             .map(|run| run["id"].as_i64().unwrap())
-            .collect()
+            .collect();
+        ids.sort();
+        ids
     };
     let (status, page) = app.get("/api/runs?error_kind=blocked").await;
     assert_eq!(status, 200, "{page}");
     assert_eq!(ids(page), [blocked]);
     let (_, page) = app.get("/api/runs?state=failed").await;
-    assert_eq!(ids(page).len(), 2);
+    assert_eq!(ids(page), [blocked, old_site_error, new_site_error]);
+    let (_, page) = app.get("/api/runs?error_kind=site_error").await;
+    assert_eq!(ids(page), [old_site_error, new_site_error]);
 
     let at = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%dT%H:%M:%S%.fZ").to_string();
-    let later = chrono::Utc::now() + chrono::TimeDelta::hours(1);
     let (_, page) = app
         .get(&format!("/api/runs?queued_after={}", at(start)))
         .await;
-    assert_eq!(ids(page).len(), 3, "all were queued after the start");
-    let (_, page) = app
-        .get(&format!("/api/runs?queued_after={}", at(later)))
-        .await;
-    assert_eq!(ids(page), Vec::<i64>::new());
+    assert_eq!(
+        ids(page),
+        [blocked, old_site_error, completed, new_site_error],
+        "all were queued after the start"
+    );
+
+    // Two runs queued two hours ago, two just now: a cutoff an hour ago
+    // splits them, so each bound must leave out the other side.
+    sqlx::query(
+        "UPDATE crawl_runs SET queued_at = queued_at - interval '2 hours' WHERE id = ANY($1)",
+    )
+    .bind(vec![blocked, old_site_error])
+    .execute(app.pool())
+    .await
+    .unwrap();
+    let cutoff = at(chrono::Utc::now() - chrono::TimeDelta::hours(1));
+    let (status, page) = app.get(&format!("/api/runs?queued_before={cutoff}")).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(ids(page), [blocked, old_site_error], "only the old runs");
     let (_, page) = app
         .get(&format!(
-            "/api/runs?queued_before={}&error_kind=site_error",
-            at(later)
+            "/api/runs?queued_before={cutoff}&error_kind=site_error"
         ))
         .await;
-    assert_eq!(ids(page).len(), 1);
+    assert_eq!(
+        ids(page),
+        [old_site_error],
+        "the old site error, not the new one"
+    );
+    let (_, page) = app.get(&format!("/api/runs?queued_after={cutoff}")).await;
+    assert_eq!(ids(page), [completed, new_site_error], "only the new runs");
+    let (_, page) = app
+        .get(&format!(
+            "/api/runs?queued_after={cutoff}&error_kind=site_error"
+        ))
+        .await;
+    assert_eq!(
+        ids(page),
+        [new_site_error],
+        "the new site error, not the old one"
+    );
 
     for (query, field) in [
         ("error_kind=sad", "error_kind"),

@@ -1,9 +1,18 @@
 //! `/api/results/export`: the same results as `/api/results`, as CSV or
-//! NDJSON, across batch boundaries, with the same filters.
+//! NDJSON, across batch boundaries, with the same filters, streamed as the
+//! client reads it.
 
+use std::time::Duration;
+
+use axum::body::Body;
 use crawlfleet::{
     domain::page::{CrawledPage, PageItem, PagesRead, PagingEnd},
     store,
+};
+use futures::StreamExt;
+use hyper_util::{
+    client::legacy::{Client, connect::HttpConnector},
+    rt::TokioExecutor,
 };
 use serde_json::{Value, json};
 
@@ -89,6 +98,78 @@ async fn export(app: &TestApp, query: &str) -> (u16, String, String) {
     (status, content_type, response.text().await.unwrap())
 }
 
+/// Rows enough that the api cannot have read them all ahead of a client that
+/// stopped reading. Ahead of such a client wait a few batches in the api (two
+/// in its channel, one being written, one in the server's hands) and, with
+/// the client's receive buffer kept small, the api's send buffer (4 MB at
+/// most, net.ipv4.tcp_wmem): about 7,000 rows of ~1.5 KB. 20,000 rows is
+/// three times that.
+const BULK_ROWS: i64 = 20_000;
+
+/// Adds `n` results of ~1.5 KB each to `run` (pages from `first_page` on),
+/// written straight into the table: what is streamed is the point here, not
+/// how a crawl stores them.
+async fn add_results(app: &TestApp, run: i64, first_page: i32, n: i64, tag: &str) {
+    sqlx::query(
+        "INSERT INTO crawl_results (run_id, keyword_id, site_id, page, position, page_url,
+                                    item_url, item_key, fields, content_hash)
+         SELECT r.id, r.keyword_id, r.site_id, $2 + n / 1000, n % 1000,
+                'http://127.0.0.1/' || $3, NULL, md5($3 || n),
+                jsonb_build_object('title', $3 || ' ' || n, 'text', repeat('a', 1000)),
+                md5($3 || n)
+         FROM crawl_runs r, generate_series(0, $4 - 1) AS n
+         WHERE r.id = $1",
+    )
+    .bind(run)
+    .bind(first_page)
+    .bind(tag)
+    .bind(n)
+    .execute(app.pool())
+    .await
+    .unwrap();
+}
+
+/// The NDJSON export of `run` read by a client that takes the first chunk,
+/// then stops reading for `pause`, calls `meanwhile`, and reads the rest.
+/// Its receive buffer is small, so the kernel holds little of what the api
+/// sends ahead. Fails unless the answer is chunked, with no length.
+async fn export_read_with_a_pause<F: std::future::Future<Output = ()>>(
+    app: &TestApp,
+    run: i64,
+    pause: Duration,
+    meanwhile: F,
+) -> Vec<Value> {
+    let mut connector = HttpConnector::new();
+    connector.set_recv_buffer_size(Some(32 * 1024));
+    let client: Client<_, Body> = Client::builder(TokioExecutor::new()).build(connector);
+    let uri = format!("{}/api/results/export?format=ndjson&run_id={run}", app.base);
+    let response = client.get(uri.parse().unwrap()).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let headers = response.headers().clone();
+    assert_eq!(
+        headers.get(http::header::CONTENT_LENGTH),
+        None,
+        "a length known up front means the whole was produced first: {headers:?}"
+    );
+    assert_eq!(
+        headers[http::header::TRANSFER_ENCODING],
+        "chunked",
+        "{headers:?}"
+    );
+    let mut body = Body::new(response.into_body()).into_data_stream();
+    let mut received = body.next().await.expect("a first chunk").unwrap().to_vec();
+    tokio::time::sleep(pause).await;
+    meanwhile.await;
+    while let Some(chunk) = body.next().await {
+        received.extend_from_slice(&chunk.unwrap());
+    }
+    String::from_utf8(received)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
 #[tokio::test]
 async fn the_export_streams_what_the_listing_shows_as_ndjson_and_csv() {
     let app = TestApp::spawn().await;
@@ -162,6 +243,42 @@ async fn the_export_streams_what_the_listing_shows_as_ndjson_and_csv() {
             "quotes, commas and line breaks survive"
         );
     }
+
+    // Streamed: a large export starts before the whole is read, and is read
+    // as the client takes it. Rows written after the client got its first
+    // chunk (and stopped reading a while) are in the export: the api had not
+    // read to the end when the first bytes left, nor while the client paused.
+    add_results(&app, lamp_run, 100, BULK_ROWS, "bulk").await;
+    let before = PAGES as usize * ITEMS_PER_PAGE + BULK_ROWS as usize;
+    // How long the whole export takes read at full speed: an api that read
+    // ahead of a paused client without bound would be done within that.
+    let started = std::time::Instant::now();
+    let (status, _, whole) = export(&app, &format!("format=ndjson&run_id={lamp_run}")).await;
+    let full_speed = started.elapsed();
+    assert_eq!((status, whole.lines().count()), (200, before));
+    eprintln!(
+        "export of {before} rows ({} MB) at full speed: {full_speed:?}",
+        whole.len() / 1_000_000
+    );
+    // Paused twice as long, the client still gets rows written after the
+    // pause: the api was waiting for it, holding a few batches, not the whole.
+    let pause = full_speed * 2 + Duration::from_millis(500);
+    let exported = export_read_with_a_pause(&app, lamp_run, pause, async {
+        add_results(&app, lamp_run, 900, 3, "late").await;
+    })
+    .await;
+    assert_eq!(exported.len(), before + 3, "every row, the late ones too");
+    let titles: Vec<&str> = exported[before..]
+        .iter()
+        .map(|r| r["fields"]["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(titles, ["late 0", "late 1", "late 2"]);
+    assert!(
+        exported
+            .windows(2)
+            .all(|w| w[0]["id"].as_i64() < w[1]["id"].as_i64()),
+        "oldest first, each once"
+    );
     app.stop().await;
 }
 

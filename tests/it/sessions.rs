@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::support::{ON_DEMAND, RoleProcess, Roles, TestApp, TestProxy, browser_slots};
 
 // A run here includes starting its worker process and, for the browser site,
-// Chrome, or waits behind three 0.4 s runs: seconds; 90 s is over ten times that.
+// Chrome, or waits behind three 1 s runs: seconds; 90 s is over ten times that.
 const LIMIT: Duration = Duration::from_secs(90);
 
 /// The member cookie each visit of `/members` came with, in order.
@@ -120,27 +120,53 @@ async fn an_http_session_kept_by_one_worker_is_used_by_the_next() {
     app.stop().await;
 }
 
+/// Pairs of `site`'s attempts that were under way at the same time.
+async fn overlapping_attempts(app: &TestApp, site: i64) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM crawl_attempts a JOIN crawl_attempts b
+           ON a.id < b.id AND a.started_at < b.ended_at AND b.started_at < a.ended_at
+         JOIN crawl_runs ra ON ra.id = a.run_id JOIN crawl_runs rb ON rb.id = b.run_id
+         WHERE ra.site_id = $1 AND rb.site_id = $1",
+    )
+    .bind(site)
+    .fetch_one(app.pool())
+    .await
+    .unwrap()
+}
+
 #[tokio::test]
 async fn an_exclusive_session_is_used_by_one_run_at_a_time() {
     let app = TestApp::spawn_without_browsers(Roles::fleet(), |_| {}).await;
-    let site = app
-        .one_page_site(
-            "exclusive",
-            "/slow?ms=400&q={keyword}",
-            json!({"render": "http", "keep_session": true, "exclusive_session": true, "max_concurrent_runs": 5}),
-        )
+    let settings = |exclusive: bool| {
+        json!({"render": "http", "keep_session": true, "exclusive_session": exclusive,
+               "max_concurrent_runs": 5})
+    };
+    let exclusive = app
+        .one_page_site("exclusive", "/slow?ms=1000&q={keyword}", settings(true))
         .await;
-    for run in app.queue_crawls(site, "one at a time ", 4).await {
+    let shared = app
+        .one_page_site("shared", "/slow?ms=1000&q={keyword}", settings(false))
+        .await;
+
+    // The control: the same runs on the same site but for exclusivity do
+    // overlap (the worker has slots for them all), so an overlap is seen
+    // when there is one.
+    for run in app.queue_crawls(shared, "all at once ", 4).await {
         app.wait_until_completed(run, LIMIT).await;
     }
-    let overlapping: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM crawl_attempts a JOIN crawl_attempts b
-           ON a.id < b.id AND a.started_at < b.ended_at AND b.started_at < a.ended_at",
-    )
-    .fetch_one(app.pool())
-    .await
-    .unwrap();
-    assert_eq!(overlapping, 0, "two runs used the session at once");
+    assert!(
+        overlapping_attempts(&app, shared).await > 0,
+        "without an exclusive session, runs of one site overlap"
+    );
+
+    for run in app.queue_crawls(exclusive, "one at a time ", 4).await {
+        app.wait_until_completed(run, LIMIT).await;
+    }
+    assert_eq!(
+        overlapping_attempts(&app, exclusive).await,
+        0,
+        "two runs used the session at once"
+    );
     app.stop().await;
 }
 

@@ -66,7 +66,8 @@ async fn a_fleet_mid_queue(
 /// Each run completed, once, its page stored once.
 async fn every_run_completed_once(app: &TestApp, runs: &[i64]) {
     for run in runs {
-        // The hand-back or the watchdog, then a 3 s page: seconds; 120 s is ample.
+        // The hand-back or the watchdog, then a page of a few seconds behind
+        // the survivor's four slots: seconds; 120 s is ample.
         let done = app
             .wait_until_completed(*run, Duration::from_secs(120))
             .await;
@@ -85,34 +86,62 @@ async fn every_run_completed_once(app: &TestApp, runs: &[i64]) {
 async fn a_worker_reclaimed_like_spot_drains_within_the_notice_and_loses_nothing() {
     let app = TestApp::spawn_with(Roles::scheduler_only(), |c| {
         c.worker.http_concurrency = 4;
-        // 3 s against a 10 s notice: as 25 s against Spot's 120 s.
-        c.worker.drain_timeout_secs = 3;
+        // 2 s against a 10 s notice: as 25 s against Spot's 120 s.
+        c.worker.drain_timeout_secs = 2;
+        // A job the doomed worker fetched but never started goes out again
+        // after this, not after the default minute.
+        c.scheduler.dispatch_claim_timeout_secs = 8;
     })
     .await;
     let doomed = RoleProcess::worker(&app.config);
     let pid = doomed.pid();
     let survivor = RoleProcess::worker(&app.config);
-    let runs = a_fleet_mid_queue(&app, &doomed, 16, 3000).await;
+    // 6 s pages: the test sees the doomed worker's first runs within a poll
+    // or two of their start, so the notice comes seconds before they could
+    // end, and its 2 s drain cannot finish them: some must be handed back.
+    let runs = a_fleet_mid_queue(&app, &doomed, 8, 6000).await;
 
     let exit = reclaim_like_spot(doomed, Duration::from_secs(10)).await;
     assert_eq!(exit, Some(0), "drained and exited 0 within the notice");
     // Every attempt it made ended: completed, or handed back (not counted
     // as an attempt) at its drain deadline. None left for the watchdog.
-    let outcomes: Vec<(Option<String>, i64)> = sqlx::query_as(
-        "SELECT outcome, count(*) FROM crawl_attempts WHERE worker_id LIKE $1 GROUP BY outcome",
+    let attempts: Vec<(i64, i32, Option<String>)> = sqlx::query_as(
+        "SELECT run_id, attempt, outcome FROM crawl_attempts WHERE worker_id LIKE $1 ORDER BY id",
     )
     .bind(format!("%-{pid}-%"))
     .fetch_all(app.pool())
     .await
     .unwrap();
-    assert!(!outcomes.is_empty(), "the doomed worker took runs");
-    for (outcome, _) in &outcomes {
+    assert!(!attempts.is_empty(), "the doomed worker took runs");
+    for (_, _, outcome) in &attempts {
         assert!(
             matches!(outcome.as_deref(), Some("completed" | "released")),
-            "{outcomes:?}"
+            "{attempts:?}"
         );
     }
+    let released: Vec<(i64, i32)> = attempts
+        .iter()
+        .filter(|(_, _, outcome)| outcome.as_deref() == Some("released"))
+        .map(|(run, attempt, _)| (*run, *attempt))
+        .collect();
+    assert!(
+        !released.is_empty(),
+        "the runs it could not finish were handed back: {attempts:?}"
+    );
     every_run_completed_once(&app, &runs).await;
+    // Each run handed back was finished by the survivor, without the
+    // hand-back costing it an attempt.
+    for (run, attempt) in released {
+        let (_, done) = app.get(&format!("/api/runs/{run}")).await;
+        assert_eq!(done["attempt"], attempt, "{done}");
+        assert!(
+            !done["worker_id"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("-{pid}-")),
+            "{done}"
+        );
+    }
     assert_eq!(survivor.terminate(Duration::from_secs(30)).await, 0);
     app.stop().await;
 }

@@ -212,7 +212,21 @@ async fn a_worker_whose_consumer_stops_exits_non_zero() {
         .await
         .expect("the worker exits by itself")
         .unwrap();
-    assert!(!status.success(), "exit status {status}");
+    // Exit code 1, the one `main` returns for an error: a panic (101) or a
+    // signal (no code) would be a crash, not the worker giving up.
+    let log = std::fs::read_to_string(&worker.log).unwrap();
+    let tail: Vec<&str> = log.lines().rev().take(5).collect();
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "exit status {status}; log ends: {tail:#?}"
+    );
+    // And for the reason this test causes, not for another one.
+    assert!(
+        log.contains("job consumer keeps stopping")
+            && log.contains("giving up so the supervisor restarts the worker"),
+        "the worker says why it gives up; log ends: {tail:#?}"
+    );
     let (pids, dirs) = leftovers_of_worker(worker.pid_at_start);
     assert!(
         pids.is_empty() && dirs.is_empty(),

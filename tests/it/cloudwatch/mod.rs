@@ -591,11 +591,45 @@ async fn only_the_leader_publishes_and_a_standby_takes_over_when_it_stops() {
     app.stop().await;
 }
 
+/// The puts of `a` and of `b` that arrived after `since`, in order, each
+/// marked with its publisher.
+fn puts_since(
+    cw_a: &FakeCloudWatch,
+    cw_b: &FakeCloudWatch,
+    since: Instant,
+) -> Vec<(Instant, char)> {
+    let mut puts: Vec<(Instant, char)> = [(cw_a, 'a'), (cw_b, 'b')]
+        .into_iter()
+        .flat_map(|(cw, who)| cw.puts().into_iter().map(move |p| (p.at, who)))
+        .filter(|(at, _)| *at > since)
+        .collect();
+    puts.sort();
+    puts
+}
+
+/// Who put, in turns: "aab" is a twice, then b.
+fn turns(puts: &[(Instant, char)]) -> String {
+    puts.iter().map(|(_, who)| *who).collect()
+}
+
 #[tokio::test]
 async fn a_leader_whose_lock_connection_is_cut_stands_down_and_one_publisher_goes_on() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let app = TestApp::spawn().await;
-    let Pair { cw_a, cw_b, a, b } = leader_then_standby(&app).await;
+    // A leader notices a lost lock within its 1 s probe; a new leader puts
+    // one interval after taking the lock. Puts 3 s apart leave 2 s between
+    // the stale leader's last put and its successor's first.
+    let interval = Duration::from_secs(3);
+    let (cw_a, cw_b) = (
+        FakeCloudWatch::start(Mode::Accept).await,
+        FakeCloudWatch::start(Mode::Accept).await,
+    );
+    let a = Publisher::start_every(&app, &cw_a, interval, Duration::from_millis(800)).await;
+    cw_a.put_after(0, Duration::from_secs(15)).await;
+    // b asks for the lock as it starts, and is refused.
+    let b = Publisher::start_every(&app, &cw_b, interval, Duration::from_millis(800)).await;
+    cw_a.put_after(1, Duration::from_secs(15)).await;
+    assert!(cw_b.puts().is_empty(), "the standby put while a leads");
 
     // Postgres ends the session holding the lock (as a failover or a network
     // cut would), which frees the lock.
@@ -607,34 +641,42 @@ async fn a_leader_whose_lock_connection_is_cut_stands_down_and_one_publisher_goe
     .await
     .unwrap();
     assert_eq!(cut.len(), 1, "one lock holder: {cut:?}");
+    let cut_at = Instant::now();
     sqlx::query("SELECT pg_terminate_backend($1)")
         .bind(cut[0])
         .execute(app.pool())
         .await
         .unwrap();
 
-    // Some publisher leads again, on a new session, and only one puts. The
-    // standby asks every second and the old leader probes every second: ~1 s.
-    let leader = eventually(Duration::from_secs(6), "a new lock holder", || async {
-        let pids: Vec<i32> = sqlx::query_scalar(
-            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
-             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-        )
-        .fetch_all(app.pool())
-        .await
-        .unwrap();
-        (pids.len() == 1 && pids[0] != cut[0]).then(|| pids[0])
-    })
+    // Whichever takes the lock (a re-contends within a second, b asks every
+    // 3 s) puts one interval later, then every interval: two puts within
+    // ~9 s of the cut.
+    eventually(
+        Duration::from_secs(30),
+        "a publisher puts twice after the cut",
+        || async {
+            let puts = turns(&puts_since(&cw_a, &cw_b, cut_at));
+            (puts.matches('a').count() >= 2 || puts.matches('b').count() >= 2).then_some(())
+        },
+    )
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await; // a stale leader notices within ~1 s
-    let (before_a, before_b) = (cw_a.puts().len(), cw_b.puts().len());
-    // Three puts are due from the leader, a second apart: two are required.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let (new_a, new_b) = (cw_a.puts().len() - before_a, cw_b.puts().len() - before_b);
-    assert!(
-        (new_a >= 2 && new_b == 0) || (new_b >= 2 && new_a == 0),
-        "puts after the cut: a {new_a}, b {new_b} (lock held by {leader})"
-    );
+    // One interval more, in which a second publisher would put too.
+    tokio::time::sleep(interval).await;
+    let puts = puts_since(&cw_a, &cw_b, cut_at);
+    let shown: Vec<String> = puts
+        .iter()
+        .map(|(at, who)| format!("{who} at +{:.1} s", (*at - cut_at).as_secs_f64()))
+        .collect();
+    eprintln!("puts after the cut: {shown:?}");
+    let puts = turns(&puts);
+    // One publisher at a time: either a went on (its puts only), or a put at
+    // most once more before it noticed the cut (within a second, its puts
+    // are 3 s apart) and b took over and went on alone.
+    let b_took_over = puts.trim_start_matches('a');
+    let stale = puts.len() - b_took_over.len();
+    let one_at_a_time = b_took_over.is_empty()
+        || (stale <= 1 && b_took_over.len() >= 2 && b_took_over.chars().all(|who| who == 'b'));
+    assert!(one_at_a_time, "puts after the cut: {shown:?}");
     a.stop().await;
     b.stop().await;
     cw_a.stop();
@@ -648,11 +690,36 @@ async fn the_publisher_leads_while_a_scheduler_leads_the_same_database() {
     // `--process=all`, or an api beside a scheduler: each has a lock of its own.
     let app = TestApp::spawn_with(Roles::scheduler_only(), |_| {}).await;
     let cw = FakeCloudWatch::start(Mode::Accept).await;
-    // The scheduler first, as in a fleet already running. Should it lead only
-    // later on a slow machine, the test still holds: each has a lock of its own.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The sessions holding an advisory lock on this database, by name.
+    let holders = || async {
+        let mut names: Vec<String> = sqlx::query_scalar(
+            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+             WHERE l.locktype = 'advisory' AND l.granted
+               AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        )
+        .fetch_all(app.pool())
+        .await
+        .unwrap();
+        for name in &mut names {
+            // crawlfleet-<role>-<pid>: the role is what matters.
+            name.truncate(name.rfind('-').unwrap_or(name.len()));
+        }
+        names.sort();
+        names
+    };
+    // The scheduler leads first, as in a fleet already running: it takes its
+    // lock as it starts.
+    eventually(Duration::from_secs(10), "the scheduler leads", || async {
+        (holders().await == ["crawlfleet-scheduler"]).then_some(())
+    })
+    .await;
     let publisher = Publisher::start(&app, &cw, Duration::from_millis(800)).await;
     cw.put_after(0, Duration::from_secs(5)).await;
+    assert_eq!(
+        holders().await,
+        ["crawlfleet-publisher", "crawlfleet-scheduler"],
+        "both lead at once, each on a lock of its own"
+    );
     publisher.stop().await;
     cw.stop();
     app.stop().await;
