@@ -381,10 +381,15 @@ impl Application {
                 tokio::spawn(async { Ok(()) })
             }
         };
+        let clients = crate::net::http_server::Clients {
+            trusted_proxies: self.state.trusted_proxies.clone(),
+            authenticate: Some(auth::authenticator(self.state.tokens.clone())),
+        };
         let served = crate::net::http_server::serve(
             self.listener,
             self.router,
             self.limits,
+            clients,
             shutdown.clone(),
         )
         .await

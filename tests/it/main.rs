@@ -5,6 +5,7 @@ mod support;
 
 mod api_contract;
 mod changes;
+mod client_limits;
 mod cloudwatch;
 mod console;
 mod console_schedules;
