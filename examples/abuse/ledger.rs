@@ -67,6 +67,7 @@ struct Findings {
     wrong_field: Vec<String>,
     accepted: Vec<String>,
     unexpected: Vec<String>,
+    starved: Vec<String>,
     driver_errors: Vec<String>,
     received: Vec<(String, Vec<u8>)>,
 }
@@ -83,6 +84,9 @@ pub struct Tally {
     pub wrong_field: Vec<String>,
     pub accepted: Vec<String>,
     pub unexpected: Vec<String>,
+    /// Requests with a valid token refused or unanswered while another
+    /// client held connections.
+    pub starved: Vec<String>,
     pub driver_errors: Vec<String>,
     /// (where, what): every answer, WebSocket frame and raw reply received.
     pub received: Vec<(String, Vec<u8>)>,
@@ -122,6 +126,12 @@ impl Ledger {
     /// A hostile request the API took as valid.
     pub fn accepted(&self, what: &str, why: impl std::fmt::Display) {
         self.with(|f| f.accepted.push(format!("{what}: {why}")));
+    }
+
+    /// A request with a valid token not served because another client held
+    /// connections: a failure of the run, whatever the status.
+    pub fn starved(&self, what: &str, why: impl std::fmt::Display) {
+        self.with(|f| f.starved.push(format!("{what}: {why}")));
     }
 
     /// The driver could not do part of the catalogue (a set-up request failed).
@@ -181,6 +191,7 @@ impl Ledger {
             wrong_field: std::mem::take(&mut f.wrong_field),
             accepted: std::mem::take(&mut f.accepted),
             unexpected: std::mem::take(&mut f.unexpected),
+            starved: std::mem::take(&mut f.starved),
             driver_errors: std::mem::take(&mut f.driver_errors),
             received: std::mem::take(&mut f.received),
         })

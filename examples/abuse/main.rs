@@ -1,11 +1,13 @@
 //! `scripts/abuse`: the fleet (api, scheduler and one worker as real
 //! processes, logging at trace level) on loopback, under a catalogue of
 //! hostile requests: hostile bodies, SSRF in many notations, transport and
-//! WebSocket abuse, every route with every kind of token, and crawls of
-//! sites that carry secrets. It prints what it found, then one line of
+//! WebSocket abuse, connection starvation, every route with every kind of
+//! token, and crawls of sites that carry secrets. It prints what it found, then one line of
 //! figures, and exits non-zero unless no answer was a 5xx, no answer that
 //! was due went missing, no process restarted, no secret showed in an
-//! answer or a log, and nothing connected to the trap.
+//! answer or a log, nothing connected to the trap, and every request with a
+//! token was served while a hostile client held more connections than the
+//! api serves.
 //!
 //!   cargo run --example abuse
 //!
@@ -25,6 +27,7 @@ mod routes;
 mod secrets;
 mod sightings;
 mod ssrf;
+mod starvation;
 // Its client counts every request it sends (client.rs): not the shared one.
 #[allow(dead_code)]
 #[path = "../shared/throwaway.rs"]
@@ -189,6 +192,8 @@ async fn catalogue(api: &Api, targets: &Targets, secrets: &Secrets) -> anyhow::R
     api.check_health("after class 2, SSRF").await;
     transport::run(api, targets).await;
     api.check_health("after class 3, transport").await;
+    starvation::run(api).await;
+    api.check_health("after class 3b, connection starvation").await;
     live::run(api).await;
     api.check_health("after class 4, WebSockets").await;
     if let Err(e) = routes::run(api, targets).await {

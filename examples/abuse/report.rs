@@ -30,6 +30,10 @@ pub fn report(
         "FAILURE resets/timeouts where an answer was due",
         &tally.dropped,
     );
+    section(
+        "FAILURE requests with a token starved by another client's connections",
+        &tally.starved,
+    );
     let restart_lines: Vec<String> = restarts
         .iter()
         .map(|r| {
@@ -61,6 +65,7 @@ pub fn report(
 
     let passed = tally.server_errors.is_empty()
         && tally.dropped.is_empty()
+        && tally.starved.is_empty()
         && restarts.is_empty()
         && secrets_seen == 0
         && trap == 0
@@ -70,12 +75,13 @@ pub fn report(
         n => format!(", driver errors {n}"),
     };
     println!(
-        "abuse {}: requests {}, 5xx {}, resets/timeouts {}, process restarts {}, secrets seen {}, \
+        "abuse {}: requests {}, 5xx {}, resets/timeouts {}, starved {}, process restarts {}, secrets seen {}, \
          trap connections {trap}, wrong field {}, accepted {}, unexpected {}{driver_errors}, took {:.0}s",
         if passed { "OK" } else { "FAILED" },
         tally.requests,
         tally.server_errors.len(),
         tally.dropped.len(),
+        tally.starved.len(),
         restarts.len(),
         secrets_seen,
         tally.wrong_field.len(),
