@@ -193,7 +193,8 @@ async fn catalogue(api: &Api, targets: &Targets, secrets: &Secrets) -> anyhow::R
     transport::run(api, targets).await;
     api.check_health("after class 3, transport").await;
     starvation::run(api).await;
-    api.check_health("after class 3b, connection starvation").await;
+    api.check_health("after class 3b, connection starvation")
+        .await;
     live::run(api).await;
     api.check_health("after class 4, WebSockets").await;
     if let Err(e) = routes::run(api, targets).await {
