@@ -169,7 +169,7 @@ async fn started(
     while let Some(ended) = roles.join_next().await {
         let result = ended.context("a role panicked").and_then(|r| r);
         if let Err(e) = result {
-            tracing::error!(error = ?e, "role failed; stopping the process");
+            tracing::error!(error = %crate::ops::exit::one_line(&e), "role failed; stopping the process");
             shutdown.cancel();
             if outcome.is_ok() {
                 outcome = Err(e);

@@ -85,7 +85,7 @@ fn closed_port() -> u16 {
 }
 
 #[tokio::test]
-async fn a_fleet_whose_redis_is_unreachable_exits_4_and_says_so_in_its_json_log() {
+async fn a_fleet_or_worker_whose_redis_is_unreachable_exits_4_and_says_so_in_its_json_log() {
     // Migrated already: the start runs the migrations again and Postgres
     // answers with a notice, after which the error used to go unwritten.
     let db = TestDb::new().await;
@@ -103,6 +103,9 @@ async fn a_fleet_whose_redis_is_unreachable_exits_4_and_says_so_in_its_json_log(
     let json: serde_json::Value = serde_json::from_str(line).expect("a JSON log line");
     assert_eq!(json["level"], "ERROR", "{json}");
     assert_eq!(json["exit_code"], 4, "{json}");
+    // A Fargate worker: no api, no migrations, the same line.
+    let stopped = run_until_exit(&env, &["--process=worker"]).await;
+    stopped.assert_stopped_as(4, "redis_unreachable", "connecting to Redis");
     db.drop().await;
 }
 
