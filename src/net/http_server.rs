@@ -195,10 +195,11 @@ impl Slots {
     }
 }
 
-/// What a connection holds while it is open.
+/// What a connection holds while it is open, given back when dropped.
+#[allow(dead_code)] // held for their Drop, never read
 enum Held {
-    Slot(#[allow(dead_code)] Slot),
-    Overflow(#[allow(dead_code)] OwnedSemaphorePermit),
+    Slot(Slot),
+    Overflow(OwnedSemaphorePermit),
 }
 
 /// Serves `router` on `listener` until `shutdown`, then lets the requests in
