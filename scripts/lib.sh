@@ -201,6 +201,52 @@ redis_ready() {
     [[ $reply == PONG ]]
 }
 
+# port_holder PORT: prints who listens on TCP PORT (any address) as "name (pid N)",
+# or "another program" when this user may not see which; fails when nobody does.
+port_holder() {
+    local port=$1 line hex inode fd
+    if command -v ss >/dev/null; then
+        line=$(ss -Hltnp "sport = :$port" 2>/dev/null | head -n 1)
+        [[ -n $line ]] || return 1
+        if [[ $line =~ users:\(\(\"([^\"]+)\",pid=([0-9]+) ]]; then
+            printf '%s (pid %s)\n' "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}"
+        else
+            printf 'another program\n'
+        fi
+        return 0
+    fi
+    # No ss: the kernel's socket tables, then whose descriptor the socket is.
+    printf -v hex '%04X' "$port"
+    inode=$(awk -v port=":$hex" '$2 ~ port"$" && $4 == "0A" { print $10; exit }' \
+        /proc/net/tcp /proc/net/tcp6 2>/dev/null)
+    [[ -n $inode ]] || return 1
+    for fd in /proc/[0-9]*/fd/*; do
+        if [[ $(readlink "$fd" 2>/dev/null) == "socket:[$inode]" ]]; then
+            fd=${fd#/proc/}
+            printf '%s (pid %s)\n' "$(cat "/proc/${fd%%/*}/comm" 2>/dev/null)" "${fd%%/*}"
+            return 0
+        fi
+    done
+    printf 'another program\n'
+}
+
+# ensure_port_free PORT WHAT VARIABLE: stop, saying who holds it and what to do,
+# when something already listens on PORT (crawlfleet would exit 5, port taken).
+ensure_port_free() {
+    local port=$1 what=$2 var=$3 holder
+    holder=$(port_holder "$port") || return 0
+    local -a hints=()
+    if [[ $holder =~ ^crawlfleet\ \(pid\ ([0-9]+)\) ]]; then
+        hints+=("a crawlfleet is running already: use it, or stop it (kill ${BASH_REMATCH[1]})")
+    elif [[ $holder =~ \(pid\ ([0-9]+)\) ]]; then
+        hints+=("stop it (kill ${BASH_REMATCH[1]}) if it is not needed,")
+    else
+        hints+=("stop it if it is not needed (sudo ss -ltnp 'sport = :$port' names it),")
+    fi
+    hints+=("or give crawlfleet another port: $var=<port> $0 (or $var=... in .env.local)")
+    die "port $port ($what, $var) is taken by $holder" "${hints[@]}"
+}
+
 # wait_for SECONDS COMMAND...: retry COMMAND about once a second until it succeeds;
 # fail once SECONDS have passed (the probes have their own short timeouts).
 wait_for() {

@@ -7,7 +7,9 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     api::{AppState, Application},
     config::Config,
-    demo, queue, scheduler, store, worker,
+    demo,
+    ops::exit::{Stop, StopContext, StopKind},
+    queue, scheduler, store, worker,
 };
 
 /// Seals the site secrets an earlier version stored in the clear, once an api
@@ -50,22 +52,60 @@ async fn seal_stored_secrets(config: &Config, pool: &sqlx::PgPool) -> anyhow::Re
 }
 
 /// Runs the configured roles until `shutdown`; if one fails, the others are
-/// stopped and the error is returned (so the process exits non-zero).
-pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+/// stopped and the error is returned (so the process exits non-zero), with
+/// the kind of failure a start-up step met (each kind its exit code).
+pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Stop> {
     let common = &config.common;
-    let pool = store::connect(&common.database_url, common.database_max_connections).await?;
+    let pool = store::connect_within(
+        &common.database_url,
+        common.database_max_connections,
+        common.database.wait(),
+    )
+    .await
+    .stop_as(StopKind::DatabaseUnreachable)?;
     if config.process.runs_api() || config.process.runs_scheduler() {
-        store::migrate(&pool).await?;
+        store::migrate(&pool)
+            .await
+            .stop_as(StopKind::MigrationFailed)?;
     }
     if config.process.runs_api() {
-        seal_stored_secrets(&config, &pool).await?;
+        seal_stored_secrets(&config, &pool)
+            .await
+            .stop_as(StopKind::Failed)?;
     }
-    let redis = queue::connect_client(queue::client(
-        &common.redis_url,
-        common.redis.redis_ca_cert.as_deref(),
-    )?)
-    .await?;
+    let redis = queue::client(&common.redis_url, common.redis.redis_ca_cert.as_deref())
+        .stop_as(StopKind::Config)?;
+    let redis = queue::connect_client(redis)
+        .await
+        .stop_as(StopKind::RedisUnreachable)?;
+    let api_state = match config.process.runs_api() {
+        true => Some(
+            AppState::from_config(
+                common,
+                &config.api,
+                pool.clone(),
+                redis.clone(),
+                shutdown.clone(),
+            )
+            .stop_as(StopKind::Config)?,
+        ),
+        false => None,
+    };
+    started(config, pool, redis, api_state, shutdown)
+        .await
+        .map_err(Stop::classify)
+}
 
+/// Runs the roles on the stores reached; a taken port is told apart later,
+/// by its error ([`Stop::classify`]).
+async fn started(
+    config: Config,
+    pool: sqlx::PgPool,
+    redis: apalis_redis::ConnectionManager,
+    api_state: Option<AppState>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let common = &config.common;
     let mut roles = JoinSet::new();
     let mut demo_site = None;
     if config.demo {
@@ -75,14 +115,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
                 .context("starting the demo")?,
         );
     }
-    if config.process.runs_api() {
-        let state = AppState::from_config(
-            common,
-            &config.api,
-            pool.clone(),
-            redis.clone(),
-            shutdown.clone(),
-        )?;
+    if let Some(state) = api_state {
         let app = Application::build(common, &config.api, config.api.api_port, state).await?;
         roles.spawn(async move { app.run_until_stopped().await.context("api") });
     } else {
@@ -136,7 +169,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     while let Some(ended) = roles.join_next().await {
         let result = ended.context("a role panicked").and_then(|r| r);
         if let Err(e) = result {
-            tracing::error!(error = ?e, "role failed; stopping the process");
+            tracing::error!(error = %crate::ops::exit::one_line(&e), "role failed; stopping the process");
             shutdown.cancel();
             if outcome.is_ok() {
                 outcome = Err(e);

@@ -59,10 +59,10 @@ impl Api {
         let http = reqwest::Client::builder()
             // Loopback only, whatever HTTP_PROXY says.
             .no_proxy()
-            // The api closes a kept-alive connection idle for its header
-            // timeout (HTTP_HEADER_TIMEOUT_SECS, 10 s); a client that reused
+            // The api closes a kept-alive connection idle for its idle
+            // timeout (HTTP_IDLE_TIMEOUT_SECS, 5 s); a client that reused
             // one idle that long could send into the close.
-            .pool_idle_timeout(std::time::Duration::from_secs(5))
+            .pool_idle_timeout(std::time::Duration::from_secs(2))
             .timeout(REQUEST_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
             .build()?;

@@ -69,6 +69,7 @@ struct Findings {
     breaches: Vec<String>,
     unexpected: Vec<String>,
     let_through: Vec<String>,
+    starved: Vec<String>,
     driver_errors: Vec<String>,
     received: Vec<(String, Vec<u8>)>,
 }
@@ -91,6 +92,9 @@ pub struct Tally {
     pub unexpected: Vec<String>,
     /// What hostile pages got stored or answered past a bound (a failure).
     pub let_through: Vec<String>,
+    /// Requests with a valid token refused or unanswered while another
+    /// client held connections.
+    pub starved: Vec<String>,
     pub driver_errors: Vec<String>,
     /// (where, what): every answer, WebSocket frame and raw reply received.
     pub received: Vec<(String, Vec<u8>)>,
@@ -141,6 +145,12 @@ impl Ledger {
     /// A guard that must hold did not: the run fails.
     pub fn breach(&self, what: &str, why: impl std::fmt::Display) {
         self.with(|f| f.breaches.push(format!("{what}: {why}")));
+    }
+
+    /// A request with a valid token not served because another client held
+    /// connections: a failure of the run, whatever the status.
+    pub fn starved(&self, what: &str, why: impl std::fmt::Display) {
+        self.with(|f| f.starved.push(format!("{what}: {why}")));
     }
 
     /// The driver could not do part of the catalogue (a set-up request failed).
@@ -202,6 +212,7 @@ impl Ledger {
             breaches: std::mem::take(&mut f.breaches),
             unexpected: std::mem::take(&mut f.unexpected),
             let_through: std::mem::take(&mut f.let_through),
+            starved: std::mem::take(&mut f.starved),
             driver_errors: std::mem::take(&mut f.driver_errors),
             received: std::mem::take(&mut f.received),
         })

@@ -1,17 +1,18 @@
 //! `scripts/abuse`: the fleet (api, scheduler and one worker as real
 //! processes, logging at trace level) on loopback, under a catalogue of
 //! hostile requests: hostile bodies, SSRF in many notations, transport and
-//! WebSocket abuse, every route with every kind of token, crawls of sites
-//! that carry secrets, crawls of pages that attack the crawler, attempts to
-//! move a stored secret to another target, read secrets with a read token or
-//! scrape /metrics where it must not be (or so often that Postgres pays), and
-//! the worker's Chrome looked at as a local attacker would. It prints what it
-//! found, then one line of figures, and exits non-zero unless no such attempt
-//! got through, no hostile request was accepted, every refusal named its
-//! field, every answer was the one due and every probe ran, no answer was a
-//! 5xx, no answer that was due went missing, no process restarted, no secret
-//! showed in an answer, a log or Chrome's environment, nothing connected to
-//! the trap, and no hostile page got past a bound.
+//! WebSocket abuse, connection starvation, every route with every kind of
+//! token, crawls of sites that carry secrets, crawls of pages that attack the
+//! crawler, attempts to move a stored secret to another target, read secrets
+//! with a read token or scrape /metrics where it must not be (or so often
+//! that Postgres pays), and the worker's Chrome looked at as a local attacker
+//! would. It prints what it found, then one line of figures, and exits
+//! non-zero unless no such attempt got through, no request with a token was
+//! starved, no hostile request was accepted, every refusal named its field,
+//! every answer was the one due and every probe ran, no answer was a 5xx, no
+//! answer that was due went missing, no process restarted, no secret showed
+//! in an answer, a log or Chrome's environment, nothing connected to the
+//! trap, and no hostile page got past a bound.
 //!
 //!   cargo run --example abuse
 //!
@@ -34,6 +35,7 @@ mod routes;
 mod secrets;
 mod sightings;
 mod ssrf;
+mod starvation;
 // Its client counts every request it sends (client.rs): not the shared one.
 #[allow(dead_code)]
 #[path = "../shared/throwaway.rs"]
@@ -213,6 +215,9 @@ async fn catalogue(api: &Api, targets: &Targets, secrets: &Secrets) -> anyhow::R
     api.check_health("after class 2, SSRF").await;
     transport::run(api, targets).await;
     api.check_health("after class 3, transport").await;
+    starvation::run(api).await;
+    api.check_health("after class 3b, connection starvation")
+        .await;
     live::run(api).await;
     api.check_health("after class 4, WebSockets").await;
     if let Err(e) = routes::run(api, targets).await {

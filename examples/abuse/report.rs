@@ -43,6 +43,10 @@ pub fn report(
         "FAILURE resets/timeouts where an answer was due",
         &tally.dropped,
     );
+    section(
+        "FAILURE requests with a token starved by another client's connections",
+        &tally.starved,
+    );
     let restart_lines: Vec<String> = restarts
         .iter()
         .map(|r| {
@@ -79,6 +83,7 @@ pub fn report(
         && tally.wrong_field.is_empty()
         && tally.unexpected.is_empty()
         && tally.dropped.is_empty()
+        && tally.starved.is_empty()
         && restarts.is_empty()
         && secrets_seen == 0
         && trap == 0
@@ -89,14 +94,15 @@ pub fn report(
         n => format!(", driver errors {n}"),
     };
     println!(
-        "abuse {}: requests {}, breaches {}, 5xx {}, resets/timeouts {}, process restarts {}, \
-         secrets seen {}, trap connections {trap}, past a bound {}, wrong field {}, accepted {}, \
-         unexpected {}{driver_errors}, took {:.0}s",
+        "abuse {}: requests {}, breaches {}, 5xx {}, resets/timeouts {}, starved {}, \
+         process restarts {}, secrets seen {}, trap connections {trap}, past a bound {}, \
+         wrong field {}, accepted {}, unexpected {}{driver_errors}, took {:.0}s",
         if passed { "OK" } else { "FAILED" },
         tally.requests,
         tally.breaches.len(),
         tally.server_errors.len(),
         tally.dropped.len(),
+        tally.starved.len(),
         restarts.len(),
         secrets_seen,
         tally.let_through.len(),

@@ -1,10 +1,12 @@
 //! Bearer tokens on `/api` and `/ws`: write tokens may do anything, read
 //! tokens only GET and subscribe. Compared in constant time; never logged.
 
+use std::sync::Arc;
+
 use axum::{
     Extension, Json,
     extract::{Request, State},
-    http::{Method, header},
+    http::{HeaderMap, Method, Uri, header},
     middleware::Next,
     response::Response,
 };
@@ -14,7 +16,7 @@ use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{ApiError, AppState, error::ErrorBody};
-use crate::net::client_ip::ClientIp;
+use crate::net::{client_ip::ClientIp, http_server::Authenticate};
 
 /// What a token may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
@@ -123,21 +125,33 @@ impl Tokens {
 
 /// The token of a request: `Authorization: Bearer`, or `?token=` on `/ws`
 /// (browsers cannot set headers on a WebSocket).
-fn presented_token(req: &Request) -> Option<String> {
-    if let Some(value) = req.headers().get(header::AUTHORIZATION) {
+fn presented_token(headers: &HeaderMap, uri: &Uri) -> Option<String> {
+    if let Some(value) = headers.get(header::AUTHORIZATION) {
         let value = value.to_str().ok()?;
         let (scheme, token) = value.split_once(' ')?;
         return scheme
             .eq_ignore_ascii_case("bearer")
             .then(|| token.trim().to_owned());
     }
-    if req.uri().path() == "/ws" {
-        let query = req.uri().query()?;
+    if uri.path() == "/ws" {
+        let query = uri.query()?;
         return url::form_urlencoded::parse(query.as_bytes())
             .find(|(k, _)| k == "token")
             .map(|(_, v)| v.into_owned());
     }
     None
+}
+
+/// For the HTTP server: whether a request carries a token that grants any
+/// access (every request does with auth disabled), so its connection may
+/// use a slot kept for such requests.
+pub fn authenticator(tokens: Option<Tokens>) -> Authenticate {
+    Arc::new(move |headers: &HeaderMap, uri: &Uri| match &tokens {
+        None => true,
+        Some(tokens) => presented_token(headers, uri)
+            .and_then(|token| tokens.access(&token))
+            .is_some(),
+    })
 }
 
 /// Middleware: lets a request through only with a token allowed to make it.
@@ -151,7 +165,7 @@ pub async fn require_token(
         req.extensions_mut().insert(Access::Write);
         return Ok(next.run(req).await);
     };
-    let presented = presented_token(&req);
+    let presented = presented_token(req.headers(), req.uri());
     let access = presented.as_deref().and_then(|t| tokens.access(t));
     if let (Some(token), Some(access)) = (&presented, access) {
         req.extensions_mut().insert(TokenKey::of(token));

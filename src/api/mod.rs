@@ -393,6 +393,8 @@ impl Application {
             self.metrics_listener,
             self.metrics_router,
             self.limits,
+            // No tokens on the metrics port: its reserved slots serve the probes.
+            crate::net::http_server::Clients::default(),
             shutdown.clone(),
         ));
         let relay = tokio::spawn(live::relay::relay(
@@ -423,10 +425,15 @@ impl Application {
                 tokio::spawn(async { Ok(()) })
             }
         };
+        let clients = crate::net::http_server::Clients {
+            trusted_proxies: self.state.trusted_proxies.clone(),
+            authenticate: Some(auth::authenticator(self.state.tokens.clone())),
+        };
         let served = crate::net::http_server::serve(
             self.listener,
             self.router,
             self.limits,
+            clients,
             shutdown.clone(),
         )
         .await

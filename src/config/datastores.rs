@@ -74,9 +74,22 @@ pub struct DatabaseSettings {
     /// /usr/local/share/crawlfleet/rds-ca-bundle.pem).
     #[arg(long, env = "DATABASE_SSLROOTCERT")]
     pub database_sslrootcert: Option<PathBuf>,
+
+    /// How long a starting process waits for Postgres to answer (containers
+    /// start together) before it stops with exit code 3 (default 120).
+    #[arg(long, env = "DATABASE_WAIT_SECS")]
+    pub database_wait_secs: Option<u64>,
 }
 
 impl DatabaseSettings {
+    /// How long start-up waits for Postgres (`DATABASE_WAIT_SECS`).
+    pub fn wait(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(
+            self.database_wait_secs
+                .unwrap_or(crate::store::CONNECT_WAIT.as_secs()),
+        )
+    }
+
     /// The URL sqlx connects with.
     pub fn resolve(&self) -> anyhow::Result<String> {
         let mut url = match (&self.url, &self.database_host) {

@@ -4,6 +4,7 @@
 //! role is handed the common settings and its own, nothing else.
 
 mod bounds;
+mod clients;
 mod datastores;
 
 use std::time::Duration;
@@ -11,6 +12,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 
 pub use bounds::CrawlBoundsSettings;
+pub use clients::ClientLimits;
 pub use datastores::{DatabaseSettings, RedisSettings, SslMode};
 
 use crate::{
@@ -108,16 +110,21 @@ pub struct CommonConfig {
     #[arg(long, env = "QUEUE_NAME", default_value = "crawlfleet")]
     pub queue_name: String,
 
-    /// A request head must arrive within this many seconds, and a kept-alive
-    /// connection idle this long is closed (every process's HTTP server).
-    /// Behind a load balancer, set it above the balancer's idle timeout.
+    /// A request head must arrive within this many seconds of the previous
+    /// response (or of the accept), so a kept-alive connection idle this long
+    /// is closed whatever HTTP_IDLE_TIMEOUT_SECS says (every process's HTTP
+    /// server). Behind a load balancer, set it above the balancer's idle timeout.
     #[arg(long, env = "HTTP_HEADER_TIMEOUT_SECS", default_value_t = 10)]
     pub http_header_timeout_secs: u64,
 
-    /// HTTP connections served at once; past it, only /health and /ready are
+    /// HTTP connections served at once, RESERVED_CONNECTIONS of them kept for
+    /// requests with a valid token; past it, only /health and /ready are
     /// answered (briefly) and other requests get 503.
     #[arg(long, env = "MAX_CONNECTIONS", default_value_t = 512)]
     pub max_connections: usize,
+
+    #[command(flatten)]
+    pub client_limits: ClientLimits,
 
     /// Log format: json or pretty.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "pretty")]
@@ -407,8 +414,8 @@ pub struct WorkerConfig {
     #[command(flatten)]
     pub bounds: CrawlBoundsSettings,
 
-    /// Milliseconds one page's reading may take in http and json modes
-    /// (parsing, matching the site's selectors, reading values), on a
+    /// Milliseconds one page's reading may take in http and json modes once
+    /// it is parsed (matching the site's selectors, reading values), on a
     /// thread of its own. Past it the attempt fails as
     /// `extraction_over_budget`, without retries: the same selectors cost
     /// the same next time. Real pages take a few milliseconds.
@@ -443,9 +450,15 @@ impl CommonConfig {
 
     /// Bounds of this process's HTTP server.
     pub fn http_limits(&self) -> Limits {
+        let max_connections = self.max_connections.max(1);
+        let clients = &self.client_limits;
         Limits {
             header_timeout: Duration::from_secs(self.http_header_timeout_secs.max(1)),
-            max_connections: self.max_connections.max(1),
+            idle_timeout: Duration::from_secs(clients.http_idle_timeout_secs.max(1)),
+            max_connections,
+            reserved_connections: clients.reserved(max_connections),
+            max_connections_per_client: clients.connections_per_client(max_connections),
+            max_requests_per_client: clients.max_requests_per_client.max(1),
         }
     }
 }

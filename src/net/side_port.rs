@@ -19,7 +19,9 @@ pub async fn serve(
     let router = Router::new()
         .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/metrics", get(crate::ops::metrics::render_metrics));
-    crate::net::http_server::serve(listener, router, limits, shutdown)
+    // No tokens here: the reserved slots serve the probes only.
+    let clients = crate::net::http_server::Clients::default();
+    crate::net::http_server::serve(listener, router, limits, clients, shutdown)
         .await
         .context("serving /health and /metrics")
 }

@@ -30,6 +30,8 @@ pub struct Metrics {
     // every process's HTTP server
     pub http_connections_open: IntGauge,
     pub http_connections_over_cap: IntCounterVec,
+    pub http_client_refusals: IntCounterVec,
+    pub http_connections_closed: IntCounterVec,
     // worker
     pub runs_finished: IntCounterVec,
     pub page_fetch_duration: HistogramVec,
@@ -196,8 +198,23 @@ impl Metrics {
             http_connections_over_cap: counter_vec(
                 &r,
                 "crawlfleet_http_connections_over_cap_total",
-                "Connections that came past MAX_CONNECTIONS: served for the probes only, or closed.",
+                "Connections that came past the open slots (MAX_CONNECTIONS less RESERVED_CONNECTIONS): \
+                 served for valid tokens and the probes (tokens_only), for the probes only, or closed.",
                 &["outcome"],
+            ),
+            http_client_refusals: counter_vec(
+                &r,
+                "crawlfleet_http_client_refusals_total",
+                "Requests refused with 429 for a per-client limit: connections \
+                 (MAX_CONNECTIONS_PER_CLIENT, no token) or requests (MAX_REQUESTS_PER_CLIENT).",
+                &["limit"],
+            ),
+            http_connections_closed: counter_vec(
+                &r,
+                "crawlfleet_http_connections_closed_total",
+                "Connections the server closed while they served nothing: idle past \
+                 HTTP_IDLE_TIMEOUT_SECS (idle), or given up by a client at its cap for a new one (replaced).",
+                &["reason"],
             ),
             runs_finished: counter_vec(
                 &r,

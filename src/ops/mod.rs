@@ -1,6 +1,7 @@
 //! What operators see and drive: Prometheus metrics, logs, signals and the
 //! container probe. Imports `domain` only; every room may import it.
 
+pub mod exit;
 pub mod healthcheck;
 pub mod metrics;
 pub mod process_tree;

@@ -25,31 +25,49 @@ use std::time::Duration;
 use anyhow::Context;
 use sqlx::{PgPool, postgres::PgPoolOptions};
 
+/// How long [`connect`] waits for Postgres to answer, by default.
+pub const CONNECT_WAIT: Duration = Duration::from_secs(120);
+
 /// Opens the pool, retrying with backoff while Postgres is not reachable yet
-/// (containers start together; a database restart must not kill the process).
+/// (containers start together; a database restart must not kill the process),
+/// for [`CONNECT_WAIT`].
 pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<PgPool> {
+    connect_within(url, max_connections, CONNECT_WAIT).await
+}
+
+/// [`connect`], retrying for `wait` at most.
+pub async fn connect_within(
+    url: &str,
+    max_connections: u32,
+    wait: Duration,
+) -> anyhow::Result<PgPool> {
     crate::ops::tls::use_ring_provider();
+    let deadline = tokio::time::Instant::now() + wait;
     let mut delay = Duration::from_millis(200);
-    let mut tries = 0;
     loop {
         let result = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(10))
             .connect(url)
             .await;
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         match result {
             Ok(pool) => return Ok(pool),
             // A certificate that does not check out will not later: say so now.
             Err(e) if is_certificate_error(&e) => {
                 return Err(e).context("connecting to Postgres over TLS");
             }
-            Err(e) if tries < 30 => {
-                tries += 1;
-                tracing::warn!(error = %e, "Postgres not reachable yet, retrying in {delay:?}");
-                tokio::time::sleep(delay).await;
+            Err(e) if !left.is_zero() => {
+                let delay_now = delay.min(left);
+                tracing::warn!(error = %e, "Postgres not reachable yet, retrying in {delay_now:?}");
+                tokio::time::sleep(delay_now).await;
                 delay = (delay * 2).min(Duration::from_secs(5));
             }
-            Err(e) => return Err(e).context("connecting to Postgres"),
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!("connecting to Postgres (waited {}s)", wait.as_secs())
+                });
+            }
         }
     }
 }

@@ -53,7 +53,7 @@ impl CancelFlag {
 /// every [`CHECK_EVERY`] steps. Used by one thread (the one extracting).
 pub struct ExtractBudget {
     limit: Duration,
-    deadline: Instant,
+    deadline: Cell<Instant>,
     cancel: CancelFlag,
     steps: Cell<u64>,
     next_check: Cell<u64>,
@@ -67,9 +67,7 @@ impl ExtractBudget {
         let now = Instant::now();
         ExtractBudget {
             limit,
-            deadline: now
-                .checked_add(limit)
-                .unwrap_or(now + Duration::from_secs(86_400)),
+            deadline: Cell::new(deadline_after(now, limit)),
             cancel,
             steps: Cell::new(0),
             next_check: Cell::new(CHECK_EVERY),
@@ -82,6 +80,15 @@ impl ExtractBudget {
     #[cfg(test)]
     pub fn unlimited() -> Self {
         Self::new(Duration::from_secs(3600), CancelFlag::default())
+    }
+
+    /// Gives the budget's whole time again from now: called once the page is
+    /// parsed. Parsing is linear in the page, which `PAGE_MAX_BYTES` bounds,
+    /// and cannot be stopped midway; the budget is for what the site's
+    /// selectors and values cost, which can grow without bound.
+    pub fn start_matching(&self) {
+        self.deadline
+            .set(deadline_after(Instant::now(), self.limit));
     }
 
     /// Charges one step; false once the budget is spent.
@@ -120,7 +127,7 @@ impl ExtractBudget {
     fn look(&self) {
         if self.cancel.is_cancelled() {
             self.spent.set(Some(Spent::Cancelled));
-        } else if Instant::now() >= self.deadline {
+        } else if Instant::now() >= self.deadline.get() {
             self.spent.set(Some(Spent::Time));
         }
     }
@@ -142,6 +149,11 @@ impl ExtractBudget {
             }),
         }
     }
+}
+
+fn deadline_after(now: Instant, limit: Duration) -> Instant {
+    now.checked_add(limit)
+        .unwrap_or(now + Duration::from_secs(86_400))
 }
 
 /// An extraction that stopped before it finished.

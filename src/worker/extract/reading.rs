@@ -61,6 +61,7 @@ pub fn read_html(
     budget: &ExtractBudget,
 ) -> Result<HtmlRead, ReadError> {
     let page = HtmlPage::parse(html, url);
+    budget.start_matching();
     if let Some(blocked) = blocked_selector
         && page.contains(blocked, "blocked_selector", budget)?
     {
@@ -81,6 +82,7 @@ pub fn read_json(
 ) -> Result<JsonPage, ReadError> {
     let answer: Value = serde_json::from_slice(body)
         .map_err(|e| ReadError::Unreadable(format!("the answer at {url} is not JSON: {e}")))?;
+    budget.start_matching();
     extract_json(&answer, url, items, fields, paging, max_items, budget)
 }
 

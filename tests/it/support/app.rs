@@ -46,6 +46,7 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
             allowed_private_targets: vec![],
             http_header_timeout_secs: 10,
             max_connections: 512,
+            client_limits: Default::default(),
             stuck_timeout_secs: 30,
             max_attempts: 3,
         },
