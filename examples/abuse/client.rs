@@ -114,6 +114,21 @@ impl Api {
         self.call(what, request, expect).await
     }
 
+    /// Creates a site with the write token (a 201 is due); its id, `None`
+    /// when it was not created.
+    pub async fn create_site(&self, body: &Value, what: &str) -> Option<i64> {
+        self.json(
+            Method::POST,
+            "/api/sites",
+            Token::Write,
+            body,
+            what,
+            Expect::Status(&[201]),
+        )
+        .await
+        .and_then(|a| a.json()?["id"].as_i64())
+    }
+
     /// Sends bytes as they are, with this content type (or none).
     #[allow(clippy::too_many_arguments)]
     pub async fn bytes(

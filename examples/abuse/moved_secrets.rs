@@ -1,4 +1,4 @@
-//! Class 7: secrets and their targets. A client holding a write token tries
+//! Class 8: secrets and their targets. A client holding a write token tries
 //! to send a site's stored secrets somewhere else by sending them back
 //! masked (`***`) with another search URL or proxy, on an update and on a
 //! preview; a read token reads webhooks for their URLs (a Slack URL is its
@@ -68,17 +68,9 @@ async fn masked_secrets_elsewhere(
         "proxy": format!("http://{}:{}@127.0.0.1:{proxy_port}", secrets.proxy_user, secrets.proxy_password),
     });
     let id = api
-        .json(
-            Method::POST,
-            "/api/sites",
-            Token::Write,
-            &body,
-            "a site whose secrets a client moves",
-            Expect::Status(&[201]),
-        )
+        .create_site(&body, "a site whose secrets a client moves")
         .await
-        .and_then(|a| a.json()?["id"].as_i64())
-        .context("creating the site of class 7")?;
+        .context("creating the site of class 8")?;
     let path = format!("/api/sites/{id}");
     let mut shown = api
         .call(
@@ -88,7 +80,7 @@ async fn masked_secrets_elsewhere(
         )
         .await
         .and_then(|a| a.json())
-        .context("reading the site of class 7")?;
+        .context("reading the site of class 8")?;
     for key in ["id", "created_at", "updated_at", "session_saved_at"] {
         shown.as_object_mut().context("a site object")?.remove(key);
     }
@@ -161,7 +153,7 @@ async fn masked_secrets_elsewhere(
     )
     .await;
     api.call(
-        "the site of class 7, deleted",
+        "the site of class 8, deleted",
         api.request(Method::DELETE, &path, Token::Write),
         Expect::Status(&[204]),
     )
@@ -176,7 +168,7 @@ const ATTEMPT_LIMIT: Duration = Duration::from_secs(20);
 async fn webhooks_to_a_reader(api: &Api, targets: &Targets) -> anyhow::Result<()> {
     let key = format!("hookkey{}", uuid::Uuid::new_v4().simple());
     let url = format!("{}/hooks/{key}", targets.fixture);
-    let body = json!({"url": url, "events": ["run.failed"], "description": "class 7"});
+    let body = json!({"url": url, "events": ["run.failed"], "description": "class 8"});
     let id = api
         .json(
             Method::POST,
@@ -188,7 +180,7 @@ async fn webhooks_to_a_reader(api: &Api, targets: &Targets) -> anyhow::Result<()
         )
         .await
         .and_then(|a| a.json()?["id"].as_i64())
-        .context("creating the webhook of class 7")?;
+        .context("creating the webhook of class 8")?;
     api.json(
         Method::POST,
         &format!("/api/webhooks/{id}/test"),
@@ -221,7 +213,7 @@ async fn webhooks_to_a_reader(api: &Api, targets: &Targets) -> anyhow::Result<()
     };
     if !attempted {
         api.ledger.unexpected(
-            "the webhook of class 7",
+            "the webhook of class 8",
             "no attempt was made: the answers were not checked",
         );
     }
@@ -245,7 +237,7 @@ async fn webhooks_to_a_reader(api: &Api, targets: &Targets) -> anyhow::Result<()
         read_shows_no_webhook_secret(api, &what, &answer, &key, &masked);
     }
     api.call(
-        "the webhook of class 7, deleted",
+        "the webhook of class 8, deleted",
         api.request(Method::DELETE, &format!("/api/webhooks/{id}"), Token::Write),
         Expect::Status(&[204]),
     )

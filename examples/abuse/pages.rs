@@ -99,16 +99,8 @@ pub async fn start(api: &Api, targets: &Targets) -> anyhow::Result<Started> {
     let mut ids = Vec::new();
     for (name, body, check) in sites(&targets.fixture) {
         let id = api
-            .json(
-                Method::POST,
-                "/api/sites",
-                Token::Write,
-                &body,
-                "a hostile page's site",
-                Expect::Status(&[201]),
-            )
+            .create_site(&body, "a hostile page's site")
             .await
-            .and_then(|a| a.json()?["id"].as_i64())
             .with_context(|| format!("creating site {name}"))?;
         ids.push((id, name, check));
     }

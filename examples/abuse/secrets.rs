@@ -170,16 +170,8 @@ pub async fn start(api: &Api, targets: &Targets, secrets: &Secrets) -> anyhow::R
     let mut session_site = None;
     for (name, body, end) in sites(targets, secrets) {
         let id = api
-            .json(
-                Method::POST,
-                "/api/sites",
-                Token::Write,
-                &body,
-                "a secret-carrying site",
-                Expect::Status(&[201]),
-            )
+            .create_site(&body, "a secret-carrying site")
             .await
-            .and_then(|a| a.json()?["id"].as_i64())
             .with_context(|| format!("creating site {name}"))?;
         if name == "members" {
             session_site = Some(id);
