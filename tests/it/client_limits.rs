@@ -119,8 +119,7 @@ async fn raw_get(app: &TestApp, path: &str, token: Option<&str>) -> String {
 async fn refusals(app: &TestApp, limit: &str) -> u64 {
     let text = app
         .http
-        .get(format!("{}/metrics", app.base))
-        .bearer_auth(WRITER)
+        .get(format!("{}/metrics", app.metrics_base))
         .send()
         .await
         .unwrap()
