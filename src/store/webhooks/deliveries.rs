@@ -1,7 +1,7 @@
 //! Deliveries as the API shows them: an endpoint's, each with its attempts.
 
 use chrono::{DateTime, Utc};
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 
 use crate::{
     domain::webhook::{DeliveryState, WebhookEventType},
@@ -84,12 +84,13 @@ pub async fn list_deliveries(
     )
     .fetch_all(pool)
     .await?;
-    with_attempts(pool, rows).await
+    with_attempts(&mut *pool.acquire().await?, rows).await
 }
 
-/// One delivery of an endpoint.
+/// One delivery of an endpoint, read on `conn` (a transaction that queued
+/// it reads it before it commits: once committed, the sender may take it).
 pub async fn get_delivery(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     webhook_id: i64,
     id: i64,
 ) -> sqlx::Result<Option<Delivery>> {
@@ -102,19 +103,22 @@ pub async fn get_delivery(
         id,
         webhook_id
     )
-    .fetch_all(pool)
+    .fetch_all(&mut *conn)
     .await?;
-    Ok(with_attempts(pool, rows).await?.pop())
+    Ok(with_attempts(conn, rows).await?.pop())
 }
 
-async fn with_attempts(pool: &PgPool, rows: Vec<DeliveryRow>) -> sqlx::Result<Vec<Delivery>> {
+async fn with_attempts(
+    conn: &mut PgConnection,
+    rows: Vec<DeliveryRow>,
+) -> sqlx::Result<Vec<Delivery>> {
     let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
     let attempts = sqlx::query!(
         r#"SELECT delivery_id, attempted_at, status, error, latency_ms, response_excerpt
            FROM webhook_attempts WHERE delivery_id = ANY($1) ORDER BY id"#,
         &ids
     )
-    .fetch_all(pool)
+    .fetch_all(&mut *conn)
     .await?;
     rows.into_iter()
         .map(|row| {

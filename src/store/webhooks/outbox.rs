@@ -76,8 +76,10 @@ pub async fn queue_to(
     .fetch_one(&mut *tx)
     .await?;
     wake_sender(&mut tx).await?;
+    // Read as queued: once committed, the sender may deliver it at once.
+    let queued = get_delivery(&mut tx, webhook_id, delivery).await?;
     tx.commit().await?;
-    get_delivery(pool, webhook_id, delivery).await
+    Ok(queued)
 }
 
 async fn insert_message(
@@ -135,16 +137,19 @@ pub async fn resend(pool: &PgPool, webhook_id: i64, delivery_id: i64) -> sqlx::R
     .await?;
     if done.rows_affected() == 0 {
         tx.rollback().await?;
-        return Ok(match get_delivery(pool, webhook_id, delivery_id).await? {
-            Some(_) => Resend::InFlight,
-            None => Resend::NotFound,
-        });
+        return Ok(
+            match get_delivery(&mut *pool.acquire().await?, webhook_id, delivery_id).await? {
+                Some(_) => Resend::InFlight,
+                None => Resend::NotFound,
+            },
+        );
     }
     wake_sender(&mut tx).await?;
+    // Read as queued: once committed, the sender may deliver it at once.
+    let queued = get_delivery(&mut tx, webhook_id, delivery_id).await?;
     tx.commit().await?;
-    Ok(match get_delivery(pool, webhook_id, delivery_id).await? {
+    Ok(match queued {
         Some(delivery) => Resend::Queued(delivery),
-        // Deleted with its endpoint meanwhile.
         None => Resend::NotFound,
     })
 }
