@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use tokio::process::Child;
 
-#[path = "shared/throwaway.rs"]
+#[path = "common/throwaway.rs"]
 mod throwaway;
 
 use throwaway::{

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio::process::Command;
 
 #[allow(dead_code)]
-#[path = "shared/throwaway.rs"]
+#[path = "common/throwaway.rs"]
 mod throwaway;
 
 #[allow(dead_code)]

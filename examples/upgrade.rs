@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use tokio::process::Child;
 
-#[path = "shared/throwaway.rs"]
+#[path = "common/throwaway.rs"]
 mod throwaway;
 
 use throwaway::{

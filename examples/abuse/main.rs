@@ -38,7 +38,7 @@ mod ssrf;
 mod starvation;
 // Its client counts every request it sends (client.rs): not the shared one.
 #[allow(dead_code)]
-#[path = "../shared/throwaway.rs"]
+#[path = "../common/throwaway.rs"]
 mod throwaway;
 mod transport;
 

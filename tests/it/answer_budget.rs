@@ -2,13 +2,10 @@
 //! says so (`cut_at_bytes`), and its cursor goes on from the last row sent:
 //! following it lists every row once, in order, however large the rows.
 
-use crawlfleet::{
-    domain::page::{CrawledPage, PageItem, PagesRead, PagingEnd},
-    store,
-};
+use crawlfleet::domain::page::PageItem;
 use serde_json::{Value, json};
 
-use crate::support::{ON_DEMAND, Roles, TestApp, dispatch_and_claim};
+use crate::support::{ON_DEMAND, Roles, TestApp, complete_with_one_page};
 
 const BUDGET: usize = 20_000;
 const ITEMS: usize = 30;
@@ -19,11 +16,6 @@ async fn run_with_big_results(app: &TestApp) -> i64 {
     let site = app.create_site(app.site_body("shop", "/search")).await;
     let keyword = app.create_keyword("lamp", &[site], ON_DEMAND).await;
     let run = app.crawl(keyword).await[0];
-    let fence = dispatch_and_claim(pool, run, 1, "w").await.unwrap().fence;
-    let url = "http://127.0.0.1/big?page=1";
-    store::runs::enter_url_call(pool, &fence, url)
-        .await
-        .unwrap();
     let items: Vec<PageItem> = (0..ITEMS)
         .map(|i| {
             let fields = json!({"title": format!("{i} {}", "x".repeat(4000))});
@@ -34,17 +26,7 @@ async fn run_with_big_results(app: &TestApp) -> i64 {
             }
         })
         .collect();
-    let page = CrawledPage {
-        page: 1,
-        url,
-        items: &items,
-        item_key: None,
-        stored_before: &[],
-    };
-    store::runs::store_page(pool, &fence, &page).await.unwrap();
-    store::runs::complete(pool, &fence, PagesRead::new(1, PagingEnd::LastPage))
-        .await
-        .unwrap();
+    complete_with_one_page(pool, run, "http://127.0.0.1/big?page=1", &items).await;
     run
 }
 

@@ -11,7 +11,6 @@ use axum::{
     Json, Router,
     routing::{get, put},
 };
-use crawlfleet::domain::page::{CrawledPage, PagesRead, PagingEnd};
 use crawlfleet::{
     queue::{self, Job},
     store,
@@ -19,8 +18,8 @@ use crawlfleet::{
 use serde_json::{Value, json};
 
 use crate::support::{
-    CuttableProxy, ON_DEMAND, OwnRedis, Roles, TestApp, count_states, database_server,
-    dispatch_and_claim, eventually,
+    CuttableProxy, ON_DEMAND, OwnRedis, Roles, TestApp, complete_with_one_page, count_states,
+    database_server, eventually,
 };
 
 // The slowest run here rides out the 6 s outage: about 10 s with Chrome's
@@ -210,31 +209,12 @@ async fn retention_deletes_old_runs_with_their_results_and_keeps_recent_ones() {
     let new = app.create_keyword("new", &[site], ON_DEMAND).await;
     for keyword in [old, new] {
         let run = app.crawl(keyword).await[0];
-        let fence = dispatch_and_claim(pool, run, 1, "w").await.unwrap().fence;
-        store::runs::enter_url_call(pool, &fence, "http://x/")
-            .await
-            .unwrap();
         let item = crawlfleet::domain::page::PageItem {
             fields: json!({"title": "t"}),
             item_url: None,
             content_hash: "h".into(),
         };
-        store::runs::store_page(
-            pool,
-            &fence,
-            &CrawledPage {
-                page: 1,
-                url: "http://x/",
-                items: &[item],
-                item_key: None,
-                stored_before: &[],
-            },
-        )
-        .await
-        .unwrap();
-        store::runs::complete(pool, &fence, PagesRead::new(1, PagingEnd::LastPage))
-            .await
-            .unwrap();
+        complete_with_one_page(pool, run, "http://x/", &[item]).await;
     }
     sqlx::query(
         "UPDATE crawl_runs SET finished_at = now() - interval '31 days' WHERE keyword_id = $1",

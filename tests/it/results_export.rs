@@ -16,7 +16,7 @@ use hyper_util::{
 };
 use serde_json::{Value, json};
 
-use crate::support::{ON_DEMAND, TestApp, dispatch_and_claim};
+use crate::support::{ON_DEMAND, TestApp, complete_with_one_page, dispatch_and_claim};
 
 /// More than one export batch (1000 rows), so batches are stitched together.
 const ITEMS_PER_PAGE: usize = 250;
@@ -391,11 +391,6 @@ async fn a_csv_cell_a_spreadsheet_would_run_as_a_formula_starts_with_a_quote() {
     let site = app.create_site(app.site_body("shop", "/search")).await;
     let keyword = app.create_keyword("lamp", &[site], ON_DEMAND).await;
     let run = app.crawl(keyword).await[0];
-    let fence = dispatch_and_claim(pool, run, 1, "w").await.unwrap().fence;
-    let url = "http://127.0.0.1/formulas?page=1";
-    store::runs::enter_url_call(pool, &fence, url)
-        .await
-        .unwrap();
     let items: Vec<PageItem> = FORMULAS
         .iter()
         .map(|formula| {
@@ -407,17 +402,7 @@ async fn a_csv_cell_a_spreadsheet_would_run_as_a_formula_starts_with_a_quote() {
             }
         })
         .collect();
-    let page = CrawledPage {
-        page: 1,
-        url,
-        items: &items,
-        item_key: None,
-        stored_before: &[],
-    };
-    store::runs::store_page(pool, &fence, &page).await.unwrap();
-    store::runs::complete(pool, &fence, PagesRead::new(1, PagingEnd::LastPage))
-        .await
-        .unwrap();
+    complete_with_one_page(pool, run, "http://127.0.0.1/formulas?page=1", &items).await;
 
     let (status, _, csv) = export(&app, &format!("format=csv&run_id={run}")).await;
     assert_eq!(status, 200);

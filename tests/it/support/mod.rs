@@ -7,7 +7,7 @@
 //!   [`test_config`] and [`Roles`].
 //! - `stores`: the Postgres and Redis a test owns ([`TestDb`], a queue name of
 //!   its own), and what tests read or do there by hand ([`count_states`],
-//!   [`dispatch_and_claim`], [`clear_queue`]).
+//!   [`dispatch_and_claim`], [`complete_with_one_page`], [`clear_queue`]).
 //! - `processes`: crawlfleet as real OS processes ([`RoleProcess`]), the
 //!   browser slots every test's Chrome shares, and what a worker killed with
 //!   SIGKILL leaves behind.
@@ -52,8 +52,8 @@ pub use processes::{
 };
 pub use rest::post_ok;
 pub use stores::{
-    TestDb, clear_queue, count_states, database_server, dispatch_and_claim, redis_url,
-    test_queue_name,
+    TestDb, clear_queue, complete_with_one_page, count_states, database_server, dispatch_and_claim,
+    redis_url, test_queue_name,
 };
 pub use tls_servers::{
     CaFile, DatastoreLogin, PG_USER, TestCa, TlsPostgres, TlsRedis, tls_fleet_env,

@@ -4,7 +4,10 @@
 
 use std::collections::HashMap;
 
-use crawlfleet::{queue, store};
+use crawlfleet::{
+    domain::page::{CrawledPage, PageItem, PagesRead, PagingEnd},
+    queue, store,
+};
 use sqlx::{Connection, PgConnection, PgPool};
 use uuid::Uuid;
 
@@ -126,6 +129,29 @@ pub async fn dispatch_and_claim(
     store::runs::claim(pool, run_id, attempt, worker)
         .await
         .unwrap()
+}
+
+/// Crawls run `run_id` by hand as a worker would: claimed, one page at `url`
+/// holding `items` stored, completed.
+pub async fn complete_with_one_page(pool: &PgPool, run_id: i64, url: &str, items: &[PageItem]) {
+    let fence = dispatch_and_claim(pool, run_id, 1, "w")
+        .await
+        .unwrap()
+        .fence;
+    store::runs::enter_url_call(pool, &fence, url)
+        .await
+        .unwrap();
+    let page = CrawledPage {
+        page: 1,
+        url,
+        items,
+        item_key: None,
+        stored_before: &[],
+    };
+    store::runs::store_page(pool, &fence, &page).await.unwrap();
+    store::runs::complete(pool, &fence, PagesRead::new(1, PagingEnd::LastPage))
+        .await
+        .unwrap();
 }
 
 /// Runs of a database by state.
