@@ -20,6 +20,7 @@ mod observe;
 mod queue;
 mod results;
 mod runs;
+mod schema;
 mod sites;
 mod webhooks;
 

@@ -6,6 +6,8 @@
 
 use std::{collections::BTreeMap, fmt};
 
+use super::text_enum::text_enum;
+
 /// The bounds of one crawl (settings of the worker, see `config::bounds`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CrawlBounds {
@@ -31,42 +33,21 @@ impl Default for CrawlBounds {
     }
 }
 
-/// Each bound, as metrics label it (`crawlfleet_bounds_applied_total{bound}`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bound {
-    /// A field value cut to `field_chars`.
-    FieldChars,
-    /// A page's items past `page_items` dropped.
-    PageItems,
-    /// A run's items past `run_items` dropped, paging stopped.
-    RunItems,
-    /// A page over `page_bytes` refused.
-    PageBytes,
-    /// A URL field that is not http(s) dropped.
-    UrlScheme,
-    /// An API listing cut at its byte budget.
-    AnswerBytes,
-}
-
-impl Bound {
-    pub const ALL: [Bound; 6] = [
-        Bound::FieldChars,
-        Bound::PageItems,
-        Bound::RunItems,
-        Bound::PageBytes,
-        Bound::UrlScheme,
-        Bound::AnswerBytes,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Bound::FieldChars => "field_chars",
-            Bound::PageItems => "page_items",
-            Bound::RunItems => "run_items",
-            Bound::PageBytes => "page_bytes",
-            Bound::UrlScheme => "url_scheme",
-            Bound::AnswerBytes => "answer_bytes",
-        }
+text_enum! {
+    /// Each bound, as metrics label it (`crawlfleet_bounds_applied_total{bound}`).
+    pub enum Bound as "bound" {
+        /// A field value cut to `field_chars`.
+        FieldChars = "field_chars",
+        /// A page's items past `page_items` dropped.
+        PageItems = "page_items",
+        /// A run's items past `run_items` dropped, paging stopped.
+        RunItems = "run_items",
+        /// A page over `page_bytes` refused.
+        PageBytes = "page_bytes",
+        /// A URL field that is not http(s) dropped.
+        UrlScheme = "url_scheme",
+        /// An API listing cut at its byte budget.
+        AnswerBytes = "answer_bytes",
     }
 }
 

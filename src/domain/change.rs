@@ -2,45 +2,29 @@
 //! each field that changed), unchanged, or removed (stored before, gone from
 //! a run that read every page); and what a run's completion tells of them.
 
-use std::{collections::BTreeMap, fmt, str::FromStr};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::FieldError;
+use super::{FieldError, text_enum::text_enum};
 
-/// What an item was to a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Change {
-    /// Not stored for its keyword/site before (or back after it was removed).
-    New,
-    /// Stored before with other values.
-    Changed,
-    Unchanged,
-    /// Stored before, and not found by a run that read every page.
-    Removed,
+text_enum! {
+    /// What an item was to a run.
+    pub enum Change as "change" {
+        /// Not stored for its keyword/site before (or back after it was removed).
+        New = "new",
+        /// Stored before with other values.
+        Changed = "changed",
+        Unchanged = "unchanged",
+        /// Stored before, and not found by a run that read every page.
+        Removed = "removed",
+    }
 }
 
 impl Change {
-    pub const ALL: [Change; 4] = [
-        Change::New,
-        Change::Changed,
-        Change::Unchanged,
-        Change::Removed,
-    ];
-
     /// What `?change=` may ask for.
     pub const LISTED: [Change; 3] = [Change::New, Change::Changed, Change::Removed];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Change::New => "new",
-            Change::Changed => "changed",
-            Change::Unchanged => "unchanged",
-            Change::Removed => "removed",
-        }
-    }
 
     /// A client's `change` filter: one of [`Change::LISTED`].
     pub fn parse_filter(value: &str) -> Result<Change, FieldError> {
@@ -55,26 +39,6 @@ impl Change {
                     ),
                 )
             })
-    }
-}
-
-impl fmt::Display for Change {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("unknown change {0:?}")]
-pub struct UnknownChange(pub String);
-
-impl FromStr for Change {
-    type Err = UnknownChange;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Change::ALL
-            .into_iter()
-            .find(|c| c.as_str() == s)
-            .ok_or_else(|| UnknownChange(s.to_owned()))
     }
 }
 

@@ -2,98 +2,58 @@
 //! beside the human message, and matched on by the worker, the watchdog, the
 //! metrics and the retry policy — nobody reads it back out of the message.
 
-use std::{fmt, str::FromStr};
+use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use super::text_enum::text_enum;
 
-/// The kind of a failed attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureKind {
-    /// A page did not load, or its request did not return, within the
-    /// site's stuck timeout.
-    Stuck,
-    /// The worker holding the run stopped sending heartbeats.
-    WorkerLost,
-    /// The browser session broke: it crashed, hung, or could not be had.
-    BrowserCrashed,
-    /// The network failed: no connection, no answer, a name that does not
-    /// resolve (yet), too many redirects.
-    Network,
-    /// The site answered 5xx or 408: it may answer next time.
-    SiteError,
-    /// The site answered 4xx to the search page: it will answer the same.
-    HttpStatus,
-    /// The site refused us on every try (429, 503, a block page).
-    Blocked,
-    /// The SSRF guard refused the target (or where a redirect led).
-    TargetRefused,
-    /// The answer could not be read (a JSON API that answered with no JSON).
-    UnreadablePage,
-    /// The answer is larger than a worker reads.
-    PageTooLarge,
-    /// The first page had no items on a site that expects them: its
-    /// selectors no longer find anything (the site changed).
-    NoItems,
-    /// The site's settings cannot crawl (e.g. a search URL the keyword
-    /// breaks, a kept session with no SESSION_KEY on the worker).
-    Misconfigured,
-    /// A service of the fleet itself failed (the rate limiter in Redis, a
-    /// kept session in Postgres).
-    Internal,
-    /// A user cancelled the run during the attempt.
-    Cancelled,
-    /// The site's robots.txt disallows the first page for our user agent
-    /// (and the site respects robots.txt): the page is not fetched.
-    RobotsDisallowed,
-    /// Reading a page took more than its budget (`EXTRACT_BUDGET_MS`): the
-    /// site's selectors cost too much on that page (deeply nested `:is()`,
-    /// `:not()`, `:has()` with descendant combinators), or its items held
-    /// too much. The same selectors cost the same next time.
-    ExtractionOverBudget,
+text_enum! {
+    /// The kind of a failed attempt.
+    pub enum FailureKind as "failure kind" {
+        /// A page did not load, or its request did not return, within the
+        /// site's stuck timeout.
+        Stuck = "stuck",
+        /// The worker holding the run stopped sending heartbeats.
+        WorkerLost = "worker_lost",
+        /// The browser session broke: it crashed, hung, or could not be had.
+        BrowserCrashed = "browser_crashed",
+        /// The network failed: no connection, no answer, a name that does not
+        /// resolve (yet), too many redirects.
+        Network = "network",
+        /// The site answered 5xx or 408: it may answer next time.
+        SiteError = "site_error",
+        /// The site answered 4xx to the search page: it will answer the same.
+        HttpStatus = "http_status",
+        /// The site refused us on every try (429, 503, a block page).
+        Blocked = "blocked",
+        /// The SSRF guard refused the target (or where a redirect led).
+        TargetRefused = "target_refused",
+        /// The answer could not be read (a JSON API that answered with no JSON).
+        UnreadablePage = "unreadable_page",
+        /// The answer is larger than a worker reads.
+        PageTooLarge = "page_too_large",
+        /// The first page had no items on a site that expects them: its
+        /// selectors no longer find anything (the site changed).
+        NoItems = "no_items",
+        /// The site's settings cannot crawl (e.g. a search URL the keyword
+        /// breaks, a kept session with no SESSION_KEY on the worker).
+        Misconfigured = "misconfigured",
+        /// A service of the fleet itself failed (the rate limiter in Redis, a
+        /// kept session in Postgres).
+        Internal = "internal",
+        /// A user cancelled the run during the attempt.
+        Cancelled = "cancelled",
+        /// The site's robots.txt disallows the first page for our user agent
+        /// (and the site respects robots.txt): the page is not fetched.
+        RobotsDisallowed = "robots_disallowed",
+        /// Reading a page took more than its budget (`EXTRACT_BUDGET_MS`): the
+        /// site's selectors cost too much on that page (deeply nested `:is()`,
+        /// `:not()`, `:has()` with descendant combinators), or its items held
+        /// too much. The same selectors cost the same next time.
+        ExtractionOverBudget = "extraction_over_budget",
+    }
 }
 
 impl FailureKind {
-    pub const ALL: [FailureKind; 16] = [
-        FailureKind::Stuck,
-        FailureKind::WorkerLost,
-        FailureKind::BrowserCrashed,
-        FailureKind::Network,
-        FailureKind::SiteError,
-        FailureKind::HttpStatus,
-        FailureKind::Blocked,
-        FailureKind::TargetRefused,
-        FailureKind::UnreadablePage,
-        FailureKind::PageTooLarge,
-        FailureKind::NoItems,
-        FailureKind::Misconfigured,
-        FailureKind::Internal,
-        FailureKind::Cancelled,
-        FailureKind::RobotsDisallowed,
-        FailureKind::ExtractionOverBudget,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureKind::Stuck => "stuck",
-            FailureKind::WorkerLost => "worker_lost",
-            FailureKind::BrowserCrashed => "browser_crashed",
-            FailureKind::Network => "network",
-            FailureKind::SiteError => "site_error",
-            FailureKind::HttpStatus => "http_status",
-            FailureKind::Blocked => "blocked",
-            FailureKind::TargetRefused => "target_refused",
-            FailureKind::UnreadablePage => "unreadable_page",
-            FailureKind::PageTooLarge => "page_too_large",
-            FailureKind::NoItems => "no_items",
-            FailureKind::Misconfigured => "misconfigured",
-            FailureKind::Internal => "internal",
-            FailureKind::Cancelled => "cancelled",
-            FailureKind::RobotsDisallowed => "robots_disallowed",
-            FailureKind::ExtractionOverBudget => "extraction_over_budget",
-        }
-    }
-
     /// The retry policy: whether another attempt may succeed. A run whose
     /// attempt failed this way is queued again (with backoff) while it has
     /// attempts left; otherwise it fails at once.
@@ -119,26 +79,6 @@ impl FailureKind {
             // The page and the selectors are the same on the next attempt.
             | FailureKind::ExtractionOverBudget => false,
         }
-    }
-}
-
-impl fmt::Display for FailureKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("unknown failure kind {0:?}")]
-pub struct UnknownFailureKind(pub String);
-
-impl FromStr for FailureKind {
-    type Err = UnknownFailureKind;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        FailureKind::ALL
-            .into_iter()
-            .find(|kind| kind.as_str() == s)
-            .ok_or_else(|| UnknownFailureKind(s.to_owned()))
     }
 }
 

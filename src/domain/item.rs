@@ -2,55 +2,19 @@
 //! value of the field the site names as its key (`item_key`), else its
 //! content. Runs recognise an item by it: the same identity, the same item.
 
-use std::{fmt, str::FromStr};
-
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::page::PageItem;
+use super::{page::PageItem, text_enum::text_enum};
 
-/// How an item was identified.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum IdentifiedBy {
-    /// Its URL (the first `href` field, or the first json `link`).
-    Url,
-    /// The value of the site's `item_key` field.
-    Key,
-    /// The hash of its fields: any change makes it another item.
-    Content,
-}
-
-impl IdentifiedBy {
-    pub const ALL: [IdentifiedBy; 3] =
-        [IdentifiedBy::Url, IdentifiedBy::Key, IdentifiedBy::Content];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IdentifiedBy::Url => "url",
-            IdentifiedBy::Key => "key",
-            IdentifiedBy::Content => "content",
-        }
-    }
-}
-
-impl fmt::Display for IdentifiedBy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("unknown identity kind {0:?}")]
-pub struct UnknownIdentifiedBy(pub String);
-
-impl FromStr for IdentifiedBy {
-    type Err = UnknownIdentifiedBy;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        IdentifiedBy::ALL
-            .into_iter()
-            .find(|by| by.as_str() == s)
-            .ok_or_else(|| UnknownIdentifiedBy(s.to_owned()))
+text_enum! {
+    /// How an item was identified.
+    pub enum IdentifiedBy as "identity kind" {
+        /// Its URL (the first `href` field, or the first json `link`).
+        Url = "url",
+        /// The value of the site's `item_key` field.
+        Key = "key",
+        /// The hash of its fields: any change makes it another item.
+        Content = "content",
     }
 }
 

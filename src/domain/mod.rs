@@ -16,6 +16,7 @@ pub mod schedule;
 pub mod site;
 pub mod target;
 pub mod text;
+pub mod text_enum;
 pub mod webhook;
 
 pub use field_error::FieldError;

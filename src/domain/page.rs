@@ -2,9 +2,7 @@
 //! earlier completed run stored is seen again, not stored again, unless it
 //! changed), and why a crawl stopped paging.
 
-use std::{fmt, str::FromStr};
-
-use super::{bounds::BoundsReport, item::ItemIdentity, run::EarlyStop};
+use super::{bounds::BoundsReport, item::ItemIdentity, run::EarlyStop, text_enum::text_enum};
 
 /// One item extracted from a page, ready to store.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,60 +46,21 @@ impl CrawledPage<'_> {
     }
 }
 
-/// Why a crawl stopped asking for pages. Only a crawl that went through to
-/// the last page can tell that an item it did not see is gone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PagingEnd {
-    /// No next page: an empty page, no `{page}` in the search, no next
-    /// token (or the same one twice).
-    LastPage,
-    /// The site's `max_pages` were read and there was more.
-    MaxPages,
-    /// An incremental crawl (`stop_on_seen`) reached what an earlier run stored.
-    SeenBefore,
-    /// The site's robots.txt disallows the next page (the run says which).
-    Disallowed,
-    /// The run holds as many items as a run may (`RUN_MAX_ITEMS`).
-    ItemCap,
-}
-
-impl PagingEnd {
-    pub const ALL: [PagingEnd; 5] = [
-        PagingEnd::LastPage,
-        PagingEnd::MaxPages,
-        PagingEnd::SeenBefore,
-        PagingEnd::Disallowed,
-        PagingEnd::ItemCap,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PagingEnd::LastPage => "last_page",
-            PagingEnd::MaxPages => "max_pages",
-            PagingEnd::SeenBefore => "seen_before",
-            PagingEnd::Disallowed => "disallowed",
-            PagingEnd::ItemCap => "item_cap",
-        }
-    }
-}
-
-impl fmt::Display for PagingEnd {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("unknown paging end {0:?}")]
-pub struct UnknownPagingEnd(pub String);
-
-impl FromStr for PagingEnd {
-    type Err = UnknownPagingEnd;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        PagingEnd::ALL
-            .into_iter()
-            .find(|end| end.as_str() == s)
-            .ok_or_else(|| UnknownPagingEnd(s.to_owned()))
+text_enum! {
+    /// Why a crawl stopped asking for pages. Only a crawl that went through to
+    /// the last page can tell that an item it did not see is gone.
+    pub enum PagingEnd as "paging end" {
+        /// No next page: an empty page, no `{page}` in the search, no next
+        /// token (or the same one twice).
+        LastPage = "last_page",
+        /// The site's `max_pages` were read and there was more.
+        MaxPages = "max_pages",
+        /// An incremental crawl (`stop_on_seen`) reached what an earlier run stored.
+        SeenBefore = "seen_before",
+        /// The site's robots.txt disallows the next page (the run says which).
+        Disallowed = "disallowed",
+        /// The run holds as many items as a run may (`RUN_MAX_ITEMS`).
+        ItemCap = "item_cap",
     }
 }
 

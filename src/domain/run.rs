@@ -1,57 +1,30 @@
 //! The crawl run state machine (docs/design.md, "Crawl run state machine").
 
-use std::{fmt, str::FromStr};
-
 use chrono::{DateTime, Utc};
 use rand::Rng;
-use serde::{Deserialize, Serialize};
 
-use super::{failure::FailureKind, page::PagingEnd};
+use super::{failure::FailureKind, page::PagingEnd, text_enum::text_enum};
 
-/// Where a crawl run is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunState {
-    /// Waiting in Postgres (and, once dispatched, in Redis).
-    Queued,
-    /// A worker claimed it.
-    Running,
-    /// A page request is in flight.
-    UrlCall,
-    /// A page came back and was extracted.
-    CallDone,
-    Completed,
-    Failed,
-    /// The period's result already existed.
-    Skipped,
-    Cancelled,
+text_enum! {
+    /// Where a crawl run is in its life.
+    pub enum RunState as "run state" {
+        /// Waiting in Postgres (and, once dispatched, in Redis).
+        Queued = "queued",
+        /// A worker claimed it.
+        Running = "running",
+        /// A page request is in flight.
+        UrlCall = "url_call",
+        /// A page came back and was extracted.
+        CallDone = "call_done",
+        Completed = "completed",
+        Failed = "failed",
+        /// The period's result already existed.
+        Skipped = "skipped",
+        Cancelled = "cancelled",
+    }
 }
 
 impl RunState {
-    pub const ALL: [RunState; 8] = [
-        RunState::Queued,
-        RunState::Running,
-        RunState::UrlCall,
-        RunState::CallDone,
-        RunState::Completed,
-        RunState::Failed,
-        RunState::Skipped,
-        RunState::Cancelled,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunState::Queued => "queued",
-            RunState::Running => "running",
-            RunState::UrlCall => "url_call",
-            RunState::CallDone => "call_done",
-            RunState::Completed => "completed",
-            RunState::Failed => "failed",
-            RunState::Skipped => "skipped",
-            RunState::Cancelled => "cancelled",
-        }
-    }
-
     /// Active runs hold the keyword/site pair: at most one at a time.
     pub fn is_active(self) -> bool {
         matches!(
@@ -61,56 +34,11 @@ impl RunState {
     }
 }
 
-impl fmt::Display for RunState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("unknown run state {0:?}")]
-pub struct UnknownRunState(pub String);
-
-impl FromStr for RunState {
-    type Err = UnknownRunState;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        RunState::ALL
-            .into_iter()
-            .find(|state| state.as_str() == s)
-            .ok_or_else(|| UnknownRunState(s.to_owned()))
-    }
-}
-
-/// Why a run was queued.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Trigger {
-    Manual,
-    Schedule,
-}
-
-impl Trigger {
-    pub const ALL: [Trigger; 2] = [Trigger::Manual, Trigger::Schedule];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Trigger::Manual => "manual",
-            Trigger::Schedule => "schedule",
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("unknown trigger {0:?}")]
-pub struct UnknownTrigger(pub String);
-
-impl FromStr for Trigger {
-    type Err = UnknownTrigger;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Trigger::ALL
-            .into_iter()
-            .find(|trigger| trigger.as_str() == s)
-            .ok_or_else(|| UnknownTrigger(s.to_owned()))
+text_enum! {
+    /// Why a run was queued.
+    pub enum Trigger as "trigger" {
+        Manual = "manual",
+        Schedule = "schedule",
     }
 }
 
@@ -187,36 +115,12 @@ impl RunHealth {
     }
 }
 
-/// Why a run stopped reading pages before its last one, and still completed
-/// with what it read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    /// The site's robots.txt disallows the next page for our user agent.
-    RobotsDisallowed,
-}
-
-impl StopReason {
-    pub const ALL: [StopReason; 1] = [StopReason::RobotsDisallowed];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StopReason::RobotsDisallowed => "robots_disallowed",
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("unknown stop reason {0:?}")]
-pub struct UnknownStopReason(pub String);
-
-impl FromStr for StopReason {
-    type Err = UnknownStopReason;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        StopReason::ALL
-            .into_iter()
-            .find(|reason| reason.as_str() == s)
-            .ok_or_else(|| UnknownStopReason(s.to_owned()))
+text_enum! {
+    /// Why a run stopped reading pages before its last one, and still completed
+    /// with what it read.
+    pub enum StopReason as "stop reason" {
+        /// The site's robots.txt disallows the next page for our user agent.
+        RobotsDisallowed = "robots_disallowed",
     }
 }
 
@@ -227,46 +131,14 @@ pub struct EarlyStop {
     pub reason: StopReason,
 }
 
-/// How an attempt ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AttemptOutcome {
-    Completed,
-    Failed,
-    /// Handed back to the queue by a draining worker; not counted against the run.
-    Released,
-    Cancelled,
-}
-
-impl AttemptOutcome {
-    pub const ALL: [AttemptOutcome; 4] = [
-        AttemptOutcome::Completed,
-        AttemptOutcome::Failed,
-        AttemptOutcome::Released,
-        AttemptOutcome::Cancelled,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AttemptOutcome::Completed => "completed",
-            AttemptOutcome::Failed => "failed",
-            AttemptOutcome::Released => "released",
-            AttemptOutcome::Cancelled => "cancelled",
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("unknown attempt outcome {0:?}")]
-pub struct UnknownAttemptOutcome(pub String);
-
-impl FromStr for AttemptOutcome {
-    type Err = UnknownAttemptOutcome;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        AttemptOutcome::ALL
-            .into_iter()
-            .find(|outcome| outcome.as_str() == s)
-            .ok_or_else(|| UnknownAttemptOutcome(s.to_owned()))
+text_enum! {
+    /// How an attempt ended.
+    pub enum AttemptOutcome as "attempt outcome" {
+        Completed = "completed",
+        Failed = "failed",
+        /// Handed back to the queue by a draining worker; not counted against the run.
+        Released = "released",
+        Cancelled = "cancelled",
     }
 }
 

@@ -3,36 +3,29 @@
 //! without reading logs), one line on stderr saying why, and the same as an
 //! error in the log (JSON in containers), whatever `RUST_LOG` says.
 
-use std::{fmt, process::ExitCode};
+use std::process::ExitCode;
 
-/// Why a process stopped; each kind has its own exit code (README, "Exit codes").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopKind {
-    /// Anything else: a role failed while running, or an unexpected error. Exit 1.
-    Failed,
-    /// A setting is missing, malformed or contradicts another. Exit 2.
-    Config,
-    /// Postgres did not answer within the start-up wait (`DATABASE_WAIT_SECS`). Exit 3.
-    DatabaseUnreachable,
-    /// Redis did not answer. Exit 4.
-    RedisUnreachable,
-    /// A port this process must listen on is held by another program. Exit 5.
-    PortTaken,
-    /// The schema could not be brought up to this binary's. Exit 6.
-    MigrationFailed,
+use crate::domain::text_enum::text_enum;
+
+text_enum! {
+    /// Why a process stopped; each kind has its own exit code (README, "Exit codes").
+    pub enum StopKind as "stop kind" {
+        /// Anything else: a role failed while running, or an unexpected error. Exit 1.
+        Failed = "failed",
+        /// A setting is missing, malformed or contradicts another. Exit 2.
+        Config = "config",
+        /// Postgres did not answer within the start-up wait (`DATABASE_WAIT_SECS`). Exit 3.
+        DatabaseUnreachable = "database_unreachable",
+        /// Redis did not answer. Exit 4.
+        RedisUnreachable = "redis_unreachable",
+        /// A port this process must listen on is held by another program. Exit 5.
+        PortTaken = "port_taken",
+        /// The schema could not be brought up to this binary's. Exit 6.
+        MigrationFailed = "migration_failed",
+    }
 }
 
 impl StopKind {
-    /// Every kind, in exit-code order.
-    pub const ALL: [StopKind; 6] = [
-        StopKind::Failed,
-        StopKind::Config,
-        StopKind::DatabaseUnreachable,
-        StopKind::RedisUnreachable,
-        StopKind::PortTaken,
-        StopKind::MigrationFailed,
-    ];
-
     pub fn exit_code(self) -> u8 {
         match self {
             StopKind::Failed => 1,
@@ -41,17 +34,6 @@ impl StopKind {
             StopKind::RedisUnreachable => 4,
             StopKind::PortTaken => 5,
             StopKind::MigrationFailed => 6,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StopKind::Failed => "failed",
-            StopKind::Config => "config",
-            StopKind::DatabaseUnreachable => "database_unreachable",
-            StopKind::RedisUnreachable => "redis_unreachable",
-            StopKind::PortTaken => "port_taken",
-            StopKind::MigrationFailed => "migration_failed",
         }
     }
 
@@ -65,12 +47,6 @@ impl StopKind {
             StopKind::RedisUnreachable => Some("is Redis running and REDIS_URL right?"),
             _ => None,
         }
-    }
-}
-
-impl fmt::Display for StopKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

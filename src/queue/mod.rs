@@ -11,7 +11,7 @@ use anyhow::Context;
 use apalis_redis::{Config as QueueConfig, ConnectionManager, RedisStorage};
 use serde::{Deserialize, Serialize};
 
-use crate::domain::site::RenderMode;
+use crate::domain::{site::RenderMode, text_enum::text_enum};
 
 /// A job message. Tagged and versioned so old and new binaries can share a
 /// queue during a rolling deploy; Postgres holds everything else about the run.
@@ -29,19 +29,18 @@ pub enum Job {
 /// The queue backend of this crate's jobs.
 pub type JobQueue = RedisStorage<Job>;
 
-/// The two kinds of worker slots. Each has its own queue in Redis (and its own
-/// window), so cheap http/json crawls never wait behind browser crawls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Lane {
-    /// Crawls in headless Chrome (`WORKER_CONCURRENCY` per worker).
-    Browser,
-    /// Plain HTTP and JSON crawls (`HTTP_CONCURRENCY` per worker).
-    Http,
+text_enum! {
+    /// The two kinds of worker slots. Each has its own queue in Redis (and its own
+    /// window), so cheap http/json crawls never wait behind browser crawls.
+    pub enum Lane as "lane" {
+        /// Crawls in headless Chrome (`WORKER_CONCURRENCY` per worker).
+        Browser = "browser",
+        /// Plain HTTP and JSON crawls (`HTTP_CONCURRENCY` per worker).
+        Http = "http",
+    }
 }
 
 impl Lane {
-    pub const ALL: [Lane; 2] = [Lane::Browser, Lane::Http];
-
     /// The render modes whose crawls travel in this lane.
     pub fn render_modes(self) -> &'static [RenderMode] {
         match self {
@@ -55,13 +54,6 @@ impl Lane {
         match self {
             Lane::Browser => queue_name.to_owned(),
             Lane::Http => format!("{queue_name}:http"),
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Lane::Browser => "browser",
-            Lane::Http => "http",
         }
     }
 }

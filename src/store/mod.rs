@@ -2,6 +2,7 @@
 //! takes and returns domain types (rows are decoded here, once), and seals
 //! secrets at rest (`sealing`). May import `domain` only; no room.
 
+pub mod columns;
 pub mod items;
 pub mod keywords;
 pub mod leader;

@@ -43,6 +43,7 @@ mod site_health;
 mod spot;
 mod ssrf;
 mod startup_failures;
+mod store_columns;
 mod tls;
 mod webhooks;
 mod worker_faults;

@@ -2,7 +2,6 @@
 
 mod view;
 
-pub(super) use view::names_schema;
 pub use view::{CrawlRunView, QueueOutcomeView};
 
 use crate::api::answer_budget::{PageAnswer, page_within};
@@ -23,8 +22,11 @@ use super::{
     extract::{ApiQuery, Id, RunAttempt},
     page_limit, parse_cursor,
 };
-use crate::store::{self, runs::RunFilter};
-use view::{AttemptView, ErrorKindView, RunStateView};
+use crate::{
+    domain::{failure::FailureKind, run::RunState},
+    store::{self, runs::RunFilter},
+};
+use view::AttemptView;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -42,9 +44,9 @@ pub fn router() -> OpenApiRouter<AppState> {
 struct RunQuery {
     keyword_id: Option<i64>,
     site_id: Option<i64>,
-    state: Option<RunStateView>,
+    state: Option<RunState>,
     /// Runs whose last failure was of this kind.
-    error_kind: Option<ErrorKindView>,
+    error_kind: Option<FailureKind>,
     /// Runs queued at or after this time (RFC 3339, e.g. `2026-11-23T08:00:00Z`).
     queued_after: Option<DateTime<Utc>>,
     /// Runs queued before this time.
@@ -63,8 +65,8 @@ async fn list(
     let filter = RunFilter {
         keyword_id: query.keyword_id,
         site_id: query.site_id,
-        state: query.state.map(|state| state.0),
-        error_kind: query.error_kind.map(|kind| kind.0),
+        state: query.state,
+        error_kind: query.error_kind,
         queued_after: query.queued_after,
         queued_before: query.queued_before,
         before: parse_cursor(query.cursor.as_deref())?,

@@ -1,17 +1,9 @@
 //! Runs as the API shows them: the store's domain runs mapped to the wire,
 //! with the OpenAPI schemas clients generate code from.
 
-use std::borrow::Cow;
-
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
-use utoipa::{
-    PartialSchema, ToSchema,
-    openapi::{
-        RefOr, Schema,
-        schema::{ObjectBuilder, Type},
-    },
-};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::{
     domain::{
@@ -22,122 +14,6 @@ use crate::{
     store::runs::QueueOutcome,
 };
 
-/// A run's state on the wire: the domain's [`RunState`], whose OpenAPI
-/// schema is the enum of its names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RunStateView(pub RunState);
-
-impl Serialize for RunStateView {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.0.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for RunStateView {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let name = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-        name.parse()
-            .map(RunStateView)
-            .map_err(serde::de::Error::custom)
-    }
-}
-
-impl PartialSchema for RunStateView {
-    fn schema() -> RefOr<Schema> {
-        names_schema(
-            RunState::ALL.map(RunState::as_str),
-            "Where a crawl run is in its life (docs/design.md, \"Crawl run state machine\").",
-        )
-    }
-}
-
-impl ToSchema for RunStateView {
-    fn name() -> Cow<'static, str> {
-        Cow::Borrowed("RunState")
-    }
-}
-
-/// Why an attempt failed, on the wire: the domain's [`FailureKind`], whose
-/// OpenAPI schema is the enum of its names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ErrorKindView(pub FailureKind);
-
-impl Serialize for ErrorKindView {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.0.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for ErrorKindView {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let name = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-        name.parse()
-            .map(ErrorKindView)
-            .map_err(serde::de::Error::custom)
-    }
-}
-
-impl PartialSchema for ErrorKindView {
-    fn schema() -> RefOr<Schema> {
-        names_schema(
-            FailureKind::ALL.map(FailureKind::as_str),
-            "Why an attempt failed: stuck (no answer within the stuck timeout), worker_lost, \
-             browser_crashed, network, site_error (5xx, 408), http_status (4xx), blocked (429, \
-             503 or a block page on every try), target_refused (SSRF guard), unreadable_page, \
-             page_too_large, no_items (a first page without items on a site that expects them), \
-             misconfigured, internal, cancelled, robots_disallowed (the site's robots.txt \
-             disallows the first page for our user agent; the page was not fetched), \
-             extraction_over_budget (reading a page took more than EXTRACT_BUDGET_MS: the \
-             site's selectors cost too much there; not retried).",
-        )
-    }
-}
-
-impl ToSchema for ErrorKindView {
-    fn name() -> Cow<'static, str> {
-        Cow::Borrowed("ErrorKind")
-    }
-}
-
-/// Why a completed run stopped before its last page, on the wire: the
-/// domain's [`StopReason`], whose OpenAPI schema is the enum of its names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StopReasonView(pub StopReason);
-
-impl Serialize for StopReasonView {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.0.as_str())
-    }
-}
-
-impl PartialSchema for StopReasonView {
-    fn schema() -> RefOr<Schema> {
-        names_schema(
-            StopReason::ALL.map(StopReason::as_str),
-            "Why a completed run stopped before its last page: robots_disallowed (the site's \
-             robots.txt disallows the next page for our user agent; it was not fetched).",
-        )
-    }
-}
-
-impl ToSchema for StopReasonView {
-    fn name() -> Cow<'static, str> {
-        Cow::Borrowed("StopReason")
-    }
-}
-
-/// The schema of a string that is one of `names`.
-pub(in crate::api) fn names_schema<const N: usize>(
-    names: [&'static str; N],
-    description: &str,
-) -> RefOr<Schema> {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .enum_values(Some(names))
-        .description(Some(description))
-        .into()
-}
-
 /// A stored crawl run, as the API shows it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(as = CrawlRun)]
@@ -145,7 +21,7 @@ pub struct CrawlRunView {
     pub id: i64,
     pub keyword_id: i64,
     pub site_id: i64,
-    pub state: RunStateView,
+    pub state: RunState,
     /// manual or schedule.
     pub trigger: &'static str,
     pub priority: i32,
@@ -163,13 +39,13 @@ pub struct CrawlRunView {
     /// Why its paging ended, once it completed: `last_page` (it read every
     /// page, so it judged removals), `max_pages` (there was more) or
     /// `seen_before` (an incremental crawl reached what was stored).
-    pub paging_ended: Option<PagingEndView>,
+    pub paging_ended: Option<PagingEnd>,
     pub current_url: Option<String>,
     /// Why the last attempt failed, as a person reads it.
     pub error: Option<String>,
     /// Why the last attempt failed, as a program matches on it (null before
     /// a failure, and on failures recorded before kinds were).
-    pub error_kind: Option<ErrorKindView>,
+    pub error_kind: Option<FailureKind>,
     pub queued_at: DateTime<Utc>,
     pub not_before: Option<DateTime<Utc>>,
     pub dispatched_at: Option<DateTime<Utc>>,
@@ -189,13 +65,13 @@ pub struct CrawlRunView {
     /// did not read (null when it read them all).
     pub stopped_at_url: Option<String>,
     /// Why it stopped there (null when it read them all).
-    pub stop_reason: Option<StopReasonView>,
+    pub stop_reason: Option<StopReason>,
 }
 
 impl From<CrawlRun> for CrawlRunView {
     fn from(run: CrawlRun) -> Self {
         let (stopped_at_url, stop_reason) = match run.stopped_early {
-            Some(stop) => (Some(stop.url), Some(StopReasonView(stop.reason))),
+            Some(stop) => (Some(stop.url), Some(stop.reason)),
             None => (None, None),
         };
         CrawlRunView {
@@ -204,7 +80,7 @@ impl From<CrawlRun> for CrawlRunView {
             id: run.id,
             keyword_id: run.keyword_id,
             site_id: run.site_id,
-            state: RunStateView(run.state),
+            state: run.state,
             trigger: run.trigger.as_str(),
             priority: run.priority,
             attempt: run.attempt,
@@ -215,10 +91,10 @@ impl From<CrawlRun> for CrawlRunView {
             items_new: run.items_new,
             items_changed: run.items_changed,
             items_removed: run.items_removed,
-            paging_ended: run.paging_ended.map(PagingEndView::from),
+            paging_ended: run.paging_ended,
             current_url: run.current_url,
             error: run.error,
-            error_kind: run.error_kind.map(ErrorKindView),
+            error_kind: run.error_kind,
             queued_at: run.queued_at,
             not_before: run.not_before,
             dispatched_at: run.dispatched_at,
@@ -237,32 +113,6 @@ impl From<CrawlRun> for CrawlRunView {
     }
 }
 
-/// Why a completed run's paging ended.
-#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = PagingEnd)]
-pub enum PagingEndView {
-    LastPage,
-    MaxPages,
-    SeenBefore,
-    /// robots.txt disallows the next page (`stopped_at_url`).
-    Disallowed,
-    /// The run holds as many items as a run may keep (`RUN_MAX_ITEMS`).
-    ItemCap,
-}
-
-impl From<PagingEnd> for PagingEndView {
-    fn from(end: PagingEnd) -> Self {
-        match end {
-            PagingEnd::LastPage => PagingEndView::LastPage,
-            PagingEnd::MaxPages => PagingEndView::MaxPages,
-            PagingEnd::SeenBefore => PagingEndView::SeenBefore,
-            PagingEnd::Disallowed => PagingEndView::Disallowed,
-            PagingEnd::ItemCap => PagingEndView::ItemCap,
-        }
-    }
-}
-
 /// One attempt of a run, as the API shows it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(as = Attempt)]
@@ -275,7 +125,7 @@ pub struct AttemptView {
     pub outcome: Option<&'static str>,
     pub reason: Option<String>,
     /// Why the attempt failed, as a program matches on it.
-    pub error_kind: Option<ErrorKindView>,
+    pub error_kind: Option<FailureKind>,
     pub last_url: Option<String>,
     /// Where the HTML of the page the attempt failed on is (when kept).
     pub html_url: Option<String>,
@@ -298,7 +148,7 @@ impl AttemptView {
             ended_at: attempt.ended_at,
             outcome: attempt.outcome.map(AttemptOutcome::as_str),
             reason: attempt.reason,
-            error_kind: attempt.error_kind.map(ErrorKindView),
+            error_kind: attempt.error_kind,
             last_url: attempt.last_url,
         }
     }

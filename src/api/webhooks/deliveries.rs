@@ -7,7 +7,8 @@ use axum::{Extension, Json, extract::State, http::StatusCode};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
-use super::view::{DeliveryStateView, DeliveryView, EventTypeView};
+use super::view::DeliveryView;
+use crate::domain::webhook::{DeliveryState, WebhookEventType};
 use crate::{
     api::{
         ApiError, AppState, Page,
@@ -27,7 +28,7 @@ use crate::{
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(super) struct DeliveryQuery {
-    state: Option<DeliveryStateView>,
+    state: Option<DeliveryState>,
     limit: Option<i64>,
     cursor: Option<String>,
 }
@@ -45,7 +46,7 @@ pub(super) async fn list(
     ApiQuery(query): ApiQuery<DeliveryQuery>,
 ) -> Result<PageAnswer, ApiError> {
     let filter = DeliveryFilter {
-        state: query.state.map(|s| s.0),
+        state: query.state,
         before: parse_cursor(query.cursor.as_deref())?,
         limit: page_limit(query.limit)?,
     };
@@ -97,7 +98,7 @@ pub(super) async fn resend(
 pub(super) struct TestBody {
     /// The sample's event type; left out: the endpoint's first.
     #[serde(rename = "type", default)]
-    event_type: Option<EventTypeView>,
+    event_type: Option<WebhookEventType>,
 }
 
 /// Send a sample event (`"test": true` in its data) to this endpoint only,
@@ -114,7 +115,7 @@ pub(super) async fn test(
 ) -> Result<(StatusCode, Json<DeliveryView>), ApiError> {
     let webhook = endpoint(&state, id).await?;
     refuse_disabled(&webhook)?;
-    let event_type = body.event_type.map_or(webhook.events[0], |t| t.0);
+    let event_type = body.event_type.unwrap_or(webhook.events[0]);
     let sample = WebhookEvent::sample(event_type, id);
     store::webhooks::queue_to(&state.pool, id, &sample)
         .await?

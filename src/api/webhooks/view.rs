@@ -4,65 +4,17 @@
 //! of an endpoint: its URL (Slack's and others' carry their key in the path)
 //! shows scheme and host only, and the endpoint's answers are left out.
 
-use std::borrow::Cow;
-
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use utoipa::{
-    PartialSchema, ToSchema,
-    openapi::{RefOr, Schema},
-};
+use utoipa::ToSchema;
 
-use super::super::{auth::Access, runs::names_schema};
+use super::super::auth::Access;
 use crate::{
     domain::webhook::{
         DeliveryState, MASKED_SECRET, Webhook, WebhookEventType, WebhookInput, WebhookSecret,
     },
     store::webhooks::{Delivery, DeliveryAttempt},
 };
-
-/// An event type on the wire; its schema is the enum of the names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct EventTypeView(pub WebhookEventType);
-
-impl PartialSchema for EventTypeView {
-    fn schema() -> RefOr<Schema> {
-        names_schema(
-            WebhookEventType::ALL.map(WebhookEventType::as_str),
-            "What an endpoint is told about: run.failed (for good: its last attempt, or a \
-             failure no retry mends), run.completed, run.degraded, site.blocked, \
-             site.recovered, items.new, items.changed, items.removed.",
-        )
-    }
-}
-
-impl ToSchema for EventTypeView {
-    fn name() -> Cow<'static, str> {
-        Cow::Borrowed("WebhookEventType")
-    }
-}
-
-/// A delivery's state on the wire; its schema is the enum of the names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct DeliveryStateView(pub DeliveryState);
-
-impl PartialSchema for DeliveryStateView {
-    fn schema() -> RefOr<Schema> {
-        names_schema(
-            DeliveryState::ALL.map(DeliveryState::as_str),
-            "pending (waiting for its first attempt or a retry), delivered (the endpoint \
-             answered 2xx), failed (every attempt of the retry schedule failed).",
-        )
-    }
-}
-
-impl ToSchema for DeliveryStateView {
-    fn name() -> Cow<'static, str> {
-        Cow::Borrowed("WebhookDeliveryState")
-    }
-}
 
 /// An endpoint as a client sends it.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -72,7 +24,7 @@ pub struct WebhookBody {
     /// Where messages are POSTed: an http(s) URL the SSRF guard lets through.
     pub url: String,
     /// The events it is told about (at least one).
-    #[schema(value_type = Vec<EventTypeView>)]
+    #[schema(value_type = Vec<WebhookEventType>)]
     pub events: Vec<String>,
     /// Only events about these sites; empty or left out: every site.
     #[serde(default)]
@@ -120,7 +72,7 @@ pub struct WebhookView {
     /// Where messages are POSTed. To a read token only its scheme and host
     /// (`https://hooks.slack.com/***`): the rest of a URL can be its key.
     pub url: String,
-    pub events: Vec<EventTypeView>,
+    pub events: Vec<WebhookEventType>,
     pub site_ids: Vec<i64>,
     pub keyword_ids: Vec<i64>,
     pub description: String,
@@ -163,7 +115,7 @@ impl From<Webhook> for WebhookView {
         WebhookView {
             id: w.id,
             url: w.url.to_string(),
-            events: w.events.into_iter().map(EventTypeView).collect(),
+            events: w.events,
             site_ids: w.site_ids,
             keyword_ids: w.keyword_ids,
             description: w.description,
@@ -185,8 +137,8 @@ pub struct DeliveryView {
     pub webhook_id: i64,
     /// The `webhook-id` header: the same on every attempt.
     pub msg_id: String,
-    pub event_type: EventTypeView,
-    pub state: DeliveryStateView,
+    pub event_type: WebhookEventType,
+    pub state: DeliveryState,
     /// Attempts of the current retry schedule (a resend starts a new one).
     pub attempts: i32,
     /// When it is tried next, while pending.
@@ -245,8 +197,8 @@ impl From<Delivery> for DeliveryView {
             id: d.id,
             webhook_id: d.webhook_id,
             msg_id: d.msg_id,
-            event_type: EventTypeView(d.event_type),
-            state: DeliveryStateView(d.state),
+            event_type: d.event_type,
+            state: d.state,
             attempts: d.attempts,
             next_attempt_at: d.next_attempt_at,
             delivered_at: d.delivered_at,

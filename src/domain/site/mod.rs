@@ -21,7 +21,7 @@ pub use masked::restore_masked;
 pub use standing::{RunVerdict, SiteStatus, Streak};
 pub use template::{SearchUrlTemplate, with_query_param};
 
-use super::{FieldError, text};
+use super::{FieldError, text, text_enum::text_enum};
 use extraction::ExtractionInput;
 
 /// Runs of one site active at once across the fleet, when the site sets none.
@@ -31,30 +31,21 @@ pub const DEFAULT_MAX_PAGES: i32 = 100;
 /// Longest site name.
 const MAX_NAME_CHARS: usize = 200;
 
-/// How pages of a site are fetched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum RenderMode {
-    /// Headless Chrome: pages that need JavaScript.
-    #[default]
-    Browser,
-    /// A plain HTTP GET and the same CSS extraction: no browser at all.
-    Http,
-    /// A JSON API: items and fields by JSON pointers, paged by token or number.
-    Json,
+text_enum! {
+    /// How pages of a site are fetched.
+    #[derive(Default)]
+    pub enum RenderMode as "render mode" {
+        /// Headless Chrome: pages that need JavaScript.
+        #[default]
+        Browser = "browser",
+        /// A plain HTTP GET and the same CSS extraction: no browser at all.
+        Http = "http",
+        /// A JSON API: items and fields by JSON pointers, paged by token or number.
+        Json = "json",
+    }
 }
 
 impl RenderMode {
-    pub const ALL: [RenderMode; 3] = [RenderMode::Browser, RenderMode::Http, RenderMode::Json];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RenderMode::Browser => "browser",
-            RenderMode::Http => "http",
-            RenderMode::Json => "json",
-        }
-    }
-
     pub fn parse(mode: &str) -> Result<Self, FieldError> {
         text::check(mode, "render", 20)?;
         RenderMode::ALL

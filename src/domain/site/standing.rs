@@ -3,35 +3,17 @@
 
 use chrono::{DateTime, Utc};
 
-/// How one ended run went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunVerdict {
-    /// Completed and met the site's expectations.
-    Healthy,
-    /// Completed below the site's expectations.
-    Degraded,
-    /// Failed after its last attempt.
-    Failed,
-}
+use crate::domain::text_enum::text_enum;
 
-impl RunVerdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunVerdict::Healthy => "healthy",
-            RunVerdict::Degraded => "degraded",
-            RunVerdict::Failed => "failed",
-        }
-    }
-
-    /// A verdict as the store's `run_verdict(state, health)` names it.
-    pub fn parse(name: &str) -> Option<Self> {
-        [
-            RunVerdict::Healthy,
-            RunVerdict::Degraded,
-            RunVerdict::Failed,
-        ]
-        .into_iter()
-        .find(|verdict| verdict.as_str() == name)
+text_enum! {
+    /// How one ended run went.
+    pub enum RunVerdict as "run verdict" {
+        /// Completed and met the site's expectations.
+        Healthy = "healthy",
+        /// Completed below the site's expectations.
+        Degraded = "degraded",
+        /// Failed after its last attempt.
+        Failed = "failed",
     }
 }
 
@@ -44,30 +26,23 @@ pub struct Streak {
     pub since: DateTime<Utc>,
 }
 
-/// A site in one word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SiteStatus {
-    /// No run has ended yet.
-    Unknown,
-    Healthy,
-    /// Its last runs completed below its expectations.
-    Degraded,
-    /// Its last runs failed.
-    Failing,
-    /// It refuses us: a run failed as `blocked`, or degraded by refusals,
-    /// and no healthy run has ended since.
-    Blocked,
+text_enum! {
+    /// A site in one word.
+    pub enum SiteStatus as "site status" {
+        /// No run has ended yet.
+        Unknown = "unknown",
+        Healthy = "healthy",
+        /// Its last runs completed below its expectations.
+        Degraded = "degraded",
+        /// Its last runs failed.
+        Failing = "failing",
+        /// It refuses us: a run failed as `blocked`, or degraded by refusals,
+        /// and no healthy run has ended since.
+        Blocked = "blocked",
+    }
 }
 
 impl SiteStatus {
-    pub const ALL: [SiteStatus; 5] = [
-        SiteStatus::Unknown,
-        SiteStatus::Healthy,
-        SiteStatus::Degraded,
-        SiteStatus::Failing,
-        SiteStatus::Blocked,
-    ];
-
     pub fn of(blocked_since: Option<DateTime<Utc>>, streak: Option<&Streak>) -> Self {
         if blocked_since.is_some() {
             return SiteStatus::Blocked;
@@ -77,16 +52,6 @@ impl SiteStatus {
             Some(RunVerdict::Healthy) => SiteStatus::Healthy,
             Some(RunVerdict::Degraded) => SiteStatus::Degraded,
             Some(RunVerdict::Failed) => SiteStatus::Failing,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SiteStatus::Unknown => "unknown",
-            SiteStatus::Healthy => "healthy",
-            SiteStatus::Degraded => "degraded",
-            SiteStatus::Failing => "failing",
-            SiteStatus::Blocked => "blocked",
         }
     }
 
@@ -143,17 +108,5 @@ mod tests {
     fn the_gauge_orders_statuses_by_how_bad_they_are() {
         let values: Vec<_> = SiteStatus::ALL.iter().map(|s| s.gauge()).collect();
         assert_eq!(values, [None, Some(2), Some(1), Some(0), Some(0)]);
-    }
-
-    #[test]
-    fn verdicts_read_back_by_name() {
-        for verdict in [
-            RunVerdict::Healthy,
-            RunVerdict::Degraded,
-            RunVerdict::Failed,
-        ] {
-            assert_eq!(RunVerdict::parse(verdict.as_str()), Some(verdict));
-        }
-        assert_eq!(RunVerdict::parse("queued"), None);
     }
 }

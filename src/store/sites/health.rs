@@ -195,7 +195,7 @@ async fn select(pool: &PgPool, only: Option<i64>) -> sqlx::Result<Vec<SiteHealth
     .fetch_all(&mut *tx)
     .await?
     {
-        if let Some(verdict) = RunVerdict::parse(&row.verdict) {
+        if let Ok(verdict) = row.verdict.parse::<RunVerdict>() {
             streaks.insert(
                 row.site_id,
                 Streak {
