@@ -10,6 +10,7 @@ mod html;
 mod json;
 mod reading;
 mod select;
+mod structured;
 
 use std::collections::BTreeMap;
 
@@ -20,7 +21,10 @@ use url::Url;
 pub use browser::PageReader;
 pub use html::{HtmlPage, extract_html};
 pub use json::extract_json;
-pub use reading::{HtmlRead, ReadError, off_runtime, read_html, read_json};
+pub use reading::{
+    HtmlRead, HtmlReading, ReadError, off_runtime, read_html, read_json, read_rendered,
+};
+pub use structured::StructuredListing;
 
 use crate::domain::{page::PageItem, site::FieldSpec};
 
@@ -104,6 +108,7 @@ mod tests {
                 attr: None,
                 pointer: None,
                 link: false,
+                structured: None,
             },
         );
         specs.insert(
@@ -113,6 +118,7 @@ mod tests {
                 attr: Some("href".into()),
                 pointer: None,
                 link: false,
+                structured: None,
             },
         );
         let Value::Object(map) = json!({"title": "A", "link": "http://s/p/1"}) else {
@@ -223,6 +229,7 @@ mod fuzz {
             attr: attr.map(str::to_owned),
             pointer: None,
             link: false,
+            structured: None,
         }
     }
 
@@ -256,7 +263,7 @@ mod fuzz {
             let item = item.unwrap_or_else(|| CssSelector::parse("li", "f").unwrap());
             let fields = BTreeMap::from([("title".to_owned(), spec(field, attr))]);
             let budget = ExtractBudget::unlimited();
-            let _ = extract_html(&page, &item, &fields, usize::MAX, &budget);
+            let _ = extract_html(&page, &item, &fields, &serde_json::Map::new(), usize::MAX, &budget);
             let _ = page.contains(&item, "f", &budget);
             prop_assert_eq!(budget.spent(), None, "an accepted selector over a small page");
         }
@@ -274,7 +281,7 @@ mod fuzz {
             let url = Url::parse("http://api.example/s?q=a").unwrap();
             let fields = BTreeMap::from([(
                 "title".to_owned(),
-                FieldSpec { selector: None, attr: None, pointer: Some(pointer.clone()), link },
+                FieldSpec { selector: None, attr: None, pointer: Some(pointer.clone()), link, structured: None },
             )]);
             let paging = TokenPaging { next_token: pointer, token_param: "token".into() };
             let wrapped = json!({"items": [answer.clone()], "next": answer});
