@@ -171,8 +171,15 @@ mod fuzz {
     use serde_json::{Value, json};
     use url::Url;
 
-    use super::{HtmlPage, budget::ExtractBudget, extract_html, extract_json};
-    use crate::domain::site::{CssSelector, FieldSpec, JsonPointer, TokenPaging};
+    use super::{
+        HtmlPage,
+        budget::ExtractBudget,
+        extract_html, extract_json,
+        structured::{Lookup, StructuredData},
+    };
+    use crate::domain::site::{
+        CssSelector, FieldSpec, JsonPointer, SchemaType, StructuredPath, TokenPaging,
+    };
 
     fn cases() -> u32 {
         std::env::var("FUZZ_CASES")
@@ -248,8 +255,72 @@ mod fuzz {
         })
     }
 
+    /// A page of structured data: JSON-LD scripts of any JSON (or broken
+    /// text), microdata scopes and properties in any nesting, OpenGraph tags.
+    fn structured_page() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            json_value().prop_map(|v| format!(
+                r#"<script type="application/ld+json">{v}</script>"#
+            )),
+            json_value().prop_map(|v| format!(
+                r##"<script type="application/ld+json">{{"@type": "Product", "@id": "#p", "offers": {v}, "x": {{"@id": "#p"}}}}</script>"##
+            )),
+            proptest::string::string_regex(".{0,30}")
+                .unwrap()
+                .prop_map(|t| format!(r#"<script type="application/ld+json">{t}</script>"#)),
+            Just(r#"<div itemscope itemtype="https://schema.org/Product">"#.to_owned()),
+            Just(r#"<div itemprop="offers" itemscope itemtype="Offer">"#.to_owned()),
+            Just(r#"<span itemprop="price name" content="1">"#.to_owned()),
+            Just(r#"<a itemprop="url" href="javascript:x">"#.to_owned()),
+            Just(r#"<meta property="og:title" content="t">"#.to_owned()),
+            Just("</div>".to_owned()),
+            Just("</span>".to_owned()),
+            proptest::string::string_regex(".{0,20}").unwrap(),
+        ];
+        proptest::collection::vec(piece, 0..40).prop_map(|p| p.concat())
+    }
+
+    fn structured_path() -> impl Strategy<Value = &'static str> {
+        prop_oneof![
+            Just("name"),
+            Just("offers.price|offers.lowPrice"),
+            Just("offers.0.price"),
+            Just("x.x.x.x.offers.@id"),
+            Just("image.3"),
+            Just("og:title"),
+        ]
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+        #[test]
+        fn any_page_reads_its_structured_data_without_panicking(
+            page in structured_page(),
+            path in structured_path(),
+            link in any::<bool>(),
+        ) {
+            let url = Url::parse("http://shop.example/p?q=a").unwrap();
+            let page = HtmlPage::parse(&page, &url);
+            let budget = ExtractBudget::unlimited();
+            let data = StructuredData::read(&page, &budget);
+            let lookup = Lookup::new(&data, &budget);
+            let item_type = SchemaType::parse("Product", "t").unwrap();
+            let fields = BTreeMap::from([(
+                "f".to_owned(),
+                FieldSpec {
+                    selector: None,
+                    attr: None,
+                    pointer: None,
+                    link,
+                    structured: StructuredPath::parse(path, "f", Some(&item_type)).ok(),
+                },
+            )]);
+            let items = lookup.items(&item_type, &fields, usize::MAX, &budget);
+            prop_assert!(items.iter().all(|i| i.contains_key("f")));
+            let _ = data.listing(&budget);
+            prop_assert_eq!(budget.spent(), None, "a small page");
+        }
 
         #[test]
         fn any_page_and_any_accepted_selector_extract_without_panicking(
