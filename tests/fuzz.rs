@@ -174,7 +174,12 @@ fn structured_path() -> impl Strategy<Value = String> {
         Just("offers.price|offers.lowPrice".to_owned()),
         Just("Product.offers.0.price".to_owned()),
         proptest::collection::vec(
-            prop_oneof![Just("offers.price"), Just("Product.name"), Just("og:title"), Just("name")],
+            prop_oneof![
+                Just("offers.price"),
+                Just("Product.name"),
+                Just("og:title"),
+                Just("name")
+            ],
             1..8
         )
         .prop_map(|alternatives| alternatives.join("|")),
