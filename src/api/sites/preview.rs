@@ -130,7 +130,7 @@ struct PreviewTimings {
 /// microdata, OpenGraph), so a site can be set up from it.
 #[utoipa::path(post, path = "/sites/preview", tag = "sites", security(("bearer" = [])), request_body = PreviewBody,
     responses((status = 200, body = PreviewView), (status = 404, description = "No such site_id", body = ErrorBody),
-              (status = 422, description = "A rule broken; `field` names it (`site.item_selector`, `keyword`, `pages`)", body = ErrorBody),
+              (status = 422, description = "A rule broken; `field` names it (`site.item_selector`, `site.fields.price.structured`, `keyword`, `pages`)", body = ErrorBody),
               (status = 503, description = "No worker answered within PREVIEW_TIMEOUT_SECS", body = ErrorBody),
               (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 pub(super) async fn preview(
