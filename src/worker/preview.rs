@@ -18,15 +18,19 @@ use super::{
         limiter::{PaceKey, SitePace},
         screenshot,
     },
+    extract::StructuredListing,
     fetch::{BrowserPage, Fetched, HttpClient, PageLimits, PageSource, prepare_for_crawl},
 };
 use crate::{
     domain::{
         bounds::BoundsReport,
         failure::FailureKind,
-        preview::{PreviewItem, PreviewOutcome, PreviewPage, PreviewRefusal, PreviewRequest},
+        preview::{
+            PreviewItem, PreviewOutcome, PreviewPage, PreviewRefusal, PreviewRequest,
+            StructuredFound, StructuredItem,
+        },
         robots::paced_rate,
-        site::{RenderMode, SiteSpec},
+        site::{Extraction, RenderMode, SiteSpec},
     },
     queue::preview,
     store::sealing::{self, Sealed},
@@ -213,6 +217,7 @@ impl Read {
                 stuck_timeout,
                 extract_budget: ctx.extract_budget,
                 page_items: ctx.bounds.page_items,
+                list_structured: !matches!(spec.extraction, Extraction::Json { .. }),
             };
             ctx.guard.check(&url).await?;
             if let Some(why) = ctx.robots.disallows(spec, &url, &ctx.guard).await {
@@ -225,9 +230,13 @@ impl Read {
                 .await;
             let final_url = source.last_url().await.map(String::from);
             let took_ms = started.elapsed().as_millis() as u64;
-            let (items, next_token) = match fetched? {
-                Fetched::Items { items, next_token } => (items, next_token),
-                Fetched::PastTheEnd => (Vec::new(), None),
+            let (items, next_token, structured) = match fetched? {
+                Fetched::Items {
+                    items,
+                    next_token,
+                    structured,
+                } => (items, next_token, structured.map(found)),
+                Fetched::PastTheEnd => (Vec::new(), None, None),
                 Fetched::Refused {
                     reason,
                     retry_after,
@@ -238,7 +247,7 @@ impl Read {
                     if let Err(e) = ctx.limiter.refuse(pace.key.clone(), retry_after).await {
                         tracing::warn!(error = %e, "a preview's refusal did not pause the site");
                     }
-                    self.page(page, &url, final_url, 0, took_ms);
+                    self.page(page, &url, final_url, 0, took_ms, None);
                     self.refusal = Some(PreviewRefusal {
                         kind: "blocked".to_owned(),
                         message: reason,
@@ -249,7 +258,7 @@ impl Read {
             // What a crawl of the page would store.
             let mut bounded = BoundsReport::new(ctx.bounds);
             let items = bound_page(items, spec.extraction.fields(), &ctx.bounds, &mut bounded);
-            self.page(page, &url, final_url, items.len(), took_ms);
+            self.page(page, &url, final_url, items.len(), took_ms, structured);
             let found_none = items.is_empty();
             self.items.extend(items.into_iter().map(|item| PreviewItem {
                 fields: item.fields,
@@ -275,13 +284,22 @@ impl Read {
         Ok(())
     }
 
-    fn page(&mut self, page: u8, url: &Url, final_url: Option<String>, items: usize, took_ms: u64) {
+    fn page(
+        &mut self,
+        page: u8,
+        url: &Url,
+        final_url: Option<String>,
+        items: usize,
+        took_ms: u64,
+        structured: Option<StructuredFound>,
+    ) {
         self.pages.push(PreviewPage {
             page,
             url: url.to_string(),
             final_url,
             items,
             took_ms,
+            structured,
         });
     }
 
@@ -299,6 +317,23 @@ impl Read {
             },
         };
         self.refusal = Some(refusal);
+    }
+}
+
+/// A page's structured data as the preview answers it.
+fn found(listing: StructuredListing) -> StructuredFound {
+    StructuredFound {
+        types: listing.types,
+        items: listing
+            .items
+            .into_iter()
+            .map(|item| StructuredItem {
+                source: item.source.to_owned(),
+                types: item.types,
+                properties: item.properties,
+            })
+            .collect(),
+        skipped_scripts: listing.skipped_scripts,
     }
 }
 

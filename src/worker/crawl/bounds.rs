@@ -138,6 +138,7 @@ mod tests {
             attr: attr.map(str::to_owned),
             pointer: None,
             link: false,
+            structured: None,
         };
         BTreeMap::from([
             ("title".to_owned(), field(None)),

@@ -56,6 +56,7 @@ impl Crawl<'_> {
             stuck_timeout: self.stuck_timeout,
             extract_budget: self.ctx.extract_budget,
             page_items: self.ctx.bounds.page_items,
+            list_structured: false,
         }
     }
 
@@ -96,7 +97,9 @@ impl Crawl<'_> {
                 return Ok(PagesRead::stopped_before(stopped, page - 1).with_bounds(bounded));
             }
             let (items, next_token) = match self.fetch_politely(source, &url, page).await? {
-                Fetched::Items { items, next_token } => (items, next_token),
+                Fetched::Items {
+                    items, next_token, ..
+                } => (items, next_token),
                 Fetched::PastTheEnd => (Vec::new(), None),
                 Fetched::Refused { .. } => unreachable!("refusals are retried by fetch_politely"),
             };

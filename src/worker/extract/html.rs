@@ -43,6 +43,15 @@ impl HtmlPage {
         Self { document, base }
     }
 
+    pub(super) fn document(&self) -> &Html {
+        &self.document
+    }
+
+    /// What the page's relative URLs resolve against.
+    pub(super) fn base(&self) -> &Url {
+        &self.base
+    }
+
     /// Whether an element matching `selector` (the site's `field`) is on the page.
     pub fn contains(
         &self,
@@ -66,16 +75,19 @@ fn compiled(selector: &CssSelector, field: &str) -> Result<super::select::Select
 }
 
 /// One item per element matching `item_selector` (the first `max_items`),
-/// each field read as the browser script reads it.
+/// each field read as the browser script reads it; a structured field's
+/// value is the page's, in `structured` (read once for the page).
 pub fn extract_html(
     page: &HtmlPage,
     item_selector: &CssSelector,
     fields: &BTreeMap<String, FieldSpec>,
+    structured: &Map<String, Value>,
     max_items: usize,
     budget: &ExtractBudget,
 ) -> Result<Vec<PageItem>, ReadError> {
     let field_selectors = fields
         .iter()
+        .filter(|(_, spec)| spec.structured.is_none())
         .map(|(name, spec)| {
             let selector = spec
                 .selector
@@ -99,6 +111,11 @@ pub fn extract_html(
                 .map_or(Value::Null, Value::String);
             values.insert((*name).clone(), value);
         }
+        values.extend(
+            structured
+                .iter()
+                .map(|(name, value)| (name.clone(), value.clone())),
+        );
         budget.check()?;
         items.push(page_item(values, fields));
     }
@@ -129,7 +146,7 @@ fn read(
 
 /// The element's `textContent`: every node below it is a step, every byte
 /// of text a value read.
-fn text(element: ElementRef<'_>, budget: &ExtractBudget) -> String {
+pub(super) fn text(element: ElementRef<'_>, budget: &ExtractBudget) -> String {
     let mut text = String::new();
     for node in element.descendants() {
         if let Node::Text(piece) = node.value() {
@@ -154,6 +171,7 @@ mod tests {
             attr: attr.map(str::to_owned),
             pointer: None,
             link: false,
+            structured: None,
         }
     }
 
@@ -175,6 +193,7 @@ mod tests {
             &page,
             &CssSelector::parse("li.p", "x").unwrap(),
             &fields,
+            &Map::new(),
             usize::MAX,
             &budget,
         )
@@ -205,6 +224,7 @@ mod tests {
                 &page,
                 &CssSelector::parse("li", "x").unwrap(),
                 &fields,
+                &Map::new(),
                 usize::MAX,
                 &ExtractBudget::unlimited(),
             )
@@ -228,7 +248,7 @@ mod tests {
         let limit = Duration::from_millis(300);
         let budget = ExtractBudget::new(limit, CancelFlag::default());
         let started = Instant::now();
-        let read = extract_html(&page, &item, &fields, usize::MAX, &budget);
+        let read = extract_html(&page, &item, &fields, &Map::new(), usize::MAX, &budget);
         let took = started.elapsed();
         match read {
             Err(ReadError::OverBudget(over)) => {

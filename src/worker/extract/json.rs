@@ -77,7 +77,7 @@ pub fn extract_json(
 
 /// A copy of `value`, each of its values and bytes charged to `budget`;
 /// what is left once the budget is spent is null (the page then fails).
-fn copied(value: &Value, budget: &ExtractBudget) -> Value {
+pub(super) fn copied(value: &Value, budget: &ExtractBudget) -> Value {
     match value {
         Value::String(s) if budget.charge_bytes(s.len()) => Value::String(s.clone()),
         Value::Array(list) if budget.step() => {
@@ -133,6 +133,7 @@ mod tests {
                     attr: None,
                     pointer: Some(pointer("/title")),
                     link: false,
+                    structured: None,
                 },
             ),
             (
@@ -142,6 +143,7 @@ mod tests {
                     attr: None,
                     pointer: Some(pointer("/url")),
                     link: true,
+                    structured: None,
                 },
             ),
             (
@@ -151,6 +153,7 @@ mod tests {
                     attr: None,
                     pointer: Some(pointer("/stats/likes")),
                     link: false,
+                    structured: None,
                 },
             ),
         ]);

@@ -20,6 +20,8 @@
 //! - `ports`: [`free_port`], a port a restarted process can have again.
 //! - `changing_site`: [`ChangingSite`], a one-page shop a test restyles,
 //!   strips of a field, or has refuse requests, between runs.
+//! - `structured_shop`: [`StructuredShop`], a shop publishing its products
+//!   as JSON-LD, microdata and OpenGraph.
 //! - `polling`: [`eventually`], for what another task or process does.
 //! - `webhook_receiver`: [`WebhookReceiver`], an endpoint on 127.0.0.1 that
 //!   verifies messages with the Standard Webhooks reference library.
@@ -36,6 +38,7 @@ mod ports;
 mod processes;
 mod rest;
 mod stores;
+mod structured_shop;
 mod tls_servers;
 mod webhook_receiver;
 
@@ -55,6 +58,7 @@ pub use stores::{
     TestDb, clear_queue, complete_with_one_page, count_states, database_server, dispatch_and_claim,
     redis_url, test_queue_name,
 };
+pub use structured_shop::{StructuredShop, expected_list};
 pub use tls_servers::{
     CaFile, DatastoreLogin, PG_USER, TestCa, TlsPostgres, TlsRedis, tls_fleet_env,
 };
