@@ -339,6 +339,27 @@ fn the_rooms_never_import_one_another() {
     }
 }
 
+/// Inside the worker, `fetch/` (one page) sits below `crawl/` (one attempt,
+/// which fetches its pages): what both use (`CrawlError`, the site's pace,
+/// kept sessions) lives beside them in `worker/`, and fetch never names crawl.
+#[test]
+fn the_workers_fetch_never_reaches_up_into_its_crawl() {
+    for (module, path) in sources()
+        .into_iter()
+        .filter(|(m, _)| m.len() >= 2 && m[0] == "worker" && m[1] == "fetch")
+    {
+        let code = code_of(&fs::read_to_string(&path).unwrap());
+        let names_crawl = code
+            .match_indices("crawl::")
+            .any(|(at, _)| at == 0 || !is_ident(code[..at].chars().next_back().unwrap()));
+        assert!(
+            !names_crawl,
+            "{} imports from worker::crawl",
+            module.join("::")
+        );
+    }
+}
+
 #[test]
 fn the_domain_does_no_io() {
     for (module, path) in sources().into_iter().filter(|(m, _)| m[0] == "domain") {

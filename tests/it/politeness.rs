@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crawlfleet::{queue, worker::crawl::limiter::SiteLimiter};
+use crawlfleet::{queue, worker::limiter::SiteLimiter};
 use serde_json::json;
 
 use crate::support::{RoleProcess, Roles, TestApp, clear_queue, redis_url, test_queue_name};
