@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
-# crawlfleet image: one binary, the role is the command.
+# crawlfleet image: one binary, the role is the command. The workspace's tools
+# (crates/: crawlfleet-simulate, crawlfleet-demo) are not built into it.
 #
 #   docker build -t crawlfleet .
 #   docker run --env-file .env crawlfleet --process=worker
@@ -22,11 +23,14 @@ COPY src ./src
 # bench file is missing, even to build only the binary. Never compiled here, and the
 # runtime stage takes only the binary.
 COPY benches ./benches
+# The workspace's other members: cargo reads every member's manifest and targets
+# before it builds -p crawlfleet alone.
+COPY crates ./crates
 # The cache mounts keep the registry and compiled dependencies between builds; the
 # binary is copied out of the (mounted, so not layered) target dir in the same step.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin crawlfleet \
+    cargo build --release --locked -p crawlfleet --bin crawlfleet \
     && install -D -m 0755 target/release/crawlfleet /out/crawlfleet
 
 # --- the RDS CA bundle --------------------------------------------------------------

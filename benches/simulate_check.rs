@@ -17,6 +17,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use clap::Parser as _;
 use serde_json::{Value, json};
 use support::{RoleProcess, Roles, TestApp, count_states};
 
@@ -165,16 +166,10 @@ fn predict(workers: u32, measured: &Measured) -> (f64, Vec<String>) {
     ]
     .map(String::from)
     .to_vec();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
-        .args(&args)
-        .output()
-        .expect("crawlfleet runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let row: Value = serde_json::from_slice(&output.stdout).expect("one JSON row");
+    // What `crawlfleet simulate` would print (crates/simulate), called in this process.
+    let report = crawlfleet_simulate::report(&crawlfleet_simulate::Args::parse_from(&args))
+        .expect("the simulator reports");
+    let row: Value = serde_json::from_str(&report).expect("one JSON row");
     (row["drain_secs"].as_f64().unwrap(), args)
 }
 

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use crawlfleet::{
-    demo::site::DemoSite,
     queue,
     worker::browser::processes::{browser_of, descendants},
 };
+use crawlfleet_demo::site::DemoSite;
 use rand::seq::IndexedRandom;
 use serde_json::{Value, json};
 use sqlx::PgPool;

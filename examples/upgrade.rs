@@ -13,7 +13,7 @@ use std::{
 };
 
 use anyhow::{Context, bail};
-use crawlfleet::demo::site::DemoSite;
+use crawlfleet_demo::site::DemoSite;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use tokio::process::Child;

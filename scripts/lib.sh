@@ -94,13 +94,15 @@ apply_defaults() {
 
 # --- building -----------------------------------------------------------------------
 
-# build_crawlfleet [CARGO ARGUMENTS...]: the debug binary and every example, against the committed .sqlx/
-# query data. The examples use the dev-dependencies, which turn on features of shared
-# dependencies (syn's `fold`, url's `serde`), so this resolves the same features as
-# `cargo test` and reuses what it compiled. `cargo build --bin crawlfleet` alone would
-# compile a second copy of nearly every dependency: minutes, and gigabytes of disk.
+# build_crawlfleet [CARGO ARGUMENTS...]: the debug binaries of the workspace (crawlfleet
+# and the tools it runs beside it: crawlfleet-simulate, crawlfleet-demo) and every
+# example, against the committed .sqlx/ query data. The examples use the
+# dev-dependencies, which turn on features of shared dependencies (syn's `fold`, url's
+# `serde`), so this resolves the same features as `cargo test --workspace` and reuses
+# what it compiled. `cargo build --bin crawlfleet` alone would compile a second copy of
+# nearly every dependency: minutes, and gigabytes of disk.
 build_crawlfleet() {
-    SQLX_OFFLINE=true cargo build --locked --bin crawlfleet --examples "$@"
+    SQLX_OFFLINE=true cargo build --locked --workspace --bins --examples "$@"
 }
 
 # parse_url URL DEFAULT_PORT: split scheme://[user[:password]@]host[:port][/path][?query]

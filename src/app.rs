@@ -7,9 +7,10 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     api::{AppState, Application},
     config::Config,
-    demo,
     ops::exit::{Stop, StopContext, StopKind},
-    queue, scheduler, store, worker,
+    queue, scheduler, store,
+    tools::DemoShop,
+    worker,
 };
 
 /// Seals the site secrets an earlier version stored in the clear, once an api
@@ -53,8 +54,14 @@ async fn seal_stored_secrets(config: &Config, pool: &sqlx::PgPool) -> anyhow::Re
 
 /// Runs the configured roles until `shutdown`; if one fails, the others are
 /// stopped and the error is returned (so the process exits non-zero), with
-/// the kind of failure a start-up step met (each kind its exit code).
+/// the kind of failure a start-up step met (each kind its exit code). With
+/// `--demo`, the demo shop serves before the roles start and is ended after.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Stop> {
+    // The demo shop is a program of its own: missing, say so before connecting anything.
+    let demo_program = match config.demo {
+        true => Some(DemoShop::program()?),
+        false => None,
+    };
     let common = &config.common;
     let pool = store::connect_within(
         &common.database_url,
@@ -91,9 +98,15 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Stop
         ),
         false => None,
     };
-    started(config, pool, redis, api_state, shutdown)
-        .await
-        .map_err(Stop::classify)
+    let demo = match demo_program {
+        Some(program) => Some(DemoShop::start(&program).await?),
+        None => None,
+    };
+    let outcome = started(config, pool, redis, api_state, shutdown).await;
+    if let Some(demo) = demo {
+        demo.stop().await;
+    }
+    outcome.map_err(Stop::classify)
 }
 
 /// Runs the roles on the stores reached; a taken port is told apart later,
@@ -107,14 +120,6 @@ async fn started(
 ) -> anyhow::Result<()> {
     let common = &config.common;
     let mut roles = JoinSet::new();
-    let mut demo_site = None;
-    if config.demo {
-        demo_site = Some(
-            demo::start(&config, &pool)
-                .await
-                .context("starting the demo")?,
-        );
-    }
     if let Some(state) = api_state {
         let app = Application::build(common, &config.api, config.api.api_port, state).await?;
         roles.spawn(async move { app.run_until_stopped().await.context("api") });
@@ -179,9 +184,6 @@ async fn started(
             shutdown.cancel();
             outcome = Err(anyhow::anyhow!("a role stopped unexpectedly"));
         }
-    }
-    if let Some(site) = demo_site {
-        site.stop().await;
     }
     pool.close().await;
     outcome

@@ -5,16 +5,15 @@
 //! share lives in `domain` (rules, no I/O), `store` (Postgres), `queue` (the
 //! job contract over Redis), `events` (live events over Redis pub/sub), `net`
 //! (the outbound-address guard and the hardened HTTP server) and `ops`
-//! (metrics, logs, signals, probes). `demo` is the demo shop and its seeding;
-//! `app` wires the roles together; `migrate` is `crawlfleet migrate` (the
-//! schema as a deploy step); `simulate` is the fleet simulator
-//! (`crawlfleet simulate`: reads infra/, needs no store). docs/architecture.md
-//! walks the house.
+//! (metrics, logs, signals, probes). `app` wires the roles together;
+//! `migrate` is `crawlfleet migrate` (the schema as a deploy step); `tools`
+//! runs the programs that ship apart from the fleet (the simulator behind
+//! `crawlfleet simulate`, the demo shop behind `--demo`: the workspace's
+//! crates/). docs/architecture.md walks the house.
 
 pub mod api;
 pub mod app;
 pub mod config;
-pub mod demo;
 pub mod domain;
 pub mod events;
 pub mod migrate;
@@ -22,6 +21,6 @@ pub mod net;
 pub mod ops;
 pub mod queue;
 pub mod scheduler;
-pub mod simulate;
 pub mod store;
+pub mod tools;
 pub mod worker;

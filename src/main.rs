@@ -7,7 +7,7 @@ use crawlfleet::{
     ops::healthcheck,
     ops::shutdown,
     ops::telemetry,
-    simulate,
+    tools,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -18,10 +18,9 @@ async fn main() -> std::process::ExitCode {
         let args = healthcheck::Args::parse_from(std::env::args().skip(1));
         return healthcheck::run(&args).await;
     }
-    // `crawlfleet simulate ...`: the fleet simulator, no stores needed.
+    // `crawlfleet simulate ...`: the fleet simulator, a program of its own.
     if std::env::args().nth(1).as_deref() == Some("simulate") {
-        let args = simulate::Args::parse_from(std::env::args().skip(1));
-        return simulate::run(&args);
+        return tools::simulate(std::env::args_os().skip(2));
     }
     // `crawlfleet migrate [--check]`: the schema, as its own deploy step.
     if std::env::args().nth(1).as_deref() == Some("migrate") {

@@ -7,9 +7,13 @@
 //! names of every `crate::{...}` tree, and every `super::` path that climbs
 //! to the crate root. Comments are skipped.
 //!
+//! The tools of the workspace (crates/) use of the `crawlfleet` library only
+//! what `TOOLS_MAY_USE` says.
+//!
 //! docs/architecture.md, the page a newcomer reads first, is held to the same
 //! tree: its module map names every file under `src/` (and no file that is
-//! gone), and its import table is `MAY_IMPORT`, row for row.
+//! gone), its import table is `MAY_IMPORT`, row for row, and its tools table
+//! is `TOOLS_MAY_USE`.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -38,15 +42,13 @@ const MAY_IMPORT: &[(&str, &[&str])] = &[
         "worker",
         &["config", "domain", "events", "net", "ops", "queue", "store"],
     ),
-    ("demo", &["config", "domain", "store"]),
-    ("simulate", &["domain"]),
     ("migrate", &["config", "ops", "store"]),
+    ("tools", &["ops"]),
     (
         "app",
         &[
             "api",
             "config",
-            "demo",
             "domain",
             "events",
             "net",
@@ -54,11 +56,22 @@ const MAY_IMPORT: &[(&str, &[&str])] = &[
             "queue",
             "scheduler",
             "store",
+            "tools",
             "worker",
         ],
     ),
     ("main", &[]),
     ("lib", &[]),
+];
+
+/// What each tool of the workspace (`crates/<name>`) may use of the
+/// `crawlfleet` library: the simulator the domain alone (it ships apart and
+/// needs no store), the demo shop what its registration and its process need.
+/// The fleet itself never links a tool: they are its dev-dependencies only
+/// (as a dependency, cargo would refuse the cycle: each tool uses the library).
+const TOOLS_MAY_USE: &[(&str, &[&str])] = &[
+    ("simulate", &["domain"]),
+    ("demo", &["config", "domain", "ops", "store"]),
 ];
 
 /// Crates (and parts of std) that reach a disk, a network, a process or a
@@ -92,21 +105,8 @@ const IO_CRATES: &[&str] = &[
 
 /// Every `.rs` file under `src/`, with its module path (`api::runs::view`).
 fn sources() -> Vec<(Vec<String>, PathBuf)> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in fs::read_dir(dir).expect("src/ readable") {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    walk(&root, &mut files);
-    files.sort();
-    files
+    rust_files(&root)
         .into_iter()
         .map(|path| {
             let relative = path.strip_prefix(&root).unwrap().with_extension("");
@@ -120,6 +120,25 @@ fn sources() -> Vec<(Vec<String>, PathBuf)> {
             (module, path)
         })
         .collect()
+}
+
+/// Every `.rs` file under `dir`, sorted.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let entries = fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(dir, &mut files);
+    files.sort();
+    files
 }
 
 /// The source without its comments and without the text of its one-line
@@ -262,6 +281,49 @@ fn every_module_imports_only_what_it_may() {
     assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
 
+/// The top-level modules of crawlfleet that `code` names through `crawlfleet::`.
+fn crawlfleet_uses(code: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for (at, _) in code.match_indices("crawlfleet::") {
+        if at > 0 && is_ident(code[..at].chars().next_back().unwrap()) {
+            continue; // `my_crawlfleet::` is another crate
+        }
+        let rest = &code[at + "crawlfleet::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            names.extend(top_of_group(group));
+        } else {
+            names.insert(rest.chars().take_while(|&c| is_ident(c)).collect());
+        }
+    }
+    names
+}
+
+#[test]
+fn each_tool_uses_only_what_it_may_of_the_fleet() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates");
+    let allowed: BTreeMap<&str, &[&str]> = TOOLS_MAY_USE.iter().copied().collect();
+    let mut broken = Vec::new();
+    for entry in fs::read_dir(&crates).expect("crates/ readable") {
+        let dir = entry.unwrap().path();
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let Some(may) = allowed.get(name.as_str()) else {
+            broken.push(format!(
+                "crates/{name}: a new tool; give it a line in TOOLS_MAY_USE"
+            ));
+            continue;
+        };
+        for path in rust_files(&dir.join("src")) {
+            let code = code_of(&fs::read_to_string(&path).unwrap());
+            for used in crawlfleet_uses(&code) {
+                if !may.contains(&used.as_str()) {
+                    broken.push(format!("crates/{name} uses crawlfleet::{used} in {path:?}"));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
 #[test]
 fn the_rooms_never_import_one_another() {
     let rooms = ["api", "scheduler", "worker"];
@@ -274,6 +336,27 @@ fn the_rooms_never_import_one_another() {
                 graph[room][*other]
             );
         }
+    }
+}
+
+/// Inside the worker, `fetch/` (one page) sits below `crawl/` (one attempt,
+/// which fetches its pages): what both use (`CrawlError`, the site's pace,
+/// kept sessions) lives beside them in `worker/`, and fetch never names crawl.
+#[test]
+fn the_workers_fetch_never_reaches_up_into_its_crawl() {
+    for (module, path) in sources()
+        .into_iter()
+        .filter(|(m, _)| m.len() >= 2 && m[0] == "worker" && m[1] == "fetch")
+    {
+        let code = code_of(&fs::read_to_string(&path).unwrap());
+        let names_crawl = code
+            .match_indices("crawl::")
+            .any(|(at, _)| at == 0 || !is_ident(code[..at].chars().next_back().unwrap()));
+        assert!(
+            !names_crawl,
+            "{} imports from worker::crawl",
+            module.join("::")
+        );
     }
 }
 
@@ -440,10 +523,10 @@ fn the_module_map_names_every_source_file_and_only_those() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
-/// The rows of docs/architecture.md's import table: each module of a row's
-/// first column and what its second column lets it import (the names in
-/// backticks, outside parentheses; `nothing` is none).
-fn import_table(doc: &str) -> Vec<(String, BTreeSet<String>)> {
+/// The rows of the docs/architecture.md table under the line `header`: each
+/// name of a row's first column and what its second column lets it import
+/// (the names in backticks, outside parentheses; `nothing` is none).
+fn doc_table(doc: &str, header: &str) -> Vec<(String, BTreeSet<String>)> {
     fn backticked(text: &str) -> BTreeSet<String> {
         text.split('`')
             .skip(1)
@@ -464,12 +547,10 @@ fn import_table(doc: &str) -> Vec<(String, BTreeSet<String>)> {
         }
         kept
     }
-    let mut lines = doc
-        .lines()
-        .skip_while(|l| l.trim() != "| module | may import |");
+    let mut lines = doc.lines().skip_while(|l| l.trim() != header);
     lines
         .next()
-        .expect("docs/architecture.md has no `| module | may import |` table");
+        .unwrap_or_else(|| panic!("docs/architecture.md has no `{header}` table"));
     let mut rows = Vec::new();
     for line in lines.take_while(|l| l.trim_start().starts_with('|')) {
         let cells: Vec<&str> = line.split('|').collect();
@@ -484,47 +565,64 @@ fn import_table(doc: &str) -> Vec<(String, BTreeSet<String>)> {
     rows
 }
 
-#[test]
-fn the_import_table_of_the_architecture_doc_is_may_import() {
+/// Where the docs/architecture.md table under `header` and the constant
+/// `constant` (`rules`) differ, in words.
+fn table_differences(header: &str, constant: &str, rules: &[(&str, &[&str])]) -> Vec<String> {
     let doc = architecture_doc();
     let mut documented: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut wrong = Vec::new();
-    for (module, may) in import_table(&doc) {
-        if documented.insert(module.clone(), may).is_some() {
+    for (name, may) in doc_table(&doc, header) {
+        if documented.insert(name.clone(), may).is_some() {
             wrong.push(format!(
-                "`{module}` has two rows in docs/architecture.md's import table"
+                "`{name}` has two rows in docs/architecture.md's `{header}` table"
             ));
         }
     }
-    let code: BTreeMap<String, BTreeSet<String>> = MAY_IMPORT
+    let code: BTreeMap<String, BTreeSet<String>> = rules
         .iter()
-        .map(|(module, may)| {
+        .map(|(name, may)| {
             (
-                module.to_string(),
+                name.to_string(),
                 may.iter().map(|m| m.to_string()).collect(),
             )
         })
         .collect();
-    for module in code
+    for name in code
         .keys()
         .chain(documented.keys())
         .collect::<BTreeSet<_>>()
     {
-        match (code.get(module), documented.get(module)) {
+        match (code.get(name), documented.get(name)) {
             (Some(may), None) => wrong.push(format!(
-                "`{module}` may import {may:?} (MAY_IMPORT), but docs/architecture.md's import \
+                "`{name}` may import {may:?} ({constant}), but docs/architecture.md's `{header}` \
                  table has no row for it"
             )),
             (None, Some(_)) => wrong.push(format!(
-                "docs/architecture.md's import table has a row for `{module}`, which MAY_IMPORT \
+                "docs/architecture.md's `{header}` table has a row for `{name}`, which {constant} \
                  does not have"
             )),
             (Some(may), Some(said)) if may != said => wrong.push(format!(
-                "`{module}`: docs/architecture.md's import table says {said:?}, MAY_IMPORT says {may:?}"
+                "`{name}`: docs/architecture.md's `{header}` table says {said:?}, {constant} says {may:?}"
             )),
             _ => {}
         }
     }
+    wrong
+}
+
+#[test]
+fn the_import_table_of_the_architecture_doc_is_may_import() {
+    let wrong = table_differences("| module | may import |", "MAY_IMPORT", MAY_IMPORT);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_tools_table_of_the_architecture_doc_is_tools_may_use() {
+    let wrong = table_differences(
+        "| tool | may use of crawlfleet |",
+        "TOOLS_MAY_USE",
+        TOOLS_MAY_USE,
+    );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 

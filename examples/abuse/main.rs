@@ -49,7 +49,7 @@ use std::{
 };
 
 use anyhow::bail;
-use crawlfleet::demo::site::DemoSite;
+use crawlfleet_demo::site::DemoSite;
 
 use crate::{
     client::{Api, Tokens},

@@ -1,6 +1,6 @@
 //! Class 7: hostile pages. Sites crawl the fixture's pages that attack the
-//! crawler (`demo/site/hostile.rs`, and in their structured data
-//! `demo/site/hostile_structured.rs`), in browser and http modes, while the
+//! crawler (`crates/demo/src/site/hostile.rs`, and in their structured data
+//! `crates/demo/src/site/hostile_structured.rs`), in browser and http modes, while the
 //! other classes run; at the end each run and its results are read back,
 //! and anything a bound should have stopped fails the catalogue: a field
 //! longer than the fleet's FIELD_MAX_CHARS, more items than PAGE_MAX_ITEMS

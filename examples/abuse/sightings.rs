@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crawlfleet::demo::site::{DemoSite, member_cookie};
+use crawlfleet_demo::site::{DemoSite, member_cookie};
 
 use crate::{
     ledger::{Ledger, Tally},

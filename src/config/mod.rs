@@ -74,7 +74,8 @@ pub struct Config {
     pub worker: WorkerConfig,
 
     /// Serve the bundled demo site on loopback and register a demo site and keyword
-    /// when no site exists yet (`scripts/up`).
+    /// when no site exists yet (`scripts/up`): runs crawlfleet-demo, found next to
+    /// this executable or on PATH, until this process stops.
     #[arg(long, env = "DEMO", default_value_t = false)]
     pub demo: bool,
 

@@ -159,6 +159,19 @@ where
 /// overrides the default levels, within the cap on secret-bearing crates,
 /// and errors are written whatever it says.
 pub fn init(format: LogFormat) {
+    init_on(format, std::io::stdout);
+}
+
+/// [`init`], the log written on stderr: for a program whose stdout speaks to
+/// the process that started it (`crawlfleet-demo` tells the fleet it is ready).
+pub fn init_on_stderr(format: LogFormat) {
+    init_on(format, std::io::stderr);
+}
+
+fn init_on<W>(format: LogFormat, writer: W)
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
     let (directives, unreadable) = match std::env::var("RUST_LOG") {
         Err(_) => (EnvFilter::new(DEFAULT_DIRECTIVES), None),
         Ok(value) => match EnvFilter::try_new(&value) {
@@ -166,7 +179,7 @@ pub fn init(format: LogFormat) {
             Err(e) => (EnvFilter::new(DEFAULT_DIRECTIVES), Some(e)),
         },
     };
-    subscriber(format, directives, std::io::stdout).init();
+    subscriber(format, directives, writer).init();
     if let Some(e) = unreadable {
         tracing::warn!(error = %e, "RUST_LOG unreadable; logging at the default levels");
     }

@@ -7,11 +7,14 @@
 
 pub mod browser;
 pub mod crawl;
+mod error;
 mod extract;
 mod fetch;
+pub mod limiter;
 mod page_cpu;
 mod preview;
 mod scale_in;
+mod session;
 
 pub use extract::content_hash;
 
@@ -134,7 +137,7 @@ pub async fn run(
             .ecs_agent_uri
             .as_deref()
             .map(|uri| scale_in::ScaleInProtection::new(uri, config.ecs_protection_minutes)),
-        limiter: crawl::limiter::SiteLimiter::new(redis.clone(), &common.queue_name),
+        limiter: limiter::SiteLimiter::new(redis.clone(), &common.queue_name),
         robots: crawl::robots::RobotsCache::new(Duration::from_secs(config.robots_cache_secs)),
         guard: common.target_guard(),
         session_key: common.session_key.clone(),

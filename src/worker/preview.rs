@@ -11,15 +11,12 @@ use base64::{Engine, engine::general_purpose::STANDARD};
 use url::Url;
 
 use super::{
-    crawl::{
-        CrawlContext,
-        bounds::bound_page,
-        error::CrawlError,
-        limiter::{PaceKey, SitePace},
-        screenshot,
-    },
+    crawl::{CrawlContext, bounds::bound_page, screenshot},
+    error::CrawlError,
     extract::StructuredListing,
     fetch::{BrowserPage, Fetched, HttpClient, PageLimits, PageSource, prepare_for_crawl},
+    limiter::{PaceKey, SitePace},
+    session::SessionCookies,
 };
 use crate::{
     domain::{
@@ -34,7 +31,6 @@ use crate::{
     },
     queue::preview,
     store::sealing::{self, Sealed},
-    worker::crawl::session::SessionCookies,
 };
 
 /// Takes preview `preview_id`'s request, crawls it, and answers; a request

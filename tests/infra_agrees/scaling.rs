@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crawlfleet::api::cloudwatch;
-use crawlfleet::simulate::{
+use crawlfleet_simulate::{
     infra::{self as simulated, ScalingMode},
     policy::{Adjustment, AlarmMetric, Comparison, StepPolicy},
 };

@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use crawlfleet::{
-    demo::site::expected_products,
     domain::{
         failure::{Failure, FailureKind},
         page::{CrawledPage, PageItem, PagesRead, PagingEnd},
@@ -12,6 +11,7 @@ use crawlfleet::{
     },
     store::{self, runs::FenceError},
 };
+use crawlfleet_demo::site::expected_products;
 use serde_json::json;
 
 use crate::support::{ON_DEMAND, Roles, TestApp, dispatch_and_claim};

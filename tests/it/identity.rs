@@ -38,7 +38,7 @@ fn site(app: &TestApp, name: &str, render: &str, extra: Value) -> Value {
 }
 
 /// The requests the fixture got for `keyword` on `path`.
-fn requests_for(app: &TestApp, path: &str, keyword: &str) -> Vec<crawlfleet::demo::site::Hit> {
+fn requests_for(app: &TestApp, path: &str, keyword: &str) -> Vec<crawlfleet_demo::site::Hit> {
     app.site
         .requests(path)
         .into_iter()

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crawlfleet::demo::site::{INITIAL_POSTS, expected_posts};
+use crawlfleet_demo::site::{INITIAL_POSTS, expected_posts};
 use serde_json::{Value, json};
 
 use crate::support::{ON_DEMAND, Roles, TestApp};

@@ -46,5 +46,6 @@ mod startup_failures;
 mod store_columns;
 mod structured_data;
 mod tls;
+mod tools;
 mod webhooks;
 mod worker_faults;

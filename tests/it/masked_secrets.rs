@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crawlfleet::demo::site::DemoSite;
+use crawlfleet_demo::site::DemoSite;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

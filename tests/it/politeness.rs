@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crawlfleet::{queue, worker::crawl::limiter::SiteLimiter};
+use crawlfleet::{queue, worker::limiter::SiteLimiter};
 use serde_json::json;
 
 use crate::support::{RoleProcess, Roles, TestApp, clear_queue, redis_url, test_queue_name};
@@ -44,7 +44,7 @@ fn most_overlapping<T: Ord + Copy>(spans: &[(T, T)]) -> usize {
 }
 
 /// The requests for `path` of the keywords starting with `prefix`.
-fn hits_of(app: &TestApp, path: &str, prefix: &str) -> Vec<crawlfleet::demo::site::Hit> {
+fn hits_of(app: &TestApp, path: &str, prefix: &str) -> Vec<crawlfleet_demo::site::Hit> {
     app.site
         .requests(path)
         .into_iter()
@@ -53,7 +53,7 @@ fn hits_of(app: &TestApp, path: &str, prefix: &str) -> Vec<crawlfleet::demo::sit
 }
 
 /// Each crawl's span as the fixture saw it: first to last request for its keyword.
-fn crawl_spans_seen(hits: &[crawlfleet::demo::site::Hit]) -> Vec<(Instant, Instant)> {
+fn crawl_spans_seen(hits: &[crawlfleet_demo::site::Hit]) -> Vec<(Instant, Instant)> {
     let mut spans: std::collections::HashMap<String, (Instant, Instant)> = Default::default();
     for hit in hits {
         let keyword = hit.param("q").unwrap_or_default();

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crawlfleet::demo::site::expected_products;
+use crawlfleet_demo::site::expected_products;
 use serde_json::{Value, json};
 
 use crate::support::{ON_DEMAND, Roles, TestApp};

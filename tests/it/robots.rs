@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use crawlfleet::demo::site::RobotsTxt;
+use crawlfleet_demo::site::RobotsTxt;
 use serde_json::{Value, json};
 
 use crate::support::{ConsoleBrowser, ON_DEMAND, Roles, TestApp, eventually, free_port};

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crawlfleet::demo::site::member_cookie;
+use crawlfleet_demo::site::member_cookie;
 use serde_json::{Value, json};
 
 use crate::support::{ON_DEMAND, RoleProcess, Roles, TestApp, TestProxy, browser_slots};

@@ -3,11 +3,8 @@
 //! means the attempt was taken away, and the crawl stops at once.
 
 pub(super) mod bounds;
-pub(super) mod error;
-pub mod limiter;
 mod pages;
 pub mod robots;
-pub(super) mod session;
 mod site_cache;
 
 use std::{
@@ -20,7 +17,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     browser::{BrowserPool, BrowserSession},
+    error::CrawlError,
     fetch::{BrowserPage, HttpClient, PageSource, prepare_for_crawl},
+    limiter::SiteLimiter,
+    session::{self, KeptSession, SessionCookies},
 };
 use crate::{
     domain::{
@@ -42,10 +42,7 @@ use crate::{
         sites::LoadError,
     },
 };
-use error::CrawlError;
-use limiter::SiteLimiter;
 use pages::Crawl;
-use session::{KeptSession, SessionCookies};
 
 /// How often a crawl checks it still holds its run (a user may cancel it).
 const HELD_CHECK_EVERY: Duration = Duration::from_secs(2);

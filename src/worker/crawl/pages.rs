@@ -11,8 +11,6 @@ use url::Url;
 use super::{
     CrawlContext, OUTAGE_PATIENCE,
     bounds::{bound_page, bound_run},
-    error::CrawlError,
-    limiter::{PaceKey, SitePace},
     persist,
 };
 use crate::domain::{
@@ -23,6 +21,10 @@ use crate::domain::{
     run::CrawlRun,
 };
 use crate::worker::fetch::{Fetched, PageLimits, PageSource};
+use crate::worker::{
+    error::CrawlError,
+    limiter::{PaceKey, SitePace},
+};
 use crate::{
     domain::site::SiteSpec,
     events::Event,

@@ -13,7 +13,8 @@ use std::{
 use tokio::sync::OnceCell;
 use url::Url;
 
-use super::{error::CrawlError, pages::Crawl};
+use super::pages::Crawl;
+use crate::worker::error::CrawlError;
 use crate::{
     domain::{
         failure::FailureKind,

@@ -17,8 +17,9 @@ use crate::{
     ops::metrics::metrics,
     worker::{
         browser::{BrowserSession, DocumentResponse, LoadError},
-        crawl::{error::CrawlError, session::KeptSession},
+        error::CrawlError,
         extract::{HtmlReading, PageReader, off_runtime, read_rendered},
+        session::KeptSession,
     },
 };
 

@@ -14,7 +14,7 @@ use crate::{
     domain::site::Identity,
     net::target_guard::{Refused, TargetGuard},
     ops::metrics::metrics,
-    worker::crawl::{error::CrawlError, limiter::SitePace, session::SessionCookies},
+    worker::{error::CrawlError, limiter::SitePace, session::SessionCookies},
 };
 
 /// What crawlfleet calls itself over HTTP when a site sets no user agent.

@@ -18,7 +18,7 @@ pub use http::HttpClient;
 pub use robots::fetch_robots;
 
 use super::{
-    crawl::error::CrawlError,
+    error::CrawlError,
     extract::{
         HtmlRead, HtmlReading, ReadError, StructuredListing, off_runtime, read_html, read_json,
     },

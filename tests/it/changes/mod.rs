@@ -11,7 +11,7 @@ mod store;
 
 use std::{collections::BTreeMap, time::Duration};
 
-use crawlfleet::demo::site::catalog_product;
+use crawlfleet_demo::site::catalog_product;
 use futures::{SinkExt, StreamExt};
 use reqwest::StatusCode;
 use serde_json::{Value, json};

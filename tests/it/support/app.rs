@@ -9,10 +9,10 @@ mod sites;
 use crawlfleet::{
     api::{AppState, Application},
     config::{ApiConfig, CommonConfig, Config, Process, SchedulerConfig, WorkerConfig},
-    demo::site::DemoSite,
     ops::telemetry::LogFormat,
     queue, scheduler, store, worker,
 };
+use crawlfleet_demo::site::DemoSite;
 use reqwest::StatusCode;
 use serde_json::Value;
 use sqlx::PgPool;

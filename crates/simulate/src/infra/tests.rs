@@ -3,7 +3,7 @@ use std::path::PathBuf;
 use super::*;
 
 fn infra_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("infra")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../infra")
 }
 
 fn infra_file(name: &str) -> String {

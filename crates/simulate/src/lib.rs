@@ -1,9 +1,11 @@
-//! `crawlfleet simulate`: the fleet simulator. Runs arrive (a burst, or the
-//! keywords of a cron), take slots on the EC2 host's base workers and on
-//! Fargate tasks that start when the scaling policies read from infra/ say
-//! so; it prints drain time, peak tasks, task-hours and dollars for each
-//! policy side by side, with the ideal fleet (every task launched at t = 0).
-//! Needs no Postgres or Redis: a discrete-event simulation, seeded.
+//! The fleet simulator, the `crawlfleet-simulate` binary that `crawlfleet
+//! simulate` runs. Runs arrive (a burst, or the keywords of a cron), take
+//! slots on the EC2 host's base workers and on Fargate tasks that start when
+//! the scaling policies read from infra/ say so; it prints drain time, peak
+//! tasks, task-hours and dollars for each policy side by side, with the ideal
+//! fleet (every task launched at t = 0). Needs no Postgres or Redis: a
+//! discrete-event simulation, seeded. Of crawlfleet it uses the domain only
+//! (a keyword's schedule), so it ships apart from the fleet's image.
 //!
 //! Files: `arrivals` (when runs come), `work` (how long a run takes),
 //! `infra` (the policies from the Terraform), `policy` (alarms, cooldowns,
@@ -24,9 +26,9 @@ use std::{path::PathBuf, process::ExitCode};
 use anyhow::{Context as _, bail};
 use clap::Parser;
 
-use crate::domain::schedule::KeywordSchedule;
 use arrivals::Arrivals;
 use cost::{FargatePrices, PRICES_SOURCE};
+use crawlfleet::domain::schedule::KeywordSchedule;
 use fleet::{FleetSettings, Scaling, simulate};
 use infra::{InfraScaling, ScalingMode};
 use report::{Row, TaskCost, duration};
@@ -152,8 +154,9 @@ pub struct Args {
     pub json: bool,
 }
 
+/// Prints the report `args` ask for; a failure is one line on stderr and exit code 1.
 pub fn run(args: &Args) -> ExitCode {
-    match report_for(args) {
+    match report(args) {
         Ok(text) => {
             print!("{text}");
             ExitCode::SUCCESS
@@ -299,7 +302,8 @@ fn scenarios(args: &Args) -> anyhow::Result<Vec<(String, Arrivals)>> {
     })
 }
 
-fn report_for(args: &Args) -> anyhow::Result<String> {
+/// The report `args` ask for, as `crawlfleet simulate` prints it.
+pub fn report(args: &Args) -> anyhow::Result<String> {
     let inputs = inputs(args)?;
     let mut out = String::new();
     if !args.json {
@@ -518,7 +522,7 @@ mod tests {
     use super::*;
 
     fn args(extra: &[&str]) -> Args {
-        let infra = concat!(env!("CARGO_MANIFEST_DIR"), "/infra");
+        let infra = concat!(env!("CARGO_MANIFEST_DIR"), "/../../infra");
         Args::parse_from(["simulate", "--infra", infra].iter().chain(extra))
     }
 

@@ -174,7 +174,7 @@ pub fn search(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate::work::PageSecs;
+    use crate::work::PageSecs;
 
     fn infra_like() -> AutoScaling {
         AutoScaling {

@@ -1,18 +1,14 @@
-//! `--demo`: serves the bundled demo shop on loopback and, when no site exists
-//! yet, registers it with a keyword and queues a first crawl, so a newcomer
-//! sees results within a minute or two of `scripts/up`. The shop (`site`) is
-//! also the fixture website of the tests and benchmarks. Imports `domain`
-//! and `store`; no room imports it (only `app`, tests and benches).
-
-pub mod site;
+//! The shop as a crawlfleet site: when no site exists yet, the shop's
+//! JavaScript search is registered with the keyword `laptop` (every ten
+//! minutes) and a first crawl is queued, so a newcomer sees results within a
+//! minute or two of `scripts/up`. Written to the store directly, as the api
+//! would: the same parsing of the site and keyword, one queued run.
 
 use std::collections::BTreeMap;
 
 use sqlx::PgPool;
 
-use site::DemoSite;
-
-use crate::{
+use crawlfleet::{
     config::Config,
     domain::{
         keyword::KeywordInput,
@@ -22,19 +18,16 @@ use crate::{
     store,
 };
 
-pub async fn start(config: &Config, pool: &PgPool) -> anyhow::Result<DemoSite> {
-    anyhow::ensure!(
-        config.common.allow_private_targets,
-        "--demo crawls a shop on 127.0.0.1, which the SSRF guard refuses: set ALLOW_PRIVATE_TARGETS=true"
-    );
-    let site = DemoSite::start(config.demo_port).await?;
-    tracing::info!(url = %site.base_url(), "demo shop serving");
+/// Registers the shop at `base_url` (its site, keyword and a first crawl)
+/// unless the fleet has a site already; migrates first (a worker alone
+/// does not).
+pub async fn register_once(config: &Config, pool: &PgPool, base_url: &str) -> anyhow::Result<()> {
     store::migrate(pool).await?;
     if !store::sites::list(pool, config.common.session_key.as_ref())
         .await?
         .is_empty()
     {
-        return Ok(site);
+        return Ok(());
     }
     let field = |selector: &str, attr: Option<&str>| FieldInput {
         selector: Some(selector.to_owned()),
@@ -43,7 +36,7 @@ pub async fn start(config: &Config, pool: &PgPool) -> anyhow::Result<DemoSite> {
     };
     let spec = SiteInput {
         name: "demo-shop".into(),
-        search_url: format!("{}/js-search?q={{keyword}}&page={{page}}", site.base_url()),
+        search_url: format!("{base_url}/js-search?q={{keyword}}&page={{page}}"),
         item_selector: Some("li.product".into()),
         fields: BTreeMap::from([
             ("title".to_owned(), field("a.title", None)),
@@ -84,5 +77,5 @@ pub async fn start(config: &Config, pool: &PgPool) -> anyhow::Result<DemoSite> {
         keyword_id = keyword.id,
         "demo site and keyword registered; first crawl queued"
     );
-    Ok(site)
+    Ok(())
 }

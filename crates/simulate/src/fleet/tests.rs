@@ -1,6 +1,6 @@
 use super::*;
-use crate::simulate::policy::{Adjustment, AlarmMetric, Comparison, StepPolicy};
-use crate::simulate::work::PageSecs;
+use crate::policy::{Adjustment, AlarmMetric, Comparison, StepPolicy};
+use crate::work::PageSecs;
 
 /// Every run takes exactly `secs`.
 fn runs_of(secs: f64) -> RunWork {

@@ -6,7 +6,7 @@
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 
-use crate::domain::schedule::KeywordSchedule;
+use crawlfleet::domain::schedule::KeywordSchedule;
 
 #[derive(Debug, Clone)]
 pub enum Arrivals {
