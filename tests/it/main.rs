@@ -45,5 +45,6 @@ mod ssrf;
 mod startup_failures;
 mod store_columns;
 mod tls;
+mod typed_values;
 mod webhooks;
 mod worker_faults;

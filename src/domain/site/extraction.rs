@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::locator::{CssSelector, JsonPointer};
-use crate::domain::{FieldError, text};
+use crate::domain::{
+    FieldError, text,
+    value::{DateInput, NumberInput, ValueInput, ValueKind, ValueRules},
+};
 
 /// Most fields an item may have.
 pub const MAX_FIELDS: usize = 100;
@@ -16,8 +19,9 @@ pub(super) const MAX_NAME_CHARS: usize = 100;
 /// How to read one field of an item. In HTML modes: the text, or the
 /// attribute `attr`, of the element `selector` finds inside the item (the item
 /// itself without a selector); `href`/`src` are made absolute. In json mode:
-/// the value at `pointer` inside the item; `link` makes it an absolute URL.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// the value at `pointer` inside the item. In any mode `link` makes it an
+/// absolute URL; then `rules` make the value typed and clean.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FieldSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<CssSelector>,
@@ -27,10 +31,13 @@ pub struct FieldSpec {
     pub pointer: Option<JsonPointer>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub link: bool,
+    /// The value rules, stored beside the other keys as a client sends them.
+    #[serde(flatten)]
+    pub rules: ValueRules,
 }
 
 impl FieldSpec {
-    /// Whether the field is a URL (made absolute; the first one is the item's URL).
+    /// Whether the field is a URL (made absolute; the first `href` or `link` is the item's URL).
     pub fn is_link(&self) -> bool {
         self.link
             || self
@@ -39,13 +46,21 @@ impl FieldSpec {
                 .is_some_and(|a| a.eq_ignore_ascii_case("href") || a.eq_ignore_ascii_case("src"))
     }
 
-    /// Whether the field is the kind the item URL comes from: `href`, or a json `link`.
+    /// Whether the field is the kind the item URL comes from: `href`, or `link`.
     pub fn is_item_url(&self) -> bool {
         self.link
             || self
                 .attr
                 .as_deref()
                 .is_some_and(|a| a.eq_ignore_ascii_case("href"))
+    }
+
+    /// The item field a number rule puts the currency in, if any.
+    pub fn currency_field(&self) -> Option<&str> {
+        match &self.rules.kind {
+            ValueKind::Number(number) => number.currency_field.as_deref(),
+            ValueKind::Text | ValueKind::Date(_) => None,
+        }
     }
 }
 
@@ -59,8 +74,45 @@ pub struct FieldInput {
     pub attr: Option<String>,
     /// JSON pointer inside the item (json).
     pub pointer: Option<String>,
-    /// The value is a URL: made absolute, and the first one is the item's URL (json).
+    /// The value is a URL: made absolute, and the first one is the item's URL.
     pub link: Option<bool>,
+    /// `collapse` (an element's text is by default) or `keep`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whitespace: Option<String>,
+    /// A pattern; the value is its first capture group (else the whole match).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    /// Every value (every element the selector finds, every match), as a list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all: Option<bool>,
+    /// The value is a number, read as its locale writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub number: Option<NumberInput>,
+    /// The value is a date or time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub date: Option<DateInput>,
+    /// The value when the page has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<serde_json::Value>,
+    /// An item without a value here is left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<bool>,
+}
+
+impl FieldInput {
+    /// The field's value rules (`name` is the field's), checked.
+    fn rules(&mut self, name: &str, link: bool) -> Result<ValueRules, FieldError> {
+        ValueInput {
+            whitespace: self.whitespace.take(),
+            regex: self.regex.take(),
+            all: self.all.take(),
+            number: self.number.take(),
+            date: self.date.take(),
+            default: self.default.take(),
+            required: self.required.take(),
+        }
+        .parse(&format!("fields.{name}"), link)
+    }
 }
 
 /// Where a JSON API keeps its items and its next-page token.
@@ -117,6 +169,12 @@ impl Extraction {
         }
     }
 
+    /// The fields an item has: the site's, and the currency fields their
+    /// number rules fill, in name order.
+    pub fn item_field_names(&self) -> Vec<String> {
+        item_field_names(self.fields())
+    }
+
     /// The selectors of HTML extraction, as a client writes them: item,
     /// wait_for, blocked_selector (none for JSON).
     pub fn selectors(&self) -> [Option<&str>; 3] {
@@ -148,6 +206,19 @@ impl Extraction {
     }
 }
 
+/// The fields an item read by `fields` has, in name order.
+pub fn item_field_names(fields: &BTreeMap<String, FieldSpec>) -> Vec<String> {
+    let mut names: Vec<String> = fields.keys().cloned().collect();
+    names.extend(
+        fields
+            .values()
+            .filter_map(FieldSpec::currency_field)
+            .map(str::to_owned),
+    );
+    names.sort();
+    names
+}
+
 /// The parts of a site input that describe extraction.
 pub struct ExtractionInput {
     pub item_selector: Option<String>,
@@ -174,28 +245,30 @@ impl ExtractionInput {
         let item_selector = self
             .item_selector
             .ok_or_else(|| FieldError::new("item_selector", "is required"))?;
-        let fields = parse_fields(self.fields, |name, input| {
+        let fields = parse_fields(self.fields, |name, mut input| {
             if input.pointer.is_some() {
                 return Err(only_for_json(&format!("fields.{name}.pointer")));
             }
-            if input.link.is_some() {
-                return Err(only_for_json(&format!("fields.{name}.link")));
-            }
             let attr = input
                 .attr
+                .take()
                 .map(|a| {
                     text::non_empty(&a, &format!("fields.{name}.attr"), MAX_NAME_CHARS)
                         .map(str::to_owned)
                 })
                 .transpose()?;
+            let selector = input
+                .selector
+                .take()
+                .map(|s| CssSelector::parse(&s, &format!("fields.{name}.selector")))
+                .transpose()?;
+            let link = input.link.unwrap_or(false);
             Ok(FieldSpec {
-                selector: input
-                    .selector
-                    .map(|s| CssSelector::parse(&s, &format!("fields.{name}.selector")))
-                    .transpose()?,
+                selector,
                 attr,
                 pointer: None,
-                link: false,
+                link,
+                rules: input.rules(name, link)?,
             })
         })?;
         let css = |value: Option<String>, field: &str| {
@@ -223,7 +296,7 @@ impl ExtractionInput {
         let json = self
             .json
             .ok_or_else(|| FieldError::new("json", "is required with render \"json\""))?;
-        let fields = parse_fields(self.fields, |name, input| {
+        let fields = parse_fields(self.fields, |name, mut input| {
             if input.selector.is_some() || input.attr.is_some() {
                 return Err(not_for_json(&format!(
                     "fields.{name}.{}",
@@ -237,12 +310,15 @@ impl ExtractionInput {
             let field = format!("fields.{name}.pointer");
             let pointer = input
                 .pointer
+                .take()
                 .ok_or_else(|| FieldError::new(&field, "is required with render \"json\""))?;
+            let link = input.link.unwrap_or(false);
             Ok(FieldSpec {
                 selector: None,
                 attr: None,
                 pointer: Some(JsonPointer::parse(&pointer, &field)?),
-                link: input.link.unwrap_or(false),
+                link,
+                rules: input.rules(name, link)?,
             })
         })?;
         let paging = match (json.next_token, json.token_param) {
@@ -295,6 +371,19 @@ fn parse_fields(
             .map_err(|e| FieldError::new("fields", format!("a field name {}", e.message)))?;
         let spec = parse(&name, input)?;
         fields.insert(name, spec);
+    }
+    // A currency field is a field of the item too: it may not take the
+    // name of another.
+    let mut currencies = std::collections::BTreeSet::new();
+    for (name, spec) in &fields {
+        if let Some(currency) = spec.currency_field()
+            && (fields.contains_key(currency) || !currencies.insert(currency))
+        {
+            return Err(FieldError::new(
+                format!("fields.{name}.number.currency_field"),
+                format!("{currency:?} is already a field of the item"),
+            ));
+        }
     }
     Ok(fields)
 }

@@ -8,16 +8,14 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 use url::Url;
 
-use super::{ReadError, absolute, budget::ExtractBudget, page_item};
-use crate::{
-    domain::page::PageItem,
-    domain::site::{FieldSpec, JsonPointer, TokenPaging},
-};
+use super::{RawItems, ReadError, absolute, budget::ExtractBudget};
+use crate::domain::site::{FieldSpec, JsonPointer, TokenPaging};
 
 /// What one answer of a JSON API holds.
 #[derive(Debug)]
 pub struct JsonPage {
-    pub items: Vec<PageItem>,
+    /// Its items as read; links resolve against the answer's URL.
+    pub items: RawItems,
     /// The next page's token; none: this was the last page.
     pub next_token: Option<String>,
 }
@@ -55,16 +53,22 @@ pub fn extract_json(
                 .as_ref()
                 .and_then(|p| p.find(item))
                 .map_or(Value::Null, |found| copied(found, budget));
+            // A pattern picks a link out of the text before it is made absolute.
             let value = match value {
-                Value::String(s) if spec.link => Value::String(absolute(s.trim(), url)),
+                Value::String(s) if spec.link && spec.rules.regex.is_none() => {
+                    Value::String(absolute(s.trim(), url))
+                }
                 other => other,
             };
             values.insert(name.clone(), value);
         }
         budget.check()?;
-        read.push(page_item(values, fields));
+        read.push(values);
     }
-    let items = read;
+    let items = RawItems {
+        items: read,
+        base: url.clone(),
+    };
     let next_token = paging
         .and_then(|p| p.next_token.find(answer))
         .and_then(|token| match token {
@@ -133,6 +137,7 @@ mod tests {
                     attr: None,
                     pointer: Some(pointer("/title")),
                     link: false,
+                    rules: Default::default(),
                 },
             ),
             (
@@ -142,6 +147,7 @@ mod tests {
                     attr: None,
                     pointer: Some(pointer("/url")),
                     link: true,
+                    rules: Default::default(),
                 },
             ),
             (
@@ -151,6 +157,7 @@ mod tests {
                     attr: None,
                     pointer: Some(pointer("/stats/likes")),
                     link: false,
+                    rules: Default::default(),
                 },
             ),
         ]);
@@ -171,15 +178,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(page.next_token.as_deref(), Some("abc"));
+        let items: Vec<_> = page
+            .items
+            .items
+            .into_iter()
+            .map(|item| super::super::page_item(item, &fields))
+            .collect();
         assert_eq!(
-            page.items[0].fields,
+            items[0].fields,
             json!({"title": "A", "url": "http://api.example/p/1", "likes": 3})
         );
-        assert_eq!(
-            page.items[0].item_url.as_deref(),
-            Some("http://api.example/p/1")
-        );
-        assert_eq!(page.items[1].fields["likes"], Value::Null);
+        assert_eq!(items[0].item_url.as_deref(), Some("http://api.example/p/1"));
+        assert_eq!(items[1].fields["likes"], Value::Null);
 
         let end = extract_json(
             &json!({"next_token": null}),

@@ -2,7 +2,8 @@
 //! (scraper) or from a JSON API's answer. The first two follow the same rules,
 //! so a site crawled in browser or http mode yields the same items. Raw HTML
 //! and JSON are read off the async runtime, within a budget per page
-//! (`reading`, `budget`, `select`).
+//! (`reading`, `budget`, `select`); the fields' value rules are applied to
+//! what every mode read the same way (`typing`).
 
 mod browser;
 mod budget;
@@ -10,6 +11,7 @@ mod html;
 mod json;
 mod reading;
 mod select;
+mod typing;
 
 use std::collections::BTreeMap;
 
@@ -21,8 +23,13 @@ pub use browser::PageReader;
 pub use html::{HtmlPage, extract_html};
 pub use json::extract_json;
 pub use reading::{HtmlRead, ReadError, off_runtime, read_html, read_json};
+pub use typing::{RawItems, TypedItem, typed_for_preview, typed_page};
 
-use crate::domain::{page::PageItem, site::FieldSpec};
+use crate::domain::{
+    page::PageItem,
+    site::FieldSpec,
+    value::{collapse_whitespace, js_trim},
+};
 
 /// Builds a stored item from its fields; the item's URL is its first `href`
 /// (json: `link`) field, fields in name order.
@@ -55,39 +62,6 @@ pub(crate) fn absolute(value: &str, base: &Url) -> String {
         .unwrap_or_else(|_| value.to_owned())
 }
 
-/// JavaScript's `\s`: what `replace(/\s+/g, ' ')` collapses in the browser.
-fn is_js_space(c: char) -> bool {
-    matches!(
-        c,
-        '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r' | ' ' | '\u{A0}' | '\u{1680}' | '\u{2000}'
-            ..='\u{200A}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202F}'
-                | '\u{205F}'
-                | '\u{3000}'
-                | '\u{FEFF}'
-    )
-}
-
-/// Text with every run of whitespace made one space, trimmed (as the browser
-/// script does with `textContent`).
-pub(crate) fn collapse_whitespace(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for word in text.split(is_js_space).filter(|w| !w.is_empty()) {
-        if !out.is_empty() {
-            out.push(' ');
-        }
-        out.push_str(word);
-    }
-    out
-}
-
-/// Trims as JavaScript's `String.prototype.trim` does.
-pub(crate) fn js_trim(text: &str) -> &str {
-    text.trim_matches(is_js_space)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,6 +78,7 @@ mod tests {
                 attr: None,
                 pointer: None,
                 link: false,
+                rules: Default::default(),
             },
         );
         specs.insert(
@@ -113,6 +88,7 @@ mod tests {
                 attr: Some("href".into()),
                 pointer: None,
                 link: false,
+                rules: Default::default(),
             },
         );
         let Value::Object(map) = json!({"title": "A", "link": "http://s/p/1"}) else {
@@ -128,20 +104,6 @@ mod tests {
         let a: Value = serde_json::from_str(r#"{"a":"1","b":"2"}"#).unwrap();
         let b: Value = serde_json::from_str(r#"{"b":"2","a":"1"}"#).unwrap();
         assert_eq!(content_hash(&a), content_hash(&b));
-    }
-
-    #[test]
-    fn whitespace_collapses_like_javascript() {
-        assert_eq!(
-            collapse_whitespace("\n  a\u{A0}\u{A0}b\t c \u{3000}"),
-            "a b c"
-        );
-        assert_eq!(
-            collapse_whitespace("\u{85}x"),
-            "\u{85}x",
-            "NEL is not \\s in JS"
-        );
-        assert_eq!(js_trim("\u{FEFF} v \n"), "v");
     }
 
     #[test]
@@ -223,6 +185,7 @@ mod fuzz {
             attr: attr.map(str::to_owned),
             pointer: None,
             link: false,
+            rules: Default::default(),
         }
     }
 
@@ -274,7 +237,7 @@ mod fuzz {
             let url = Url::parse("http://api.example/s?q=a").unwrap();
             let fields = BTreeMap::from([(
                 "title".to_owned(),
-                FieldSpec { selector: None, attr: None, pointer: Some(pointer.clone()), link },
+                FieldSpec { selector: None, attr: None, pointer: Some(pointer.clone()), link, rules: Default::default() },
             )]);
             let paging = TokenPaging { next_token: pointer, token_param: "token".into() };
             let wrapped = json!({"items": [answer.clone()], "next": answer});

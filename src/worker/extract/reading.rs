@@ -11,15 +11,12 @@ use serde_json::Value;
 use url::Url;
 
 use super::{
-    HtmlPage,
+    HtmlPage, RawItems,
     budget::{CancelFlag, ExtractBudget, OverBudget, Spent},
     extract_html, extract_json,
     json::JsonPage,
 };
-use crate::domain::{
-    page::PageItem,
-    site::{CssSelector, FieldSpec, JsonPointer, TokenPaging},
-};
+use crate::domain::site::{CssSelector, FieldSpec, JsonPointer, TokenPaging};
 
 /// Why a page's items could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +42,7 @@ pub enum ReadError {
 /// What an HTML page holds.
 #[derive(Debug)]
 pub enum HtmlRead {
-    Items(Vec<PageItem>),
+    Items(RawItems),
     /// The site's blocked selector is on the page: it refused us.
     Blocked,
 }

@@ -18,7 +18,7 @@ use crate::{
     worker::{
         browser::{BrowserSession, DocumentResponse, LoadError},
         crawl::{error::CrawlError, session::KeptSession},
-        extract::PageReader,
+        extract::{PageReader, RawItems},
     },
 };
 
@@ -178,7 +178,10 @@ impl BrowserPage<'_> {
             return Ok(blocked_page(blocked.as_str(), url));
         }
         Ok(Fetched::Items {
-            items: reading.items,
+            items: RawItems {
+                items: reading.items,
+                base: reading.base.unwrap_or_else(|| url.clone()),
+            },
             next_token: None,
         })
     }

@@ -19,10 +19,9 @@ pub use robots::fetch_robots;
 
 use super::{
     crawl::error::CrawlError,
-    extract::{HtmlRead, ReadError, off_runtime, read_html, read_json},
+    extract::{HtmlRead, RawItems, ReadError, off_runtime, read_html, read_json},
 };
 use crate::{
-    domain::page::PageItem,
     domain::{
         failure::FailureKind,
         site::{Extraction, SiteSpec},
@@ -33,9 +32,10 @@ use crate::{
 /// What fetching one page gave.
 #[derive(Debug)]
 pub enum Fetched {
-    /// The page's items and, for JSON APIs paged by token, the next token.
+    /// The page's items as read (their value rules not applied yet) and,
+    /// for JSON APIs paged by token, the next token.
     Items {
-        items: Vec<PageItem>,
+        items: RawItems,
         next_token: Option<String>,
     },
     /// A later page answered 404/410: the results ended before `max_pages`.
@@ -278,7 +278,7 @@ impl PageSource<'_> {
 }
 
 /// A page that could not be read, as the attempt's failure.
-fn read_failed(e: ReadError, url: &Url) -> CrawlError {
+pub(crate) fn read_failed(e: ReadError, url: &Url) -> CrawlError {
     let kind = match &e {
         ReadError::OverBudget(_) => FailureKind::ExtractionOverBudget,
         ReadError::Misconfigured(_) => FailureKind::Misconfigured,
