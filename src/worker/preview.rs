@@ -232,7 +232,8 @@ impl Read {
             let (typed, next_token) = match fetched? {
                 Fetched::Items { items, next_token } => {
                     let fields = spec.extraction.fields();
-                    let typed = typed_for_preview(items, fields, ctx.extract_budget, stuck_timeout)
+                    let limits = (ctx.extract_budget, stuck_timeout);
+                    let typed = typed_for_preview(items, fields, ctx.bounds.field_chars, limits)
                         .await
                         .map_err(|e| read_failed(e, &url))?;
                     (typed, next_token)

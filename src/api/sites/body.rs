@@ -121,9 +121,11 @@ pub struct NumberBody {
     /// The page's locale (`ko-KR`, `de-DE`, `en-US`, `fr-FR`, `pl-PL`): its
     /// decimal and thousands separators. None: guessed (the last of `.`
     /// and `,` is the decimal separator; one followed by three digits groups).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub locale: Option<String>,
     /// An item field (not one of `fields`) that gets the currency as an ISO
     /// 4217 code, or null when the text names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub currency_field: Option<String>,
 }
 
@@ -139,6 +141,7 @@ pub struct DateBody {
     pub formats: Vec<String>,
     /// The IANA zone the site's dates are in (default `UTC`): a wall time is
     /// read there, and "yesterday" is its yesterday.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_zone: Option<String>,
 }
 

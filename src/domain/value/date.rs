@@ -45,9 +45,10 @@ fn utc() -> Tz {
 #[serde(deny_unknown_fields)]
 pub struct DateInput {
     /// chrono `strftime` formats (`%d.%m.%Y %H:%M`), tried in order.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub formats: Vec<String>,
     /// IANA zone of the site's dates (default UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_zone: Option<String>,
 }
 

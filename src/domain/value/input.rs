@@ -22,9 +22,11 @@ const MAX_NAME_CHARS: usize = 100;
 #[serde(deny_unknown_fields)]
 pub struct NumberInput {
     /// The page's locale (`ko-KR`, `de-DE`, `en-US`); none: separators guessed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub locale: Option<String>,
     /// An item field (not one of the site's) the currency goes into: an
     /// ISO 4217 code (`KRW`), or null when the text names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub currency_field: Option<String>,
 }
 

@@ -1,21 +1,30 @@
 //! A client's regular expression, bounded. The `regex` crate matches in time
 //! linear in the text (no backtracking blow-up: `(a+)+$` costs what `a+$`
 //! does), so what a hostile pattern can still cost is its size: a short
-//! pattern can compile to a huge program (`\w{1000}{1000}`). The pattern's
-//! length, its nesting and the size it compiles to are bounded; past them
-//! it is refused with a 422 naming the field.
+//! pattern can compile to a huge program (`\w{1000}{1000}`), and resolving
+//! a match's groups costs the program's size times the match's length. The
+//! pattern's length, its nesting and the size it compiles to are bounded,
+//! one that can match the empty text (a match at every position, each a
+//! search to the end: `$|`) is refused, and a value's matches are taken up
+//! to a list's bound. Over the longest value a field keeps, the worst
+//! accepted pattern found takes about a second (BENCHMARKS.md); the page's
+//! extraction budget stops a page after it.
 
 use std::fmt;
 
 use regex::{Regex, RegexBuilder};
 use serde::{Deserialize, Serialize};
 
-use super::super::{FieldError, text};
+use super::{
+    super::{FieldError, text},
+    MAX_LIST_VALUES,
+};
 
 /// Longest pattern a client may send, in characters.
 pub const MAX_PATTERN_CHARS: usize = 500;
-/// Largest program a pattern may compile to, in bytes.
-const COMPILED_LIMIT: usize = 256 * 1024;
+/// Largest program a pattern may compile to, in bytes: room for `SKU:\s*(\w+)`
+/// or `(\w+)@(\w+)\.com` with Unicode classes, not for `\w{1,50}`.
+const COMPILED_LIMIT: usize = 128 * 1024;
 /// Largest lazy DFA cache a pattern may use while matching, in bytes.
 const DFA_LIMIT: usize = 1024 * 1024;
 /// Deepest nesting of groups and repetitions.
@@ -39,6 +48,15 @@ impl Pattern {
             return Err(FieldError::new(path, "must not be empty"));
         }
         let regex = compile(source).map_err(|why| FieldError::new(path, why))?;
+        let matches_empty = regex_syntax::parse(source)
+            .map(|hir| hir.properties().minimum_len() == Some(0))
+            .unwrap_or(true);
+        if matches_empty {
+            return Err(FieldError::new(
+                path,
+                "can match the empty text, so it matches everywhere: make it match something (+ rather than *)",
+            ));
+        }
         Ok(Pattern {
             source: source.to_owned(),
             regex: Some(regex),
@@ -49,8 +67,9 @@ impl Pattern {
         &self.source
     }
 
-    /// The value of each match in `text` (the first only unless `all`); an
-    /// error when the stored pattern no longer compiles.
+    /// The value of each match in `text` (the first only unless `all`; at
+    /// most a list's bound of matches); an error when the stored pattern no
+    /// longer compiles.
     pub fn values<'t>(&self, text: &'t str, all: bool) -> Result<Vec<&'t str>, String> {
         let regex = self.regex.as_ref().ok_or_else(|| {
             format!(
@@ -60,7 +79,7 @@ impl Pattern {
         })?;
         let group = usize::from(regex.captures_len() > 1);
         let mut found = Vec::new();
-        for captures in regex.captures_iter(text) {
+        for captures in regex.captures_iter(text).take(MAX_LIST_VALUES) {
             if let Some(value) = captures.get(group) {
                 found.push(value.as_str());
             }
@@ -134,6 +153,14 @@ mod tests {
         assert_eq!(digits.values("3 of 45", false).unwrap(), ["3"]);
         assert_eq!(digits.values("3 of 45", true).unwrap(), ["3", "45"]);
         assert!(digits.values("none", true).unwrap().is_empty());
+        for legit in [
+            r"SKU:\s*(\w+)",
+            r"(\w+)@(\w+)\.com",
+            r"\b(\d{4}-\d{2}-\d{2})\b",
+            r"(\p{L}+)",
+        ] {
+            assert!(Pattern::parse(legit, "f").is_ok(), "{legit}");
+        }
         let optional = Pattern::parse(r"a(b)?", "f").unwrap();
         assert!(
             optional.values("a", false).unwrap().is_empty(),
@@ -147,6 +174,10 @@ mod tests {
             ("(", "not a regular expression"),
             (r"\w{1000}{1000}", "compiles to more than"),
             (r"(?:\p{L}{100}){100}", "compiles to more than"),
+            (r"\w{1,50}", "compiles to more than"),
+            (r"$|", "empty text"),
+            (r"\d*", "empty text"),
+            (r"\b", "empty text"),
             ("", "empty"),
             ("a\u{0}", "control"),
         ] {

@@ -199,8 +199,8 @@ impl Crawl<'_> {
         typed_page(
             raw,
             self.spec.extraction.fields(),
-            self.ctx.extract_budget,
-            self.stuck_timeout,
+            self.ctx.bounds.field_chars,
+            (self.ctx.extract_budget, self.stuck_timeout),
         )
         .await
         .map_err(|e| read_failed(e, url))

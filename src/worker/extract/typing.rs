@@ -14,6 +14,7 @@ use url::Url;
 
 use super::{ReadError, budget::ExtractBudget, off_runtime, page_item};
 use crate::domain::{
+    bounds::cut_to_chars,
     page::PageItem,
     site::FieldSpec,
     value::{ValueContext, ValueReport},
@@ -52,11 +53,13 @@ pub fn has_rules(fields: &BTreeMap<String, FieldSpec>) -> bool {
     fields.values().any(|spec| !spec.rules.is_plain())
 }
 
-/// Applies the rules of `fields` to `raw`; `keep_raw` keeps each item's
-/// fields as read (a preview shows both).
+/// Applies the rules of `fields` to `raw`, reading at most `max_chars` and
+/// one more of each text; `keep_raw` keeps each item's fields as read (a
+/// preview shows both).
 pub fn type_items(
     raw: RawItems,
     fields: &BTreeMap<String, FieldSpec>,
+    max_chars: usize,
     keep_raw: bool,
     budget: &ExtractBudget,
 ) -> Result<(Vec<TypedItem>, ValueReport), ReadError> {
@@ -72,11 +75,12 @@ pub fn type_items(
         let mut errors = BTreeMap::new();
         let mut left_out_by = None;
         for (name, spec) in fields {
-            let value = read.remove(name).unwrap_or(Value::Null);
+            let mut value = read.remove(name).unwrap_or(Value::Null);
             if spec.rules.is_plain() {
                 values.insert(name.clone(), value);
                 continue;
             }
+            cut(&mut value, max_chars.saturating_add(1));
             charge(&value, budget);
             let applied = spec.rules.apply(&value, spec.is_link(), &ctx);
             report.record(name, &applied);
@@ -104,6 +108,19 @@ pub fn type_items(
     Ok((typed, report))
 }
 
+/// Each text of `value` cut to `max` characters.
+fn cut(value: &mut Value, max: usize) {
+    match value {
+        Value::String(text) => {
+            if let Some(kept) = cut_to_chars(text, max) {
+                *text = kept.to_owned();
+            }
+        }
+        Value::Array(list) => list.iter_mut().for_each(|v| cut(v, max)),
+        _ => {}
+    }
+}
+
 /// The bytes of a value read, charged before its rules run over them.
 fn charge(value: &Value, budget: &ExtractBudget) {
     match value {
@@ -126,8 +143,8 @@ fn charge(value: &Value, budget: &ExtractBudget) {
 pub async fn typed_page(
     raw: RawItems,
     fields: &BTreeMap<String, FieldSpec>,
-    budget: Duration,
-    wait_at_most: Duration,
+    max_chars: usize,
+    (budget, wait_at_most): (Duration, Duration),
 ) -> Result<(Vec<PageItem>, ValueReport), ReadError> {
     if !has_rules(fields) {
         let items = raw
@@ -139,7 +156,7 @@ pub async fn typed_page(
     }
     let fields = fields.clone();
     off_runtime(budget, wait_at_most, move |budget| {
-        let (typed, report) = type_items(raw, &fields, false, budget)?;
+        let (typed, report) = type_items(raw, &fields, max_chars, false, budget)?;
         let kept = typed
             .into_iter()
             .filter(|t| t.left_out_by.is_none())
@@ -154,13 +171,13 @@ pub async fn typed_page(
 pub async fn typed_for_preview(
     raw: RawItems,
     fields: &BTreeMap<String, FieldSpec>,
-    budget: Duration,
-    wait_at_most: Duration,
+    max_chars: usize,
+    (budget, wait_at_most): (Duration, Duration),
 ) -> Result<Vec<TypedItem>, ReadError> {
     let fields = fields.clone();
     let keep_raw = has_rules(&fields);
     off_runtime(budget, wait_at_most, move |budget| {
-        type_items(raw, &fields, keep_raw, budget).map(|(typed, _)| typed)
+        type_items(raw, &fields, max_chars, keep_raw, budget).map(|(typed, _)| typed)
     })
     .await
 }
@@ -209,7 +226,8 @@ mod tests {
             {"title": "Lamp", "price": "₩1,299,000"},
             {"title": "Ad", "price": "문의"},
         ]));
-        let (typed, report) = type_items(page, &fields, true, &ExtractBudget::unlimited()).unwrap();
+        let (typed, report) =
+            type_items(page, &fields, 100, true, &ExtractBudget::unlimited()).unwrap();
         assert_eq!(
             Value::Object(typed[0].fields.clone()),
             json!({"title": "Lamp", "price": 1_299_000, "currency": "KRW"})
@@ -225,14 +243,8 @@ mod tests {
     async fn a_site_without_rules_keeps_its_values_as_read() {
         let fields = BTreeMap::from([("title".to_owned(), FieldSpec::default())]);
         let page = raw(json!([{"title": " as read "}]));
-        let (items, report) = typed_page(
-            page,
-            &fields,
-            Duration::from_secs(1),
-            Duration::from_secs(1),
-        )
-        .await
-        .unwrap();
+        let limits = (Duration::from_secs(1), Duration::from_secs(1));
+        let (items, report) = typed_page(page, &fields, 100, limits).await.unwrap();
         assert_eq!(items[0].fields, json!({"title": " as read "}));
         assert!(report.is_empty());
     }
