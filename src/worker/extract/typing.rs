@@ -82,6 +82,7 @@ pub fn type_items(
             }
             cut(&mut value, max_chars.saturating_add(1));
             charge(&value, budget);
+            budget.look_now()?;
             let applied = spec.rules.apply(&value, spec.is_link(), &ctx);
             report.record(name, &applied);
             if let Some(error) = &applied.error {
