@@ -2,7 +2,8 @@
 //! stored as numbers, dates, lists and absolute URLs in http and browser
 //! modes; a value that does not parse counted in the run's data health; a
 //! price change as one field diff with both numbers; list fields in the CSV
-//! export; the preview showing each field raw and typed; and each bad
+//! export; the preview showing each field raw and typed (in the console
+//! too, whose editor keeps a field's rules when it saves); and each bad
 //! setting refused with a 422 naming its path.
 
 use std::{collections::BTreeMap, time::Duration};
@@ -10,7 +11,7 @@ use std::{collections::BTreeMap, time::Duration};
 use chrono::{Days, Utc};
 use serde_json::{Value, json};
 
-use crate::support::{ON_DEMAND, PriceShop, Roles, TestApp};
+use crate::support::{ConsoleBrowser, ON_DEMAND, PriceShop, Roles, TestApp};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -315,5 +316,48 @@ async fn a_browser_crawl_types_the_same_values_as_an_http_crawl() {
             .starts_with("price: 1 value(s) did not parse"),
         "{run}"
     );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_console_previews_fields_raw_and_typed_and_saving_keeps_their_rules() {
+    let app = TestApp::spawn_with_console(Roles::fleet(), |config| {
+        config.api.auth_disabled = false;
+        config.api.api_tokens = vec!["typed-values-writer".into()];
+    })
+    .await;
+    let shop = PriceShop::start().await;
+    let token = app.token().expect("a write token").to_owned();
+    let body = shop.site_body("console shop", "http");
+    let (status, created) = app.post("/api/sites", body).await;
+    assert_eq!(status, 201, "{created}");
+    let site = created["id"].as_i64().unwrap();
+    let browser = ConsoleBrowser::open(&app.base).await;
+    browser.sign_in(&token).await;
+    browser.go(&format!("#/sites/{site}")).await;
+    browser.wait_for_text("#site-title", "console shop").await;
+
+    browser.type_into("#preview-keyword", "lamp").await;
+    browser.click("#preview-run").await;
+    browser.wait_for_text("#preview-summary", "items").await;
+    let table = browser.wait_for_text("#preview-items", "1299000").await;
+    assert!(
+        table.contains("₩1,299,000"),
+        "the raw value beside the typed one: {table}"
+    );
+    assert!(
+        table.contains("\"Call for price\" is not a number"),
+        "{table}"
+    );
+    assert!(table.contains("left out: no title"), "{table}");
+
+    browser.click("#save-site").await;
+    let saved = crate::support::eventually(LIMIT, "the site saved again", || async {
+        let (_, saved) = app.get(&format!("/api/sites/{site}")).await;
+        (saved["updated_at"] != created["updated_at"]).then_some(saved)
+    })
+    .await;
+    assert_eq!(saved["fields"], created["fields"], "every rule kept");
+    browser.close().await;
     app.stop().await;
 }

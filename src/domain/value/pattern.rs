@@ -7,8 +7,8 @@
 //! one that can match the empty text (a match at every position, each a
 //! search to the end: `$|`) is refused, and a value's matches are taken up
 //! to a list's bound. Over the longest value a field keeps, the worst
-//! accepted pattern found takes about a second (BENCHMARKS.md); the page's
-//! extraction budget stops a page after it.
+//! accepted patterns found take under a second in a release build; the
+//! page's extraction budget stops a page after such a value.
 
 use std::fmt;
 
