@@ -1,7 +1,8 @@
 //! Property tests of everything crawlfleet parses from a client: site,
-//! keyword and webhook bodies, selectors, JSON pointers, cron schedules, URL
-//! templates and proxies, fields' value rules (`values`), and the SSRF
-//! guard's judgement of addresses in every notation. Any input gives `Ok` or a field error, never a panic (nor a
+//! keyword and webhook bodies, selectors, JSON pointers, structured-data
+//! paths and types, fields' value rules (`values`), cron schedules, URL
+//! templates and proxies, and the SSRF guard's judgement of addresses in every
+//! notation. Any input gives `Ok` or a field error, never a panic (nor a
 //! stack overflow, which would abort the whole binary).
 //!
 //! `scripts/test` runs a bounded number of cases (`FUZZ_CASES`, 256 by
@@ -22,7 +23,10 @@ use crawlfleet::{
     domain::{
         keyword::KeywordInput,
         schedule::CronSchedule,
-        site::{CssSelector, JsonPointer, ProxyUrl, SearchUrlTemplate, SiteInput},
+        site::{
+            CssSelector, JsonPointer, MAX_PATH_STEPS, ProxyUrl, SchemaType, SearchUrlTemplate,
+            SiteInput, StructuredPath,
+        },
         target,
         webhook::{WebhookEventType, WebhookInput, WebhookSecret},
     },
@@ -156,6 +160,45 @@ fn value() -> impl Strategy<Value = Value> {
     })
 }
 
+/// A path into a page's structured data: syntax, real ones, dots, bars
+/// and indexes in any number, or one step repeated far past the bounds.
+fn structured_path() -> impl Strategy<Value = String> {
+    let step = prop_oneof![
+        Just("offers".to_owned()),
+        Just("Product".to_owned()),
+        Just("og:title".to_owned()),
+        Just("@id".to_owned()),
+        Just("0".to_owned()),
+        Just("99999999999999999999".to_owned()),
+        Just(String::new()),
+        syntax(8),
+    ];
+    prop_oneof![
+        syntax(60),
+        Just("offers.price|offers.lowPrice".to_owned()),
+        Just("Product.offers.0.price".to_owned()),
+        proptest::collection::vec(
+            prop_oneof![
+                Just("offers.price"),
+                Just("Product.name"),
+                Just("og:title"),
+                Just("name")
+            ],
+            1..8
+        )
+        .prop_map(|alternatives| alternatives.join("|")),
+        proptest::collection::vec(
+            (step, prop_oneof![Just("."), Just("|"), Just(" | ")]),
+            0..20
+        )
+        .prop_map(|steps| steps
+            .into_iter()
+            .map(|(s, sep)| format!("{s}{sep}"))
+            .collect()),
+        (0usize..2000).prop_map(|n| "a.".repeat(n)),
+    ]
+}
+
 /// A site body: every known key, each present or not, with well-typed
 /// values mostly and anything sometimes.
 fn site_body() -> impl Strategy<Value = Value> {
@@ -181,6 +224,7 @@ fn site_body() -> impl Strategy<Value = Value> {
         proptest::option::of(string()),
         proptest::option::of(any::<bool>()),
         rules,
+        proptest::option::of(structured_path()),
     )
         .prop_map(
             |(
@@ -189,10 +233,12 @@ fn site_body() -> impl Strategy<Value = Value> {
                 pointer,
                 link,
                 (whitespace, regex, all, number, date, default, required),
+                structured,
             )| {
                 json!({"selector": selector, "attr": attr, "pointer": pointer, "link": link,
                    "whitespace": whitespace, "regex": regex, "all": all, "number": number,
-                   "date": date, "default": default, "required": required})
+                   "date": date, "default": default, "required": required,
+                   "structured": structured})
             },
         );
     (
@@ -228,14 +274,19 @@ fn site_body() -> impl Strategy<Value = Value> {
                 text(30).prop_map(|t| format!("http://{t}@proxy.example:1")),
             ]),
             proptest::option::of(value()),
+            proptest::option::of(prop_oneof![Just("Product".to_owned()), text(30)]),
         ),
     )
         .prop_map(
-            |((name, url, render, item, fields, wait), (json, pages, rate, headers, proxy, extra))| {
+            |(
+                (name, url, render, item, fields, wait),
+                (json, pages, rate, headers, proxy, extra, structured_items),
+            )| {
                 let mut body = json!({
                     "name": name, "search_url": url, "render": render, "item_selector": item,
                     "fields": fields, "wait_for": wait, "json": json, "max_pages": pages,
                     "max_requests_per_sec": rate, "headers": headers, "proxy": proxy,
+                    "structured_items": structured_items,
                 });
                 if let Some(extra) = extra {
                     body["blocked_selector"] = extra;
@@ -282,6 +333,30 @@ proptest! {
         if let Ok(selector) = CssSelector::parse(&s, "item_selector") {
             prop_assert!(selector.compile("item_selector").is_ok(), "{s}");
             prop_assert!(!s.chars().any(char::is_control));
+        }
+    }
+
+    /// A structured path parses or is refused naming its field; an
+    /// accepted one has its bounded alternatives and steps, however read.
+    #[test]
+    fn structured_paths_parse_or_are_refused_and_read_within_their_bounds(
+        path in structured_path(),
+        item_type in prop_oneof![Just(None), Just(Some("Product")), Just(Some("offers"))],
+        within_item in any::<bool>(),
+    ) {
+        let item_type = item_type.map(|t| SchemaType::parse(t, "structured_items").unwrap());
+        match StructuredPath::parse(&path, "fields.x.structured", item_type.as_ref()) {
+            Ok(parsed) => {
+                prop_assert!(!path.chars().any(char::is_control));
+                let alternatives: Vec<_> = parsed.alternatives(within_item).collect();
+                prop_assert!((1..=4).contains(&alternatives.len()), "{path}");
+                prop_assert!(alternatives.iter().all(|a| a.steps.len() <= MAX_PATH_STEPS), "{path}");
+            }
+            Err(e) => prop_assert_eq!(e.field, "fields.x.structured"),
+        }
+        if let Ok(t) = SchemaType::parse(&path, "structured_items") {
+            let url = format!("https://schema.org/{}", t.as_str());
+            prop_assert!(t.is_named_by(&url), "{}", url);
         }
     }
 

@@ -34,6 +34,7 @@ function fieldRow(name = "", spec = {}) {
       h("label", {}, "name", h("input", { class: "field-name", value: name, required: true, "aria-label": "field name" })),
       h("label", { class: "html-only" }, "CSS selector", h("input", { class: "field-selector", value: spec.selector ?? "" })),
       h("label", { class: "html-only" }, "attribute (else the text)", h("input", { class: "field-attr", value: spec.attr ?? "" })),
+      h("label", { class: "html-only" }, "or a structured data path", h("input", { class: "field-structured", value: spec.structured ?? "", placeholder: "offers.price" })),
       h("label", { class: "json-only" }, "JSON pointer", h("input", { class: "field-pointer", value: spec.pointer ?? "" })),
       h("label", { class: "check" }, h("input", { type: "checkbox", class: "field-link", checked: !!spec.link }), "a link")),
     h("label", {}, "value rules (JSON)",
@@ -66,6 +67,8 @@ export function render(root, { id }, ctx) {
       check("enabled", "enabled: its keywords queue runs for it (disabled, it keeps its settings and history)")),
     h("fieldset", {}, h("legend", {}, "Extraction"),
       h("div", { class: "html-only" }, input("item_selector", "item selector (CSS)", { placeholder: ".result" })),
+      h("div", { class: "html-only" }, input("structured_items", "or: the page's structured items of type", { placeholder: "Product" },
+        "a schema.org type in the page's JSON-LD or microdata (the preview lists them); each field then reads a path in the item")),
       h("div", { class: "browser-only" }, input("wait_for", "wait for (CSS, browser)")),
       h("div", { class: "html-only" }, input("blocked_selector", "blocked page shows (CSS)")),
       h("div", { class: "json-only row" },
@@ -182,7 +185,7 @@ function body(form) {
     const link = row.querySelector(".field-link").checked || undefined;
     fields[name] = mode === "json"
       ? { pointer: value(".field-pointer"), link }
-      : { selector: value(".field-selector"), attr: value(".field-attr"), link };
+      : { selector: value(".field-selector"), attr: value(".field-attr"), structured: value(".field-structured"), link };
     const rules = value(".field-rules");
     if (rules) {
       let parsed;
@@ -205,6 +208,7 @@ function body(form) {
     search_url: form.search_url.value.trim(),
     render: mode,
     item_selector: mode === "json" ? undefined : text("item_selector"),
+    structured_items: mode === "json" ? undefined : text("structured_items"),
     wait_for: mode === "browser" ? text("wait_for") : undefined,
     blocked_selector: mode === "json" ? undefined : text("blocked_selector"),
     json: mode === "json"
@@ -241,7 +245,7 @@ function fill(form, fields, site) {
     if (el.type === "checkbox") el.checked = !!value;
     else el.value = value ?? "";
   };
-  for (const name of ["name", "search_url", "render", "item_selector", "item_key", "wait_for", "blocked_selector", "max_pages",
+  for (const name of ["name", "search_url", "render", "item_selector", "structured_items", "item_key", "wait_for", "blocked_selector", "max_pages",
     "stuck_timeout_secs", "max_attempts", "max_requests_per_sec", "max_concurrent_runs", "enabled", "stop_on_seen",
     "expect_items", "respect_robots", "keep_session", "exclusive_session", "user_agent", "proxy"]) set(name, site[name]);
   set("expect.min_items", site.expect?.min_items);
@@ -274,12 +278,12 @@ function clearErrors(form) {
 function showError(form, fallback, error, prefix) {
   let field = error.field && error.field.startsWith(prefix) ? error.field.slice(prefix.length) : null;
   let target = null;
-  const fieldMatch = field && (field.match(/^fields\.(.+)\.(selector|attr|pointer|link)$/)
+  const fieldMatch = field && (field.match(/^fields\.(.+)\.(selector|attr|pointer|link|structured)$/)
     || field.match(new RegExp(`^fields\\.(.+?)\\.(rules|${RULE_KEYS.join("|")})([.[].*)?$`)));
   if (fieldMatch) {
     const row = [...form.querySelectorAll("[data-field-row]")]
       .find((r) => r.querySelector(".field-name").value.trim() === fieldMatch[1]);
-    const input = ["selector", "attr", "pointer", "link"].includes(fieldMatch[2]) ? fieldMatch[2] : "rules";
+    const input = ["selector", "attr", "pointer", "link", "structured"].includes(fieldMatch[2]) ? fieldMatch[2] : "rules";
     target = row?.querySelector(`.field-${input}`);
     if (target) {
       target.setAttribute("aria-invalid", "true");
@@ -375,8 +379,26 @@ function showPreview(root, answer) {
           h("td", { class: "num" }, item.page),
           columns.map((n) => previewCell(item, n)),
           h("td", { class: "mono" }, item.left_out_by ? `left out: no ${item.left_out_by}` : item.item_url || "—"))))),
+    answer.pages.filter((page) => page.structured).map((page) => showStructured(page)),
     answer.screenshot_png ? [h("h3", {}, "What the browser showed"),
       h("img", { id: "preview-screenshot", src: `data:image/png;base64,${answer.screenshot_png}`, alt: "The last page as the browser showed it" })] : null);
+}
+
+/** What a page publishes as structured data: each type with the items it
+ * would give as `structured_items`, and each top-level item's properties. */
+function showStructured(page) {
+  const found = page.structured;
+  const types = Object.entries(found.types);
+  return h("section", { class: "preview-structured", dataset: { page: page.page } },
+    h("h3", {}, `Structured data on page ${page.page}`),
+    types.length === 0 ? h("p", { class: "muted" }, "None (no JSON-LD or microdata item).") :
+      h("table", { class: "structured-types" },
+        h("thead", {}, h("tr", {}, h("th", {}, "type"), h("th", { class: "num" }, "items as structured_items"))),
+        h("tbody", {}, types.map(([type, count]) => h("tr", {}, h("td", { class: "mono" }, type), h("td", { class: "num" }, count))))),
+    found.skipped_scripts ? h("p", { class: "error" }, `${found.skipped_scripts} JSON-LD script(s) not JSON: skipped`) : null,
+    found.items.map((item) => h("details", { class: "structured-item" },
+      h("summary", {}, `${item.source}: ${item.types.join(", ") || "(no type)"}`),
+      h("pre", { class: "mono" }, JSON.stringify(item.properties, null, 2)))));
 }
 
 async function showHealth(root, id) {

@@ -1,5 +1,6 @@
 //! Class 7: hostile pages. Sites crawl the fixture's pages that attack the
-//! crawler (`demo/site/hostile.rs`), in browser and http modes, while the
+//! crawler (`demo/site/hostile.rs`, and in their structured data
+//! `demo/site/hostile_structured.rs`), in browser and http modes, while the
 //! other classes run; at the end each run and its results are read back,
 //! and anything a bound should have stopped fails the catalogue: a field
 //! longer than the fleet's FIELD_MAX_CHARS, more items than PAGE_MAX_ITEMS
@@ -68,6 +69,34 @@ fn sites(fixture: &str) -> Vec<(String, Value, Check)> {
         for (name, path, check) in pages {
             let name = format!("{name}-{render}");
             sites.push((name.clone(), site(&name, render, fixture, path), check));
+        }
+    }
+    // The same attacks in structured data, read without a selector.
+    let structured = [
+        (
+            "sd-huge-field",
+            "huge-field&n=2&chars=200000",
+            Check::FieldsCut,
+        ),
+        ("sd-many-items", "many-items&n=5000", Check::ItemsCut),
+        ("sd-oversized", "padded&bytes=6000000", Check::TooLarge),
+        ("sd-bad-links", "bad-links", Check::WebUrlsOnly),
+        ("sd-deep", "deep", Check::TrueItems),
+        ("sd-malformed", "malformed", Check::TrueItems),
+    ];
+    for render in ["http", "browser"] {
+        for (name, attack, check) in structured {
+            let name = format!("{name}-{render}");
+            let path = format!("/hostile/structured?kind={attack}");
+            let mut body = site(&name, render, fixture, &path);
+            let body_map = body.as_object_mut().expect("a site body");
+            body_map.remove("item_selector");
+            body_map.insert("structured_items".into(), json!("Product"));
+            body_map.insert(
+                "fields".into(),
+                json!({"title": {"structured": "name"}, "link": {"structured": "url", "link": true}}),
+            );
+            sites.push((name, body, check));
         }
     }
     let grows = "/hostile/grows?bytes=6000000";
@@ -223,8 +252,10 @@ fn judge(api: &Api, what: &str, check: Check, run: &Value, items: &[Value]) {
         Check::TrueItems => {
             let read: Vec<&str> = titles().collect();
             if read != ["True item 1", "True item 2", "True item 3"] {
-                api.ledger
-                    .let_through(what, format!("forged items stored: {read:?}"));
+                api.ledger.let_through(
+                    what,
+                    format!("other items than the page's three true ones stored: {read:?}"),
+                );
             }
         }
         Check::TooLarge => {}

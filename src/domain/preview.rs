@@ -57,6 +57,32 @@ pub struct PreviewPage {
     pub final_url: Option<String>,
     pub items: usize,
     pub took_ms: u64,
+    /// What the page publishes as structured data (browser and http modes;
+    /// none from a worker of a release before it was listed).
+    #[serde(default)]
+    pub structured: Option<StructuredFound>,
+}
+
+/// A page's structured data as a person setting a site up reads it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StructuredFound {
+    /// How many items each type would give as the site's `structured_items`.
+    pub types: BTreeMap<String, usize>,
+    /// The page's top-level structured items (a bounded number, each cut).
+    pub items: Vec<StructuredItem>,
+    /// JSON-LD scripts on the page that could not be read.
+    pub skipped_scripts: usize,
+}
+
+/// One item of a page's structured data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StructuredItem {
+    /// `json-ld`, `microdata` or `opengraph`.
+    pub source: String,
+    /// Its types by name (`Product`); OpenGraph's is its `og:type`.
+    pub types: Vec<String>,
+    /// Its properties as JSON, as a field's path reads them.
+    pub properties: serde_json::Value,
 }
 
 /// One extracted item, with the page it came from.

@@ -19,7 +19,7 @@ use super::{
         limiter::{PaceKey, SitePace},
         screenshot,
     },
-    extract::{TypedItem, page_item, typed_for_preview},
+    extract::{StructuredListing, TypedItem, page_item, typed_for_preview},
     fetch::{
         BrowserPage, Fetched, HttpClient, PageLimits, PageSource, prepare_for_crawl, read_failed,
     },
@@ -28,9 +28,12 @@ use crate::{
     domain::{
         bounds::{BoundsReport, CrawlBounds, cut_to_chars},
         failure::FailureKind,
-        preview::{PreviewItem, PreviewOutcome, PreviewPage, PreviewRefusal, PreviewRequest},
+        preview::{
+            PreviewItem, PreviewOutcome, PreviewPage, PreviewRefusal, PreviewRequest,
+            StructuredFound, StructuredItem,
+        },
         robots::paced_rate,
-        site::{RenderMode, SiteSpec},
+        site::{Extraction, RenderMode, SiteSpec},
     },
     queue::preview,
     store::sealing::{self, Sealed},
@@ -217,6 +220,7 @@ impl Read {
                 stuck_timeout,
                 extract_budget: ctx.extract_budget,
                 page_items: ctx.bounds.page_items,
+                list_structured: !matches!(spec.extraction, Extraction::Json { .. }),
             };
             ctx.guard.check(&url).await?;
             if let Some(why) = ctx.robots.disallows(spec, &url, &ctx.guard).await {
@@ -229,16 +233,20 @@ impl Read {
                 .await;
             let final_url = source.last_url().await.map(String::from);
             let took_ms = started.elapsed().as_millis() as u64;
-            let (typed, next_token) = match fetched? {
-                Fetched::Items { items, next_token } => {
+            let (typed, next_token, structured) = match fetched? {
+                Fetched::Items {
+                    items,
+                    next_token,
+                    structured,
+                } => {
                     let fields = spec.extraction.fields();
                     let limits = (ctx.extract_budget, stuck_timeout);
                     let typed = typed_for_preview(items, fields, ctx.bounds.field_chars, limits)
                         .await
                         .map_err(|e| read_failed(e, &url))?;
-                    (typed, next_token)
+                    (typed, next_token, structured.map(found))
                 }
-                Fetched::PastTheEnd => (Vec::new(), None),
+                Fetched::PastTheEnd => (Vec::new(), None, None),
                 Fetched::Refused {
                     reason,
                     retry_after,
@@ -249,7 +257,7 @@ impl Read {
                     if let Err(e) = ctx.limiter.refuse(pace.key.clone(), retry_after).await {
                         tracing::warn!(error = %e, "a preview's refusal did not pause the site");
                     }
-                    self.page(page, &url, final_url, 0, took_ms);
+                    self.page(page, &url, final_url, 0, took_ms, None);
                     self.refusal = Some(PreviewRefusal {
                         kind: "blocked".to_owned(),
                         message: reason,
@@ -258,7 +266,7 @@ impl Read {
                 }
             };
             let kept = self.typed_items(typed, spec, &ctx.bounds, page);
-            self.page(page, &url, final_url, kept, took_ms);
+            self.page(page, &url, final_url, kept, took_ms, structured);
             let found_none = kept == 0;
             if found_none || page == request.pages {
                 return Ok(());
@@ -327,13 +335,22 @@ impl Read {
         count
     }
 
-    fn page(&mut self, page: u8, url: &Url, final_url: Option<String>, items: usize, took_ms: u64) {
+    fn page(
+        &mut self,
+        page: u8,
+        url: &Url,
+        final_url: Option<String>,
+        items: usize,
+        took_ms: u64,
+        structured: Option<StructuredFound>,
+    ) {
         self.pages.push(PreviewPage {
             page,
             url: url.to_string(),
             final_url,
             items,
             took_ms,
+            structured,
         });
     }
 
@@ -368,6 +385,23 @@ fn cut_raw(raw: Map<String, Value>, max: usize) -> Value {
         }
     }
     Value::Object(raw.into_iter().map(|(k, v)| (k, cut(v, max))).collect())
+}
+
+/// A page's structured data as the preview answers it.
+fn found(listing: StructuredListing) -> StructuredFound {
+    StructuredFound {
+        types: listing.types,
+        items: listing
+            .items
+            .into_iter()
+            .map(|item| StructuredItem {
+                source: item.source.to_owned(),
+                types: item.types,
+                properties: item.properties,
+            })
+            .collect(),
+        skipped_scripts: listing.skipped_scripts,
+    }
 }
 
 fn misconfigured(message: String) -> CrawlError {

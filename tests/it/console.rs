@@ -8,7 +8,9 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{ConsoleBrowser, ON_DEMAND, RoleProcess, Roles, TestApp, free_port};
+use crate::support::{
+    ConsoleBrowser, ON_DEMAND, RoleProcess, Roles, StructuredShop, TestApp, free_port,
+};
 
 const WRITE_TOKEN: &str = "console-write-token";
 const READ_TOKEN: &str = "console-read-token";
@@ -124,6 +126,73 @@ async fn the_console_is_served_from_the_binary_under_a_strict_policy_and_tells_a
         .await
         .unwrap();
     assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_operator_sets_a_site_up_from_the_structured_data_its_preview_lists() {
+    let shop = StructuredShop::start().await;
+    let app = fleet_with_tokens(Roles {
+        scheduler: false,
+        worker: true,
+    })
+    .await;
+    let browser = ConsoleBrowser::open(&app.base).await;
+    browser.sign_in(WRITE_TOKEN).await;
+    browser.go("#/sites/new").await;
+    browser.type_into("#site-name", "lamp shop").await;
+    let search_url = format!("{}/list?q={{keyword}}", shop.base_url());
+    browser.type_into("#site-search_url", &search_url).await;
+    // A first guess at a selector; the preview shows what the page publishes.
+    browser.type_into("#site-item_selector", "li.product").await;
+    browser.type_into("#field-rows .field-selector", "a").await;
+    browser.type_into("#preview-keyword", "lamp").await;
+    browser.click("#preview-run").await;
+    browser.wait_for_text("#preview-summary", "items").await;
+    browser
+        .wait_for_text(".preview-structured .structured-types", "Product")
+        .await;
+    let rows = browser
+        .client
+        .execute(
+            "return [...document.querySelectorAll('.structured-types tbody tr')]
+               .map((row) => [...row.cells].map((cell) => cell.textContent))",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(
+        rows.as_array().unwrap().contains(&json!(["Product", "3"])),
+        "{rows}"
+    );
+    assert!(
+        browser
+            .is_shown(".preview-structured details.structured-item")
+            .await,
+        "the items are listed"
+    );
+
+    // Set up from it, without a selector, and saved.
+    browser.type_into("#site-item_selector", "").await;
+    browser.type_into("#site-structured_items", "Product").await;
+    browser.type_into("#field-rows .field-selector", "").await;
+    browser
+        .type_into("#field-rows .field-structured", "name")
+        .await;
+    browser.click("#save-site").await;
+    browser.wait_for_text("#site-title", "lamp shop").await;
+    let (_, sites) = app.get("/api/sites").await;
+    let site = &sites["items"][0];
+    assert_eq!(site["structured_items"], "Product", "{site}");
+    assert_eq!(site["fields"]["title"], json!({"structured": "name"}));
+
+    // Saved again from the form it fills (with the title): nothing is lost.
+    browser.click("#save-site").await;
+    browser.wait_for_text(".toast", "Site saved").await;
+    let (_, again) = app.get(&format!("/api/sites/{}", site["id"])).await;
+    assert_eq!(again["structured_items"], "Product", "{again}");
+    assert_eq!(again["fields"], site["fields"]);
+    browser.close().await;
     app.stop().await;
 }
 

@@ -44,6 +44,7 @@ mod spot;
 mod ssrf;
 mod startup_failures;
 mod store_columns;
+mod structured_data;
 mod tls;
 mod typed_values;
 mod webhooks;

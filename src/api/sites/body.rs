@@ -23,6 +23,12 @@ pub struct SiteBody {
     pub render: Option<String>,
     /// CSS selector of one item (browser, http).
     pub item_selector: Option<String>,
+    /// Instead of `item_selector` (browser, http): the schema.org type whose
+    /// items in a page's structured data (JSON-LD, else microdata) are the
+    /// site's items, e.g. `Product` for each product of a list page or the
+    /// one of a product page. Each field then reads a path inside the item
+    /// (`"structured": "offers.price"`). The preview lists the types a page has.
+    pub structured_items: Option<String>,
     pub fields: BTreeMap<String, FieldBody>,
     /// The field (one of `fields`) whose value identifies an item that has no
     /// URL: a SKU, an id. Items are identified by their URL, else by this
@@ -86,8 +92,18 @@ pub struct FieldBody {
     /// JSON pointer inside the item (json).
     pub pointer: Option<String>,
     /// The value is a URL: made absolute against the page (after `regex`),
-    /// and the first such field (or `href`) is the item's URL.
+    /// and the first such field (or `href`) is the item's URL (structured
+    /// fields: a list's first URL, an object's `url`).
     pub link: Option<bool>,
+    /// Where the value is in the page's structured data (browser, http),
+    /// instead of `selector`/`attr`: a dotted path of properties and list
+    /// indexes, inside the item when the site has `structured_items`
+    /// (`offers.price`, `brand.name`, `image.0`), else starting with the type
+    /// whose first item on the page it reads (`Product.offers.price`). A list
+    /// on the way is looked through (the first offer that has a price), and
+    /// `a|b` tries `b` when `a` finds nothing (`offers.price|offers.lowPrice`).
+    /// `og:title`, `product:price:amount` read the page's OpenGraph.
+    pub structured: Option<String>,
     /// `collapse` (every run of whitespace one space, the ends trimmed: an
     /// element's text always is) or `keep`.
     pub whitespace: Option<String>,
@@ -201,6 +217,7 @@ impl From<SiteBody> for SiteInput {
             search_url: body.search_url,
             render: body.render,
             item_selector: body.item_selector,
+            structured_items: body.structured_items,
             fields: body
                 .fields
                 .into_iter()
@@ -236,6 +253,7 @@ impl From<FieldBody> for FieldInput {
             attr: body.attr,
             pointer: body.pointer,
             link: body.link,
+            structured: body.structured,
             whitespace: body.whitespace,
             regex: body.regex,
             all: body.all,

@@ -112,10 +112,13 @@ fn name_taken() -> ApiError {
     }
 }
 
-/// Create a site.
+/// Create a site. Its items are the elements `item_selector` finds, or the
+/// structured items (JSON-LD, microdata) of the type `structured_items`
+/// names; each field reads markup (`selector`, `attr`), structured data
+/// (`structured`) or, for a JSON API, a `pointer`.
 #[utoipa::path(post, path = "/sites", tag = "sites", security(("bearer" = [])), request_body = SiteBody,
     responses((status = 201, body = SiteView), (status = 409, description = "Name taken", body = ErrorBody),
-              (status = 422, description = "A rule broken; `field` names it", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+              (status = 422, description = "A rule broken; `field` names it (`item_selector`, `structured_items`, `fields.price.structured`)", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn create(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<SiteBody>,

@@ -68,6 +68,35 @@ struct PreviewPageView {
     final_url: Option<String>,
     items: usize,
     took_ms: u64,
+    /// What the page publishes as structured data (browser and http modes),
+    /// whatever the site reads: a site can be set up from it without a
+    /// selector (`structured_items`, and `structured` paths in its fields).
+    structured: Option<StructuredView>,
+}
+
+/// A page's structured data: JSON-LD, microdata and OpenGraph.
+#[derive(Debug, Serialize, ToSchema)]
+struct StructuredView {
+    /// Each schema.org type on the page and how many items it would give
+    /// as `structured_items` (JSON-LD's when the page has the type there,
+    /// else microdata's; the products of an ItemList counted too).
+    types: BTreeMap<String, usize>,
+    /// The page's top-level items in page order (JSON-LD, then microdata,
+    /// then OpenGraph), at most 50, long texts and large items cut (`…`).
+    items: Vec<StructuredItemView>,
+    /// JSON-LD scripts that are not JSON even read leniently: skipped.
+    skipped_scripts: usize,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+struct StructuredItemView {
+    /// `json-ld`, `microdata` or `opengraph`.
+    source: String,
+    /// Its types by name, e.g. `["Product"]`; OpenGraph's is its `og:type`.
+    types: Vec<String>,
+    /// Its properties as a field's `structured` path reads them (microdata
+    /// in JSON-LD's shape, OpenGraph by property name such as `og:title`).
+    properties: serde_json::Value,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -110,9 +139,11 @@ struct PreviewTimings {
 /// `keyword` as the fleet would (its lane, the SSRF guard, the fleet-wide
 /// pace, the site's identity) and stores nothing. The site is checked as
 /// `POST /api/sites` checks it; errors name its fields as `site.<field>`.
+/// Each HTML page also lists the structured data it publishes (JSON-LD,
+/// microdata, OpenGraph), so a site can be set up from it.
 #[utoipa::path(post, path = "/sites/preview", tag = "sites", security(("bearer" = [])), request_body = PreviewBody,
     responses((status = 200, body = PreviewView), (status = 404, description = "No such site_id", body = ErrorBody),
-              (status = 422, description = "A rule broken; `field` names it (`site.item_selector`, `keyword`, `pages`)", body = ErrorBody),
+              (status = 422, description = "A rule broken; `field` names it (`site.item_selector`, `site.fields.price.structured`, `keyword`, `pages`)", body = ErrorBody),
               (status = 503, description = "No worker answered within PREVIEW_TIMEOUT_SECS", body = ErrorBody),
               (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 pub(super) async fn preview(
@@ -239,6 +270,19 @@ impl From<PreviewPage> for PreviewPageView {
             final_url: page.final_url,
             items: page.items,
             took_ms: page.took_ms,
+            structured: page.structured.map(|found| StructuredView {
+                types: found.types,
+                items: found
+                    .items
+                    .into_iter()
+                    .map(|item| StructuredItemView {
+                        source: item.source,
+                        types: item.types,
+                        properties: item.properties,
+                    })
+                    .collect(),
+                skipped_scripts: found.skipped_scripts,
+            }),
         }
     }
 }

@@ -29,6 +29,9 @@ pub struct SiteView {
     pub search_url: String,
     pub render: String,
     pub item_selector: Option<String>,
+    /// The schema.org type whose structured items are the site's items
+    /// (instead of `item_selector`).
+    pub structured_items: Option<String>,
     pub fields: BTreeMap<String, FieldView>,
     /// The field whose value identifies an item that has no URL.
     pub item_key: Option<String>,
@@ -70,6 +73,10 @@ impl From<Site> for SiteView {
             search_url: spec.search_url.as_str().to_owned(),
             render: spec.render.as_str().to_owned(),
             item_selector,
+            structured_items: spec
+                .extraction
+                .structured_items()
+                .map(|t| t.as_str().to_owned()),
             fields: spec
                 .extraction
                 .fields()
@@ -105,10 +112,11 @@ impl From<Site> for SiteView {
 
 /// How to read one field of an item. In HTML modes: the text, or the
 /// attribute `attr`, of the element `selector` finds inside the item (the item
-/// itself without a selector); `href`/`src` are made absolute. In json mode:
-/// the value at `pointer` inside the item. `link` makes it an absolute URL;
-/// `whitespace`, `regex`, `all`, `number`, `date`, `default` and `required`
-/// make it a typed, clean value (as `FieldInput` describes them).
+/// itself without a selector); `href`/`src` are made absolute; or the value at
+/// `structured` in the page's structured data. In json mode: the value at
+/// `pointer` inside the item. `link` makes it an absolute URL; `whitespace`,
+/// `regex`, `all`, `number`, `date`, `default` and `required` make it a
+/// typed, clean value (as `FieldInput` describes them).
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(as = FieldSpec)]
 pub struct FieldView {
@@ -120,6 +128,8 @@ pub struct FieldView {
     pub pointer: Option<String>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub link: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub whitespace: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -162,6 +172,7 @@ impl From<&FieldSpec> for FieldView {
             attr: field.attr.clone(),
             pointer: field.pointer.as_ref().map(|p| p.as_str().to_owned()),
             link: field.link,
+            structured: field.structured.as_ref().map(|p| p.as_str().to_owned()),
             whitespace: rules.whitespace.map(|w| w.as_str().to_owned()),
             regex: rules.regex.as_ref().map(|r| r.as_str().to_owned()),
             all: rules.all,

@@ -8,6 +8,7 @@
 mod catalog;
 mod feed;
 mod hostile;
+mod hostile_structured;
 mod leftovers;
 mod members;
 mod robots;
@@ -165,6 +166,7 @@ fn router(counters: Arc<Counters>, state: AppState) -> Router {
         .route("/hostile/bad-links", get(hostile::bad_links))
         .route("/hostile/formula-base", get(hostile::formula_base))
         .route("/hostile/forger", get(hostile::forger))
+        .route("/hostile/structured", get(hostile_structured::structured))
         .with_state(state)
         .layer(middleware::from_fn_with_state(counters, count))
 }

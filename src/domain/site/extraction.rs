@@ -1,11 +1,13 @@
-//! How items are read from a results page: CSS selectors over HTML (browser
-//! and http modes) or JSON pointers into an API's answer (json mode).
+//! How items are read from a results page: CSS selectors over HTML, or the
+//! page's structured data (browser and http modes), or JSON pointers into an
+//! API's answer (json mode).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::locator::{CssSelector, JsonPointer};
+use super::structured::{SchemaType, StructuredPath};
 use crate::domain::{
     FieldError, text,
     value::{DateInput, NumberInput, ValueInput, ValueKind, ValueRules},
@@ -18,9 +20,10 @@ pub(super) const MAX_NAME_CHARS: usize = 100;
 
 /// How to read one field of an item. In HTML modes: the text, or the
 /// attribute `attr`, of the element `selector` finds inside the item (the item
-/// itself without a selector); `href`/`src` are made absolute. In json mode:
-/// the value at `pointer` inside the item. In any mode `link` makes it an
-/// absolute URL; then `rules` make the value typed and clean.
+/// itself without a selector); `href`/`src` are made absolute; or the value
+/// at `structured` in the page's structured data. In json mode: the value at
+/// `pointer` inside the item. In any mode `link` makes the value an absolute
+/// URL; then `rules` make it typed and clean.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FieldSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -31,6 +34,10 @@ pub struct FieldSpec {
     pub pointer: Option<JsonPointer>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub link: bool,
+    /// Where the value is in the page's structured data (stored sites from
+    /// before structured data have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<StructuredPath>,
     /// The value rules, stored beside the other keys as a client sends them.
     #[serde(flatten)]
     pub rules: ValueRules,
@@ -76,6 +83,11 @@ pub struct FieldInput {
     pub pointer: Option<String>,
     /// The value is a URL: made absolute, and the first one is the item's URL.
     pub link: Option<bool>,
+    /// Where the value is in the page's structured data (browser, http):
+    /// `offers.price` inside the item when the site's items are structured
+    /// data, else `Product.offers.price`; `og:title` reads OpenGraph.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<String>,
     /// `collapse` (an element's text is by default) or `keep`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub whitespace: Option<String>,
@@ -136,12 +148,21 @@ pub struct TokenPaging {
     pub token_param: String,
 }
 
+/// Where a page's items are, in browser and http modes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HtmlItems {
+    /// Each element the selector finds is an item.
+    Selector(CssSelector),
+    /// Each item of this type in the page's structured data is an item.
+    Structured(SchemaType),
+}
+
 /// How items are read, by render mode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Extraction {
     /// Browser and http modes.
     Html {
-        item_selector: CssSelector,
+        items: HtmlItems,
         fields: BTreeMap<String, FieldSpec>,
         /// Element to wait for before reading a page (browser).
         wait_for: Option<CssSelector>,
@@ -169,23 +190,44 @@ impl Extraction {
         }
     }
 
+    /// The type of structured item a site's items are, if they are.
+    pub fn structured_items(&self) -> Option<&SchemaType> {
+        match self {
+            Extraction::Html {
+                items: HtmlItems::Structured(item_type),
+                ..
+            } => Some(item_type),
+            _ => None,
+        }
+    }
+
+    /// Whether reading a page needs its structured data: its items are
+    /// structured items, or a field reads structured data.
+    pub fn reads_structured_data(&self) -> bool {
+        self.structured_items().is_some() || self.fields().values().any(|f| f.structured.is_some())
+    }
+
     /// The fields an item has: the site's, and the currency fields their
     /// number rules fill, in name order.
     pub fn item_field_names(&self) -> Vec<String> {
         item_field_names(self.fields())
     }
 
-    /// The selectors of HTML extraction, as a client writes them: item,
-    /// wait_for, blocked_selector (none for JSON).
+    /// The selectors of HTML extraction, as a client writes them: item
+    /// (none when items are structured data), wait_for, blocked_selector
+    /// (none for JSON).
     pub fn selectors(&self) -> [Option<&str>; 3] {
         match self {
             Extraction::Html {
-                item_selector,
+                items,
                 wait_for,
                 blocked_selector,
                 ..
             } => [
-                Some(item_selector.as_str()),
+                match items {
+                    HtmlItems::Selector(selector) => Some(selector.as_str()),
+                    HtmlItems::Structured(_) => None,
+                },
                 wait_for.as_ref().map(CssSelector::as_str),
                 blocked_selector.as_ref().map(CssSelector::as_str),
             ],
@@ -222,6 +264,7 @@ pub fn item_field_names(fields: &BTreeMap<String, FieldSpec>) -> Vec<String> {
 /// The parts of a site input that describe extraction.
 pub struct ExtractionInput {
     pub item_selector: Option<String>,
+    pub structured_items: Option<String>,
     pub fields: BTreeMap<String, FieldInput>,
     pub wait_for: Option<String>,
     pub blocked_selector: Option<String>,
@@ -242,40 +285,40 @@ impl ExtractionInput {
         if self.json.is_some() {
             return Err(only_for_json("json"));
         }
-        let item_selector = self
-            .item_selector
-            .ok_or_else(|| FieldError::new("item_selector", "is required"))?;
-        let fields = parse_fields(self.fields, |name, mut input| {
-            if input.pointer.is_some() {
-                return Err(only_for_json(&format!("fields.{name}.pointer")));
+        let items = match (self.item_selector, self.structured_items) {
+            (Some(_), Some(_)) => {
+                return Err(FieldError::new(
+                    "structured_items",
+                    "is instead of item_selector: items are elements the selector finds, \
+                     or the page's structured items of a type, not both",
+                ));
             }
-            let attr = input
-                .attr
-                .take()
-                .map(|a| {
-                    text::non_empty(&a, &format!("fields.{name}.attr"), MAX_NAME_CHARS)
-                        .map(str::to_owned)
-                })
-                .transpose()?;
-            let selector = input
-                .selector
-                .take()
-                .map(|s| CssSelector::parse(&s, &format!("fields.{name}.selector")))
-                .transpose()?;
-            let link = input.link.unwrap_or(false);
-            Ok(FieldSpec {
-                selector,
-                attr,
-                pointer: None,
-                link,
-                rules: input.rules(name, link)?,
-            })
+            (Some(selector), None) => {
+                HtmlItems::Selector(CssSelector::parse(&selector, "item_selector")?)
+            }
+            (None, Some(item_type)) => {
+                HtmlItems::Structured(SchemaType::parse(&item_type, "structured_items")?)
+            }
+            (None, None) => {
+                return Err(FieldError::new(
+                    "item_selector",
+                    "is required, unless structured_items names the schema.org type the \
+                     site's items are (e.g. \"Product\")",
+                ));
+            }
+        };
+        let item_type = match &items {
+            HtmlItems::Structured(item_type) => Some(item_type),
+            HtmlItems::Selector(_) => None,
+        };
+        let fields = parse_fields(self.fields, |name, input| {
+            parse_html_field(name, input, item_type)
         })?;
         let css = |value: Option<String>, field: &str| {
             value.map(|s| CssSelector::parse(&s, field)).transpose()
         };
         Ok(Extraction::Html {
-            item_selector: CssSelector::parse(&item_selector, "item_selector")?,
+            items,
             fields,
             wait_for: css(self.wait_for, "wait_for")?,
             blocked_selector: css(self.blocked_selector, "blocked_selector")?,
@@ -286,6 +329,7 @@ impl ExtractionInput {
     pub fn parse_json(self) -> Result<Extraction, FieldError> {
         for (value, field) in [
             (&self.item_selector, "item_selector"),
+            (&self.structured_items, "structured_items"),
             (&self.wait_for, "wait_for"),
             (&self.blocked_selector, "blocked_selector"),
         ] {
@@ -297,6 +341,9 @@ impl ExtractionInput {
             .json
             .ok_or_else(|| FieldError::new("json", "is required with render \"json\""))?;
         let fields = parse_fields(self.fields, |name, mut input| {
+            if input.structured.is_some() {
+                return Err(not_for_json(&format!("fields.{name}.structured")));
+            }
             if input.selector.is_some() || input.attr.is_some() {
                 return Err(not_for_json(&format!(
                     "fields.{name}.{}",
@@ -318,6 +365,7 @@ impl ExtractionInput {
                 attr: None,
                 pointer: Some(JsonPointer::parse(&pointer, &field)?),
                 link,
+                structured: None,
                 rules: input.rules(name, link)?,
             })
         })?;
@@ -388,6 +436,69 @@ fn parse_fields(
     Ok(fields)
 }
 
+/// One field of HTML extraction: CSS (`selector`, `attr`) or structured
+/// data (`structured`), never both; only structured data when the site's
+/// items are structured items of `item_type`; either with `link` and its
+/// value rules.
+fn parse_html_field(
+    name: &str,
+    mut input: FieldInput,
+    item_type: Option<&SchemaType>,
+) -> Result<FieldSpec, FieldError> {
+    if input.pointer.is_some() {
+        return Err(only_for_json(&format!("fields.{name}.pointer")));
+    }
+    let markup = [("selector", &input.selector), ("attr", &input.attr)]
+        .into_iter()
+        .find_map(|(key, value)| value.as_ref().map(|_| key));
+    let link = input.link.unwrap_or(false);
+    let Some(path) = input.structured.take() else {
+        if item_type.is_some() {
+            return Err(FieldError::new(
+                format!("fields.{name}.structured"),
+                "is required: the site's items are structured data, read by a path inside \
+                 the item (e.g. \"offers.price\"); for CSS selectors use an item_selector",
+            ));
+        }
+        let attr = input
+            .attr
+            .take()
+            .map(|a| {
+                text::non_empty(&a, &format!("fields.{name}.attr"), MAX_NAME_CHARS)
+                    .map(str::to_owned)
+            })
+            .transpose()?;
+        let selector = input
+            .selector
+            .take()
+            .map(|s| CssSelector::parse(&s, &format!("fields.{name}.selector")))
+            .transpose()?;
+        return Ok(FieldSpec {
+            selector,
+            attr,
+            pointer: None,
+            link,
+            structured: None,
+            rules: input.rules(name, link)?,
+        });
+    };
+    if let Some(key) = markup {
+        return Err(FieldError::new(
+            format!("fields.{name}.{key}"),
+            "reads markup and structured reads structured data: a field has one or the other",
+        ));
+    }
+    let structured = StructuredPath::parse(&path, &format!("fields.{name}.structured"), item_type)?;
+    Ok(FieldSpec {
+        selector: None,
+        attr: None,
+        pointer: None,
+        link,
+        structured: Some(structured),
+        rules: input.rules(name, link)?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,6 +506,7 @@ mod tests {
     fn input(fields: serde_json::Value) -> ExtractionInput {
         ExtractionInput {
             item_selector: None,
+            structured_items: None,
             fields: serde_json::from_value(fields).unwrap(),
             wait_for: None,
             blocked_selector: None,
@@ -428,5 +540,108 @@ mod tests {
             token_param: None,
         });
         assert_eq!(json.parse_json().unwrap_err().field, "json.token_param");
+    }
+
+    #[test]
+    fn items_are_found_by_a_selector_or_are_structured_items_never_both_nor_neither() {
+        let mut both = input(serde_json::json!({"price": {"structured": "offers.price"}}));
+        both.item_selector = Some("li".into());
+        both.structured_items = Some("Product".into());
+        assert_eq!(both.parse_html().unwrap_err().field, "structured_items");
+        let neither = input(serde_json::json!({"title": {"selector": "a"}}));
+        let err = neither.parse_html().unwrap_err();
+        assert_eq!(err.field, "item_selector");
+        assert!(err.message.contains("structured_items"), "{}", err.message);
+
+        let mut structured = input(serde_json::json!({
+            "price": {"structured": "offers.price|offers.lowPrice"},
+            "url": {"structured": "url", "link": true}
+        }));
+        structured.structured_items = Some("Product".into());
+        let extraction = structured.parse_html().unwrap();
+        assert_eq!(extraction.structured_items().unwrap().as_str(), "Product");
+        assert!(extraction.fields()["url"].is_item_url());
+        assert_eq!(extraction.selectors()[0], None);
+        assert!(extraction.reads_structured_data());
+    }
+
+    #[test]
+    fn a_structured_items_site_reads_every_field_from_structured_data() {
+        for (fields, at) in [
+            (
+                serde_json::json!({"t": {"selector": "a"}}),
+                "fields.t.structured",
+            ),
+            (serde_json::json!({"t": {}}), "fields.t.structured"),
+            (
+                serde_json::json!({"t": {"structured": "name", "attr": "href"}}),
+                "fields.t.attr",
+            ),
+            (
+                serde_json::json!({"t": {"structured": "Product.name"}}),
+                "fields.t.structured",
+            ),
+            (
+                serde_json::json!({"t": {"structured": "a..b"}}),
+                "fields.t.structured",
+            ),
+            (
+                serde_json::json!({"t": {"pointer": "/a"}}),
+                "fields.t.pointer",
+            ),
+        ] {
+            let mut site = input(fields.clone());
+            site.structured_items = Some("Product".into());
+            assert_eq!(site.parse_html().unwrap_err().field, at, "{fields}");
+        }
+        let mut bad_type = input(serde_json::json!({"t": {"structured": "name"}}));
+        bad_type.structured_items = Some("schema.org/Product".into());
+        assert_eq!(bad_type.parse_html().unwrap_err().field, "structured_items");
+    }
+
+    #[test]
+    fn beside_a_selector_a_field_reads_the_pages_structured_data_by_type() {
+        let mut site = input(serde_json::json!({
+            "title": {"selector": "a"},
+            "price": {"structured": "Product.offers.price"},
+            "image": {"structured": "og:image", "link": true}
+        }));
+        site.item_selector = Some("li".into());
+        let extraction = site.parse_html().unwrap();
+        assert!(extraction.reads_structured_data());
+        assert!(extraction.structured_items().is_none());
+        for (fields, at) in [
+            (
+                serde_json::json!({"p": {"structured": "offers.price"}}),
+                "fields.p.structured",
+            ),
+            (
+                serde_json::json!({"p": {"structured": "Product.name", "selector": "a"}}),
+                "fields.p.selector",
+            ),
+            (
+                serde_json::json!({"p": {"selector": "a", "number": {}, "link": true}}),
+                "fields.p.link",
+            ),
+        ] {
+            let mut site = input(fields.clone());
+            site.item_selector = Some("li".into());
+            assert_eq!(site.parse_html().unwrap_err().field, at, "{fields}");
+        }
+        let mut json = input(serde_json::json!({"p": {"structured": "Product.name"}}));
+        json.json = Some(JsonInput {
+            items: "/items".into(),
+            next_token: None,
+            token_param: None,
+        });
+        assert_eq!(json.parse_json().unwrap_err().field, "fields.p.structured");
+        let mut json = input(serde_json::json!({"p": {"pointer": "/p"}}));
+        json.structured_items = Some("Product".into());
+        json.json = Some(JsonInput {
+            items: "/items".into(),
+            next_token: None,
+            token_param: None,
+        });
+        assert_eq!(json.parse_json().unwrap_err().field, "structured_items");
     }
 }

@@ -6,6 +6,7 @@ mod identity;
 mod locator;
 mod masked;
 mod standing;
+mod structured;
 mod template;
 
 use std::collections::BTreeMap;
@@ -14,11 +15,17 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 pub use expectations::{Expectations, ExpectationsInput, RunTally};
-pub use extraction::{Extraction, FieldInput, FieldSpec, JsonInput, TokenPaging, item_field_names};
+pub use extraction::{
+    Extraction, FieldInput, FieldSpec, HtmlItems, JsonInput, TokenPaging, item_field_names,
+};
 pub use identity::{Identity, MASK, ProxyUrl};
 pub use locator::{CssSelector, JsonPointer};
 pub use masked::restore_masked;
 pub use standing::{RunVerdict, SiteStatus, Streak};
+pub use structured::{
+    MAX_PATH_STEPS, OPEN_GRAPH_PREFIXES, PathAlternative, PathStart, SchemaType, Step,
+    StructuredPath, short_type_name,
+};
 pub use template::{SearchUrlTemplate, with_query_param};
 
 use super::{FieldError, text, text_enum::text_enum};
@@ -91,6 +98,10 @@ pub struct SiteInput {
     pub render: Option<String>,
     /// CSS selector of one item (browser, http).
     pub item_selector: Option<String>,
+    /// Instead of `item_selector`: the schema.org type (e.g. `Product`) whose
+    /// structured items on a page are the site's items (browser, http).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_items: Option<String>,
     pub fields: BTreeMap<String, FieldInput>,
     /// The field whose value identifies an item that has no URL (a SKU, an
     /// id); without it, such an item is identified by its content.
@@ -210,6 +221,7 @@ impl SiteInput {
         let item_key = self.item_key;
         let extraction = ExtractionInput {
             item_selector: self.item_selector,
+            structured_items: self.structured_items,
             fields: self.fields,
             wait_for: self.wait_for,
             blocked_selector: self.blocked_selector,

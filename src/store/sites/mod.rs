@@ -13,8 +13,8 @@ use sqlx::{PgPool, types::Json};
 
 use crate::{
     domain::site::{
-        Expectations, Extraction, FieldSpec, Identity, JsonInput, Politeness, ProxyUrl,
-        SessionPolicy, Site, SiteSpec, TokenPaging,
+        Expectations, Extraction, FieldSpec, HtmlItems, Identity, JsonInput, Politeness, ProxyUrl,
+        SchemaType, SessionPolicy, Site, SiteSpec, TokenPaging,
     },
     store::sealing::{Sealed, SessionKey},
 };
@@ -41,6 +41,7 @@ pub enum LoadError {
 /// The columns a spec is stored in, besides its sealed secrets.
 struct Columns<'a> {
     item_selector: Option<&'a str>,
+    structured_items: Option<&'a str>,
     wait_for: Option<&'a str>,
     blocked_selector: Option<&'a str>,
     json: Option<JsonInput>,
@@ -55,6 +56,7 @@ fn columns(spec: &SiteSpec) -> Columns<'_> {
     let [item_selector, wait_for, blocked_selector] = spec.extraction.selectors();
     Columns {
         item_selector,
+        structured_items: spec.extraction.structured_items().map(SchemaType::as_str),
         wait_for,
         blocked_selector,
         json: spec.extraction.json_input(),
@@ -78,9 +80,9 @@ pub async fn create(
                               max_concurrent_runs, stop_on_seen, keep_session, exclusive_session,
                               user_agent, header_names, proxy, expect_items, enabled,
                               expect_min_items, expect_required_fields, expect_max_empty_runs,
-                              respect_robots, item_key)
+                              respect_robots, item_key, structured_items)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-                   $20, $21, $22, $23, $24, $25, $26)
+                   $20, $21, $22, $23, $24, $25, $26, $27)
            RETURNING id, created_at, updated_at"#,
         spec.name,
         spec.search_url.as_str(),
@@ -108,6 +110,7 @@ pub async fn create(
         spec.expect.max_empty_runs,
         spec.respect_robots,
         spec.item_key,
+        c.structured_items,
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -139,7 +142,7 @@ pub async fn update(
                   stop_on_seen = $15, keep_session = $16, exclusive_session = $17, user_agent = $18,
                   header_names = $19, proxy = $20, expect_items = $21, enabled = $22,
                   expect_min_items = $23, expect_required_fields = $24, expect_max_empty_runs = $25,
-                  respect_robots = $26, item_key = $27, updated_at = now()
+                  respect_robots = $26, item_key = $27, structured_items = $28, updated_at = now()
            WHERE id = $1
            RETURNING id, created_at, updated_at,
                      (SELECT saved_at FROM site_sessions WHERE site_id = $1) AS session_saved_at"#,
@@ -170,6 +173,7 @@ pub async fn update(
         spec.expect.max_empty_runs,
         spec.respect_robots,
         spec.item_key,
+        c.structured_items,
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -219,7 +223,7 @@ async fn select(
 ) -> Result<Vec<Site>, LoadError> {
     let rows = sqlx::query_as!(
         SiteRow,
-        r#"SELECT s.id, s.name, s.search_url, s.render, s.item_selector,
+        r#"SELECT s.id, s.name, s.search_url, s.render, s.item_selector, s.structured_items,
                   s.fields AS "fields: Json<BTreeMap<String, FieldSpec>>", s.item_key,
                   s.wait_for, s.blocked_selector, s.json AS "json: Json<JsonInput>",
                   s.max_pages, s.stuck_timeout_secs, s.max_attempts, s.max_requests_per_sec,
@@ -293,6 +297,7 @@ struct SiteRow {
     search_url: String,
     render: String,
     item_selector: Option<String>,
+    structured_items: Option<String>,
     fields: Json<BTreeMap<String, FieldSpec>>,
     item_key: Option<String>,
     wait_for: Option<String>,
@@ -354,15 +359,20 @@ impl SiteRow {
                 },
             },
             None => Extraction::Html {
-                item_selector: stored(
-                    "item_selector",
-                    self.item_selector.ok_or_else(|| {
-                        column_error(
+                items: match (self.structured_items, self.item_selector) {
+                    (Some(item_type), _) => {
+                        HtmlItems::Structured(stored("structured_items", item_type)?)
+                    }
+                    (None, Some(selector)) => {
+                        HtmlItems::Selector(stored("item_selector", selector)?)
+                    }
+                    (None, None) => {
+                        return Err(column_error(
                             "item_selector",
                             std::io::Error::other("missing on a site that reads HTML"),
-                        )
-                    })?,
-                )?,
+                        ));
+                    }
+                },
                 fields,
                 wait_for: self.wait_for.map(|s| stored("wait_for", s)).transpose()?,
                 blocked_selector: self

@@ -204,6 +204,7 @@ mod tests {
             attr: attr.map(str::to_owned),
             pointer: None,
             link: false,
+            structured: None,
             rules: Default::default(),
         };
         BTreeMap::from([

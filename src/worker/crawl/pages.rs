@@ -60,6 +60,7 @@ impl Crawl<'_> {
             stuck_timeout: self.stuck_timeout,
             extract_budget: self.ctx.extract_budget,
             page_items: self.ctx.bounds.page_items,
+            list_structured: false,
         }
     }
 
@@ -103,9 +104,9 @@ impl Crawl<'_> {
                 );
             }
             let (items, next_token) = match self.fetch_politely(source, &url, page).await? {
-                Fetched::Items { items, next_token } => {
-                    (self.typed(items, &url).await?, next_token)
-                }
+                Fetched::Items {
+                    items, next_token, ..
+                } => (self.typed(items, &url).await?, next_token),
                 Fetched::PastTheEnd => ((Vec::new(), ValueReport::default()), None),
                 Fetched::Refused { .. } => unreachable!("refusals are retried by fetch_politely"),
             };

@@ -20,13 +20,16 @@ use crate::{
 };
 
 /// A function of the awaited selector (or null), the blocked selector (or
-/// null), how long to wait (ms), the item selector, the fields as [name,
-/// selector, attr, link, all, keep whitespace], and the bounds: items to
-/// read, characters of a value, bytes of the page, values of a list. It
-/// resolves to {url, base, appeared, blocked, page_bytes, items}. Items are
-/// objects of field name -> text (whitespace collapsed, or only trimmed) or
-/// attribute value, a link made absolute, `null` when missing; a list of
-/// them for a field that reads all.
+/// null), how long to wait (ms), the item selector (null: none, the items
+/// are structured data), the fields as [name, selector, attr, link, all,
+/// keep whitespace], the bounds: items to read, characters of a value, bytes
+/// of the page, whether to send the page's HTML, and values of a list. It
+/// resolves to {url, base, appeared, blocked, page_bytes, items, html}. Items
+/// are objects of field name -> text (whitespace collapsed, or only trimmed)
+/// or attribute value, a link made absolute, `null` when missing; a list of
+/// them for a field that reads all; `html` is the page's serialized DOM, for
+/// its structured data to be read in Rust as over HTTP (within the page's
+/// bound).
 ///
 /// It runs in an isolated world (see `BrowserSession::evaluate_isolated`):
 /// `URL`, `Array`, `document.querySelectorAll`, `getAttribute`, the
@@ -38,7 +41,7 @@ use crate::{
 /// cuts a page read over HTTP. A page whose HTML is over its bound is not
 /// read: only its size comes back.
 const READ_PAGE_JS: &str = r#"
-(awaited, blocked, waitMs, itemSelector, fields, maxItems, maxChars, maxBytes, maxValues) => new Promise((done) => {
+(awaited, blocked, waitMs, itemSelector, fields, maxItems, maxChars, maxBytes, wantHtml, maxValues) => new Promise((done) => {
 const absolute = (value) => { try { return new URL(value, document.baseURI).href; } catch (e) { return value; } };
 const keepUnits = 2 * maxChars + 2;
 const cut = (value) => {
@@ -47,14 +50,11 @@ const cut = (value) => {
   const last = kept.charCodeAt(kept.length - 1);
   return last >= 0xD800 && last <= 0xDBFF ? kept.slice(0, -1) : kept;
 };
-const pageBytes = () => {
-  const root = document.documentElement;
-  if (!root) return 0;
-  const html = root.outerHTML;
+const pageBytes = (html) =>
   // A UTF-16 unit is at most 3 bytes of UTF-8: only a page that may be over is encoded.
-  return html.length * 3 <= maxBytes ? html.length : new TextEncoder().encode(html).length;
-};
+  html.length * 3 <= maxBytes ? html.length : new TextEncoder().encode(html).length;
 const extract = () => {
+  if (itemSelector === null) return [];
   const found = document.querySelectorAll(itemSelector);
   const items = [];
   for (let at = 0; at < found.length && at <= maxItems; at++) {
@@ -85,13 +85,19 @@ const extract = () => {
   return items;
 };
 const answer = (appeared) => {
-  const bytes = pageBytes();
+  const root = document.documentElement;
+  const html = root ? root.outerHTML : '';
+  const bytes = pageBytes(html);
   if (bytes > maxBytes) {
-    done({url: document.URL, base: document.baseURI, appeared, blocked: false, page_bytes: bytes, items: []});
+    done({url: document.URL, base: document.baseURI, appeared, blocked: false, page_bytes: bytes, items: [], html: null});
     return;
   }
   const isBlocked = blocked !== null && document.querySelector(blocked) !== null;
-  done({url: document.URL, base: document.baseURI, appeared, blocked: isBlocked, page_bytes: bytes, items: isBlocked ? [] : extract()});
+  done({
+    url: document.URL, base: document.baseURI, appeared, blocked: isBlocked, page_bytes: bytes,
+    items: isBlocked ? [] : extract(),
+    html: wantHtml && !isBlocked ? html : null,
+  });
 };
 if (awaited === null || document.querySelector(awaited) !== null) {
   answer(true);
@@ -111,8 +117,11 @@ pub struct PageReader<'a> {
     pub awaited: Option<String>,
     pub blocked: Option<&'a str>,
     pub wait_limit: Duration,
-    pub item_selector: &'a str,
+    /// None: the site's items are structured data, read from `html`.
+    pub item_selector: Option<&'a str>,
     pub fields: &'a BTreeMap<String, FieldSpec>,
+    /// Send the page's HTML (for its structured data).
+    pub want_html: bool,
     /// What one page may hold (the worker cuts to it; the script only
     /// keeps the browser from sending much more).
     pub bounds: CrawlBounds,
@@ -132,9 +141,12 @@ pub struct PageReading {
     /// The page's HTML, in bytes when it is near or over its bound (else
     /// in UTF-16 units, a lower bound).
     pub page_bytes: u64,
-    /// The items as read (before the value rules); empty when blocked, or
-    /// when the page is over its size bound.
+    /// The markup fields of each item the item selector found; empty
+    /// when blocked, or when the page is over its size bound.
     pub items: Vec<Map<String, Value>>,
+    /// The page's HTML as the browser holds it, when asked for and within
+    /// the page's bound.
+    pub html: Option<String>,
 }
 
 impl PageReading {
@@ -157,15 +169,19 @@ struct Answer {
     page_bytes: u64,
     #[serde(default)]
     items: Vec<Map<String, Value>>,
+    #[serde(default)]
+    html: Option<String>,
 }
 
 impl PageReader<'_> {
     /// Reads the page the session shows, in one script call, in an
     /// isolated world.
     pub async fn read(&self, session: &BrowserSession) -> anyhow::Result<PageReading> {
+        // Structured fields are read from the HTML, in Rust.
         let field_args: Vec<Value> = self
             .fields
             .iter()
+            .filter(|(_, spec)| spec.structured.is_none())
             .map(|(name, spec)| {
                 // A pattern picks a link out of the text before it is made absolute.
                 let link = spec.is_link() && spec.rules.regex.is_none();
@@ -189,6 +205,7 @@ impl PageReader<'_> {
             self.bounds.page_items,
             self.bounds.field_chars,
             self.bounds.page_bytes,
+            self.want_html,
             MAX_LIST_VALUES,
         ]);
         let expression = format!("({READ_PAGE_JS})(...{args})");
@@ -204,6 +221,7 @@ impl PageReader<'_> {
             blocked: answer.blocked,
             page_bytes: answer.page_bytes,
             items: answer.items,
+            html: answer.html,
         })
     }
 }

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use url::Url;
 
 use super::{
-    RawItems, ReadError, absolute,
+    ReadError, absolute,
     budget::ExtractBudget,
     collapse_whitespace, js_trim,
     select::{select_in_document, select_within},
@@ -43,6 +43,15 @@ impl HtmlPage {
         Self { document, base }
     }
 
+    pub(super) fn document(&self) -> &Html {
+        &self.document
+    }
+
+    /// What the page's relative URLs resolve against.
+    pub(super) fn base(&self) -> &Url {
+        &self.base
+    }
+
     /// Whether an element matching `selector` (the site's `field`) is on the page.
     pub fn contains(
         &self,
@@ -68,16 +77,19 @@ fn compiled(selector: &CssSelector, field: &str) -> Result<super::select::Select
 /// One item per element matching `item_selector` (the first `max_items`),
 /// each field read as the browser script reads it: the first element its
 /// selector finds, or (`all`) a list of the first [`MAX_LIST_VALUES`] and
-/// one more, so the bounds see there were more.
+/// one more, so the bounds see there were more; a structured field's value
+/// is the page's, in `structured` (read once for the page).
 pub fn extract_html(
     page: &HtmlPage,
     item_selector: &CssSelector,
     fields: &BTreeMap<String, FieldSpec>,
+    structured: &Map<String, Value>,
     max_items: usize,
     budget: &ExtractBudget,
-) -> Result<RawItems, ReadError> {
+) -> Result<Vec<Map<String, Value>>, ReadError> {
     let field_selectors = fields
         .iter()
+        .filter(|(_, spec)| spec.structured.is_none())
         .map(|(name, spec)| {
             let selector = spec
                 .selector
@@ -118,14 +130,16 @@ pub fn extract_html(
             };
             values.insert((*name).clone(), value);
         }
+        values.extend(
+            structured
+                .iter()
+                .map(|(name, value)| (name.clone(), value.clone())),
+        );
         budget.check()?;
         items.push(values);
     }
     budget.check()?;
-    Ok(RawItems {
-        items,
-        base: page.base.clone(),
-    })
+    Ok(items)
 }
 
 /// One element's value: its attribute (trimmed) or its text (whitespace
@@ -157,7 +171,7 @@ fn read(
 
 /// The element's `textContent`: every node below it is a step, every byte
 /// of text a value read.
-fn text(element: ElementRef<'_>, budget: &ExtractBudget) -> String {
+pub(super) fn text(element: ElementRef<'_>, budget: &ExtractBudget) -> String {
     let mut text = String::new();
     for node in element.descendants() {
         if let Node::Text(piece) = node.value() {
@@ -182,6 +196,7 @@ mod tests {
             attr: attr.map(str::to_owned),
             pointer: None,
             link: false,
+            structured: None,
             rules: Default::default(),
         }
     }
@@ -204,13 +219,13 @@ mod tests {
             &page,
             &CssSelector::parse("li.p", "x").unwrap(),
             &fields,
+            &Map::new(),
             usize::MAX,
             &budget,
         )
         .unwrap();
-        assert_eq!(items.base.as_str(), "http://s.example/shop/");
+        assert_eq!(page.base().as_str(), "http://s.example/shop/");
         let items: Vec<_> = items
-            .items
             .into_iter()
             .map(|item| super::super::page_item(item, &fields))
             .collect();
@@ -240,11 +255,12 @@ mod tests {
                 &page,
                 &CssSelector::parse("li", "x").unwrap(),
                 &fields,
+                &Map::new(),
                 usize::MAX,
                 &ExtractBudget::unlimited(),
             )
             .unwrap();
-            assert_eq!(items.items[0]["link"], "http://s.example/p/1", "{base}");
+            assert_eq!(items[0]["link"], "http://s.example/p/1", "{base}");
         }
     }
 
@@ -313,11 +329,12 @@ mod tests {
             &page,
             &CssSelector::parse("li", "x").unwrap(),
             &fields,
+            &Map::new(),
             usize::MAX,
             &ExtractBudget::unlimited(),
         )
         .unwrap();
-        let item = &read.items[0];
+        let item = &read[0];
         assert_eq!(item["tags"], serde_json::json!(["red", "big lamp"]));
         assert_eq!(item["text"], "one\n            two");
         assert_eq!(
@@ -342,7 +359,7 @@ mod tests {
         let limit = Duration::from_millis(300);
         let budget = ExtractBudget::new(limit, CancelFlag::default());
         let started = Instant::now();
-        let read = extract_html(&page, &item, &fields, usize::MAX, &budget);
+        let read = extract_html(&page, &item, &fields, &Map::new(), usize::MAX, &budget);
         let took = started.elapsed();
         match read {
             Err(ReadError::OverBudget(over)) => {

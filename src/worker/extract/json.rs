@@ -81,7 +81,7 @@ pub fn extract_json(
 
 /// A copy of `value`, each of its values and bytes charged to `budget`;
 /// what is left once the budget is spent is null (the page then fails).
-fn copied(value: &Value, budget: &ExtractBudget) -> Value {
+pub(super) fn copied(value: &Value, budget: &ExtractBudget) -> Value {
     match value {
         Value::String(s) if budget.charge_bytes(s.len()) => Value::String(s.clone()),
         Value::Array(list) if budget.step() => {
@@ -137,6 +137,7 @@ mod tests {
                     attr: None,
                     pointer: Some(pointer("/title")),
                     link: false,
+                    structured: None,
                     rules: Default::default(),
                 },
             ),
@@ -147,6 +148,7 @@ mod tests {
                     attr: None,
                     pointer: Some(pointer("/url")),
                     link: true,
+                    structured: None,
                     rules: Default::default(),
                 },
             ),
@@ -157,6 +159,7 @@ mod tests {
                     attr: None,
                     pointer: Some(pointer("/stats/likes")),
                     link: false,
+                    structured: None,
                     rules: Default::default(),
                 },
             ),

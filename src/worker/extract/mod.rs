@@ -11,6 +11,7 @@ mod html;
 mod json;
 mod reading;
 mod select;
+mod structured;
 mod typing;
 
 use std::collections::BTreeMap;
@@ -22,7 +23,10 @@ use url::Url;
 pub use browser::PageReader;
 pub use html::{HtmlPage, extract_html};
 pub use json::extract_json;
-pub use reading::{HtmlRead, ReadError, off_runtime, read_html, read_json};
+pub use reading::{
+    HtmlRead, HtmlReading, ReadError, off_runtime, read_html, read_json, read_rendered,
+};
+pub use structured::StructuredListing;
 pub use typing::{RawItems, TypedItem, typed_for_preview, typed_page};
 
 use crate::domain::{
@@ -78,6 +82,7 @@ mod tests {
                 attr: None,
                 pointer: None,
                 link: false,
+                structured: None,
                 rules: Default::default(),
             },
         );
@@ -88,6 +93,7 @@ mod tests {
                 attr: Some("href".into()),
                 pointer: None,
                 link: false,
+                structured: None,
                 rules: Default::default(),
             },
         );
@@ -127,8 +133,15 @@ mod fuzz {
     use serde_json::{Value, json};
     use url::Url;
 
-    use super::{HtmlPage, budget::ExtractBudget, extract_html, extract_json};
-    use crate::domain::site::{CssSelector, FieldSpec, JsonPointer, TokenPaging};
+    use super::{
+        HtmlPage,
+        budget::ExtractBudget,
+        extract_html, extract_json,
+        structured::{Lookup, StructuredData},
+    };
+    use crate::domain::site::{
+        CssSelector, FieldSpec, JsonPointer, SchemaType, StructuredPath, TokenPaging,
+    };
 
     fn cases() -> u32 {
         std::env::var("FUZZ_CASES")
@@ -185,6 +198,7 @@ mod fuzz {
             attr: attr.map(str::to_owned),
             pointer: None,
             link: false,
+            structured: None,
             rules: Default::default(),
         }
     }
@@ -204,8 +218,73 @@ mod fuzz {
         })
     }
 
+    /// A page of structured data: JSON-LD scripts of any JSON (or broken
+    /// text), microdata scopes and properties in any nesting, OpenGraph tags.
+    fn structured_page() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            json_value().prop_map(|v| format!(
+                r#"<script type="application/ld+json">{v}</script>"#
+            )),
+            json_value().prop_map(|v| format!(
+                r##"<script type="application/ld+json">{{"@type": "Product", "@id": "#p", "offers": {v}, "x": {{"@id": "#p"}}}}</script>"##
+            )),
+            proptest::string::string_regex(".{0,30}")
+                .unwrap()
+                .prop_map(|t| format!(r#"<script type="application/ld+json">{t}</script>"#)),
+            Just(r#"<div itemscope itemtype="https://schema.org/Product">"#.to_owned()),
+            Just(r#"<div itemprop="offers" itemscope itemtype="Offer">"#.to_owned()),
+            Just(r#"<span itemprop="price name" content="1">"#.to_owned()),
+            Just(r#"<a itemprop="url" href="javascript:x">"#.to_owned()),
+            Just(r#"<meta property="og:title" content="t">"#.to_owned()),
+            Just("</div>".to_owned()),
+            Just("</span>".to_owned()),
+            proptest::string::string_regex(".{0,20}").unwrap(),
+        ];
+        proptest::collection::vec(piece, 0..40).prop_map(|p| p.concat())
+    }
+
+    fn structured_path() -> impl Strategy<Value = &'static str> {
+        prop_oneof![
+            Just("name"),
+            Just("offers.price|offers.lowPrice"),
+            Just("offers.0.price"),
+            Just("x.x.x.x.offers.@id"),
+            Just("image.3"),
+            Just("og:title"),
+        ]
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+        #[test]
+        fn any_page_reads_its_structured_data_without_panicking(
+            page in structured_page(),
+            path in structured_path(),
+            link in any::<bool>(),
+        ) {
+            let url = Url::parse("http://shop.example/p?q=a").unwrap();
+            let page = HtmlPage::parse(&page, &url);
+            let budget = ExtractBudget::unlimited();
+            let data = StructuredData::read(&page, &budget);
+            let lookup = Lookup::new(&data, &budget);
+            let item_type = SchemaType::parse("Product", "t").unwrap();
+            let fields = BTreeMap::from([(
+                "f".to_owned(),
+                FieldSpec {
+                    selector: None,
+                    attr: None,
+                    pointer: None,
+                    link,
+                    structured: StructuredPath::parse(path, "f", Some(&item_type)).ok(),
+                    rules: Default::default(),
+                },
+            )]);
+            let items = lookup.items(&item_type, &fields, usize::MAX, &budget);
+            prop_assert!(items.iter().all(|i| i.contains_key("f")));
+            let _ = data.listing(&budget);
+            prop_assert_eq!(budget.spent(), None, "a small page");
+        }
 
         #[test]
         fn any_page_and_any_accepted_selector_extract_without_panicking(
@@ -219,7 +298,7 @@ mod fuzz {
             let item = item.unwrap_or_else(|| CssSelector::parse("li", "f").unwrap());
             let fields = BTreeMap::from([("title".to_owned(), spec(field, attr))]);
             let budget = ExtractBudget::unlimited();
-            let _ = extract_html(&page, &item, &fields, usize::MAX, &budget);
+            let _ = extract_html(&page, &item, &fields, &serde_json::Map::new(), usize::MAX, &budget);
             let _ = page.contains(&item, "f", &budget);
             prop_assert_eq!(budget.spent(), None, "an accepted selector over a small page");
         }
@@ -237,7 +316,7 @@ mod fuzz {
             let url = Url::parse("http://api.example/s?q=a").unwrap();
             let fields = BTreeMap::from([(
                 "title".to_owned(),
-                FieldSpec { selector: None, attr: None, pointer: Some(pointer.clone()), link, rules: Default::default() },
+                FieldSpec { selector: None, attr: None, pointer: Some(pointer.clone()), link, structured: None, rules: Default::default() },
             )]);
             let paging = TokenPaging { next_token: pointer, token_param: "token".into() };
             let wrapped = json!({"items": [answer.clone()], "next": answer});

@@ -7,7 +7,7 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use url::Url;
 
 use super::{
@@ -15,8 +15,9 @@ use super::{
     budget::{CancelFlag, ExtractBudget, OverBudget, Spent},
     extract_html, extract_json,
     json::JsonPage,
+    structured::{Lookup, StructuredData, StructuredListing},
 };
-use crate::domain::site::{CssSelector, FieldSpec, JsonPointer, TokenPaging};
+use crate::domain::site::{CssSelector, FieldSpec, HtmlItems, JsonPointer, TokenPaging};
 
 /// Why a page's items could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -42,29 +43,140 @@ pub enum ReadError {
 /// What an HTML page holds.
 #[derive(Debug)]
 pub enum HtmlRead {
-    Items(RawItems),
+    Items {
+        /// As read, before the fields' value rules.
+        items: RawItems,
+        /// The page's structured data, when it was asked for (the preview).
+        structured: Option<StructuredListing>,
+    },
     /// The site's blocked selector is on the page: it refused us.
     Blocked,
 }
 
-/// Reads an HTML page's items, at most `max_items` (or finds it is a block page).
+/// What reading a site's HTML page takes of the site.
+#[derive(Debug, Clone)]
+pub struct HtmlReading {
+    pub items: HtmlItems,
+    pub fields: BTreeMap<String, FieldSpec>,
+    pub blocked_selector: Option<CssSelector>,
+    /// List the page's structured data too (the preview).
+    pub list_structured: bool,
+    /// Items read at most.
+    pub max_items: usize,
+}
+
+impl HtmlReading {
+    /// Whether the page's structured data is read at all.
+    pub fn needs_structured_data(&self) -> bool {
+        self.list_structured
+            || matches!(self.items, HtmlItems::Structured(_))
+            || self.fields.values().any(|f| f.structured.is_some())
+    }
+}
+
+/// Reads an HTML page's items (or finds it is a block page).
 pub fn read_html(
     html: &str,
     url: &Url,
-    item_selector: &CssSelector,
-    fields: &BTreeMap<String, FieldSpec>,
-    blocked_selector: Option<&CssSelector>,
-    max_items: usize,
+    reading: &HtmlReading,
     budget: &ExtractBudget,
 ) -> Result<HtmlRead, ReadError> {
     let page = HtmlPage::parse(html, url);
     budget.start_matching();
-    if let Some(blocked) = blocked_selector
+    if let Some(blocked) = &reading.blocked_selector
         && page.contains(blocked, "blocked_selector", budget)?
     {
         return Ok(HtmlRead::Blocked);
     }
-    extract_html(&page, item_selector, fields, max_items, budget).map(HtmlRead::Items)
+    let (items, structured) =
+        with_structured_data(Some(&page), reading, budget, |selector, page_values| {
+            extract_html(
+                &page,
+                selector,
+                &reading.fields,
+                page_values,
+                reading.max_items,
+                budget,
+            )
+        })?;
+    let items = RawItems {
+        items,
+        base: page.base().clone(),
+    };
+    Ok(HtmlRead::Items { items, structured })
+}
+
+/// A page's items as read (before the fields' value rules), and its
+/// structured data listed when it was asked for.
+pub type ItemsRead = (Vec<Map<String, Value>>, Option<StructuredListing>);
+
+/// Completes what the browser read of a page (the items of its selectors,
+/// their markup fields) with what its structured data holds, read from the
+/// HTML the browser serialized (`html`, sent when
+/// [`HtmlReading::needs_structured_data`]) exactly as over HTTP.
+pub fn read_rendered(
+    html: Option<&str>,
+    url: &Url,
+    reading: &HtmlReading,
+    read_in_browser: Vec<Map<String, Value>>,
+    budget: &ExtractBudget,
+) -> Result<ItemsRead, ReadError> {
+    let page = html.map(|html| HtmlPage::parse(html, url));
+    budget.start_matching();
+    // The browser matched the item selector already.
+    with_structured_data(page.as_ref(), reading, budget, |_, page_values| {
+        Ok(read_in_browser
+            .into_iter()
+            .map(|mut fields| {
+                fields.extend(page_values.iter().map(|(k, v)| (k.clone(), v.clone())));
+                fields
+            })
+            .collect())
+    })
+}
+
+/// The page's items: those `markup_items` reads with the item selector,
+/// given the page's values of the structured fields, or its structured
+/// items; and its structured data listed when asked.
+fn with_structured_data(
+    page: Option<&HtmlPage>,
+    reading: &HtmlReading,
+    budget: &ExtractBudget,
+    markup_items: impl FnOnce(
+        &CssSelector,
+        &Map<String, Value>,
+    ) -> Result<Vec<Map<String, Value>>, ReadError>,
+) -> Result<ItemsRead, ReadError> {
+    let data = page
+        .filter(|_| reading.needs_structured_data())
+        .map(|page| StructuredData::read(page, budget));
+    let lookup = data.as_ref().map(|data| Lookup::new(data, budget));
+    let items = match (&reading.items, &lookup) {
+        (HtmlItems::Structured(item_type), Some(lookup)) => {
+            lookup.items(item_type, &reading.fields, reading.max_items, budget)
+        }
+        (HtmlItems::Structured(_), None) => Vec::new(),
+        (HtmlItems::Selector(selector), lookup) => {
+            // Without the page's HTML (a browser page not sent), each is null.
+            let page_values = match lookup {
+                Some(lookup) => lookup.fields(None, &reading.fields, budget),
+                None => reading
+                    .fields
+                    .iter()
+                    .filter(|(_, spec)| spec.structured.is_some())
+                    .map(|(name, _)| (name.clone(), Value::Null))
+                    .collect(),
+            };
+            markup_items(selector, &page_values)?
+        }
+    };
+    budget.check()?;
+    let structured = match (&data, reading.list_structured) {
+        (Some(data), true) => Some(data.listing(budget)),
+        _ => None,
+    };
+    budget.check()?;
+    Ok((items, structured))
 }
 
 /// Reads a JSON API's answer: its items (at most `max_items`) and the next page's token.

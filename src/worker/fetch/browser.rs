@@ -2,23 +2,23 @@
 //! a slow server from a page stuck in a script, judge its status, wait for
 //! the site's element and read the items.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use url::Url;
 
-use super::{Fetched, blocked_page, judge_status, parse_retry_after};
+use super::{Fetched, PageLimits, blocked_page, judge_status, parse_retry_after, read_failed};
 use crate::{
     domain::{
         bounds::{Bound, CrawlBounds},
         failure::FailureKind,
-        site::{Extraction, SiteSpec},
+        site::{Extraction, HtmlItems, SiteSpec},
     },
     net::target_guard::TargetGuard,
     ops::metrics::metrics,
     worker::{
         browser::{BrowserSession, DocumentResponse, LoadError},
         crawl::{error::CrawlError, session::KeptSession},
-        extract::{PageReader, RawItems},
+        extract::{HtmlReading, PageReader, RawItems, off_runtime, read_rendered},
     },
 };
 
@@ -66,11 +66,11 @@ impl BrowserPage<'_> {
         extraction: &Extraction,
         url: &Url,
         page: i32,
-        stuck_timeout: Duration,
+        limits: PageLimits,
         guard: &TargetGuard,
     ) -> Result<Fetched, CrawlError> {
         let fetched = self
-            .load_and_read(extraction, url, page, stuck_timeout, guard)
+            .load_and_read(extraction, url, page, limits, guard)
             .await;
         metrics()
             .browser_commands_per_page
@@ -83,11 +83,13 @@ impl BrowserPage<'_> {
         extraction: &Extraction,
         url: &Url,
         page: i32,
-        stuck_timeout: Duration,
+        limits: PageLimits,
         guard: &TargetGuard,
     ) -> Result<Fetched, CrawlError> {
+        let started = Instant::now();
+        let stuck_timeout = limits.stuck_timeout;
         let Extraction::Html {
-            item_selector,
+            items,
             fields,
             wait_for,
             blocked_selector,
@@ -132,12 +134,23 @@ impl BrowserPage<'_> {
             (Some(wait), None) => Some(wait.as_str().to_owned()),
             (None, _) => None,
         };
+        let html_reading = HtmlReading {
+            items: items.clone(),
+            fields: fields.clone(),
+            blocked_selector: blocked_selector.clone(),
+            list_structured: limits.list_structured,
+            max_items: limits.page_items.saturating_add(1),
+        };
         let reader = PageReader {
             awaited,
             blocked: blocked_selector.as_ref().map(|b| b.as_str()),
             wait_limit: WAIT_FOR_LIMIT.min(stuck_timeout),
-            item_selector: item_selector.as_str(),
+            item_selector: match items {
+                HtmlItems::Selector(selector) => Some(selector.as_str()),
+                HtmlItems::Structured(_) => None,
+            },
             fields,
+            want_html: html_reading.needs_structured_data(),
             bounds: self.bounds,
         };
         // The script answers within its wait; a page that does not answer
@@ -177,12 +190,26 @@ impl BrowserPage<'_> {
         {
             return Ok(blocked_page(blocked.as_str(), url));
         }
+        let landed = reading
+            .url
+            .as_deref()
+            .and_then(|u| Url::parse(u).ok())
+            .unwrap_or_else(|| url.clone());
+        // The page's structured data is parsed off the runtime within the
+        // page's budget, as a page read over HTTP is.
+        let (html, items) = (reading.html, reading.items);
+        let base = reading.base.unwrap_or_else(|| landed.clone());
+        let read = off_runtime(
+            limits.extract_budget,
+            stuck_timeout.saturating_sub(started.elapsed()),
+            move |budget| read_rendered(html.as_deref(), &landed, &html_reading, items, budget),
+        )
+        .await;
+        let (items, structured) = read.map_err(|e| read_failed(e, url))?;
         Ok(Fetched::Items {
-            items: RawItems {
-                items: reading.items,
-                base: reading.base.unwrap_or_else(|| url.clone()),
-            },
+            items: RawItems { items, base },
             next_token: None,
+            structured,
         })
     }
 

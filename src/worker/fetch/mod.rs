@@ -19,7 +19,10 @@ pub use robots::fetch_robots;
 
 use super::{
     crawl::error::CrawlError,
-    extract::{HtmlRead, RawItems, ReadError, off_runtime, read_html, read_json},
+    extract::{
+        HtmlRead, HtmlReading, RawItems, ReadError, StructuredListing, off_runtime, read_html,
+        read_json,
+    },
 };
 use crate::{
     domain::{
@@ -37,6 +40,8 @@ pub enum Fetched {
     Items {
         items: RawItems,
         next_token: Option<String>,
+        /// The page's structured data, when it was asked for (the preview).
+        structured: Option<StructuredListing>,
     },
     /// A later page answered 404/410: the results ended before `max_pages`.
     PastTheEnd,
@@ -127,6 +132,8 @@ pub struct PageLimits {
     /// Items a page may keep (`PAGE_MAX_ITEMS`): reading stops one past it,
     /// so the bounds still see that the page had more.
     pub page_items: usize,
+    /// Whether the page's structured data is listed too (a preview's pages).
+    pub list_structured: bool,
 }
 
 /// Where a crawl's pages come from.
@@ -163,14 +170,14 @@ impl PageSource<'_> {
         match (self, &spec.extraction) {
             (PageSource::Browser(browser), Extraction::Html { .. }) => {
                 let fetched = browser
-                    .fetch(&spec.extraction, url, page, limits.stuck_timeout, guard)
+                    .fetch(&spec.extraction, url, page, limits, guard)
                     .await?;
                 expect_items(spec, page, url, fetched)
             }
             (
                 PageSource::Http(client),
                 Extraction::Html {
-                    item_selector,
+                    items,
                     fields,
                     blocked_selector,
                     ..
@@ -187,25 +194,19 @@ impl PageSource<'_> {
                     return Ok(judged.with_retry_after(answer.retry_after));
                 }
                 let answer = Arc::new(answer);
-                let (page_answer, item_selector, fields, blocked) = (
-                    answer.clone(),
-                    item_selector.clone(),
-                    fields.clone(),
-                    blocked_selector.clone(),
-                );
+                let page_answer = answer.clone();
+                let reading = HtmlReading {
+                    items: items.clone(),
+                    fields: fields.clone(),
+                    blocked_selector: blocked_selector.clone(),
+                    list_structured: limits.list_structured,
+                    max_items: limits.page_items.saturating_add(1),
+                };
                 let read = off_runtime(
                     limits.extract_budget,
                     limits.stuck_timeout.saturating_sub(started.elapsed()),
                     move |budget| {
-                        read_html(
-                            &page_answer.text(),
-                            &page_answer.url,
-                            &item_selector,
-                            &fields,
-                            blocked.as_ref(),
-                            limits.page_items.saturating_add(1),
-                            budget,
-                        )
+                        read_html(&page_answer.text(), &page_answer.url, &reading, budget)
                     },
                 )
                 .await
@@ -215,9 +216,10 @@ impl PageSource<'_> {
                         let blocked = blocked_selector.as_ref().map_or("", |b| b.as_str());
                         return Ok(blocked_page(blocked, url));
                     }
-                    HtmlRead::Items(items) => Fetched::Items {
+                    HtmlRead::Items { items, structured } => Fetched::Items {
                         items,
                         next_token: None,
+                        structured,
                     },
                 };
                 client.keep_if_failed(&answer, expect_items(spec, page, url, fetched))
@@ -266,6 +268,7 @@ impl PageSource<'_> {
                 let fetched = Fetched::Items {
                     items: read.items,
                     next_token: read.next_token,
+                    structured: None,
                 };
                 client.keep_if_failed(&answer, expect_items(spec, page, url, fetched))
             }
@@ -294,7 +297,8 @@ pub(crate) fn read_failed(e: ReadError, url: &Url) -> CrawlError {
 }
 
 /// A first page without items fails the attempt on a site that expects
-/// items (`expect_items`): its selectors no longer find anything.
+/// items (`expect_items`): its selectors (or structured data) no longer
+/// find anything.
 fn expect_items(
     spec: &SiteSpec,
     page: i32,
@@ -303,9 +307,13 @@ fn expect_items(
 ) -> Result<Fetched, CrawlError> {
     match &fetched {
         Fetched::Items { items, .. } if spec.expect_items && page == 1 && items.is_empty() => {
+            let found_nothing = match spec.extraction.structured_items() {
+                Some(item_type) => format!("its structured data holds no {}", item_type.as_str()),
+                None => "the site's selectors found nothing".to_owned(),
+            };
             Err(CrawlError::failed(
                 FailureKind::NoItems,
-                format!("no items on the first page at {url}: the site's selectors found nothing"),
+                format!("no items on the first page at {url}: {found_nothing}"),
             ))
         }
         _ => Ok(fetched),

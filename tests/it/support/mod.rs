@@ -22,6 +22,8 @@
 //!   strips of a field, or has refuse requests, between runs.
 //! - `price_shop`: [`PriceShop`], a one-page shop writing prices, dates,
 //!   lists and links as shops do, for the value rules; a test moves a price.
+//! - `structured_shop`: [`StructuredShop`], a shop publishing its products
+//!   as JSON-LD, microdata and OpenGraph.
 //! - `polling`: [`eventually`], for what another task or process does.
 //! - `webhook_receiver`: [`WebhookReceiver`], an endpoint on 127.0.0.1 that
 //!   verifies messages with the Standard Webhooks reference library.
@@ -39,6 +41,7 @@ mod price_shop;
 mod processes;
 mod rest;
 mod stores;
+mod structured_shop;
 mod tls_servers;
 mod webhook_receiver;
 
@@ -59,6 +62,7 @@ pub use stores::{
     TestDb, clear_queue, complete_with_one_page, count_states, database_server, dispatch_and_claim,
     redis_url, test_queue_name,
 };
+pub use structured_shop::{StructuredShop, expected_list};
 pub use tls_servers::{
     CaFile, DatastoreLogin, PG_USER, TestCa, TlsPostgres, TlsRedis, tls_fleet_env,
 };
