@@ -1,6 +1,7 @@
 //! Property tests of everything crawlfleet parses from a client: site,
 //! keyword and webhook bodies, selectors, JSON pointers, structured-data
-//! paths and types, cron schedules, URL templates and proxies, and the SSRF guard's judgement of addresses in every
+//! paths and types, fields' value rules (`values`), cron schedules, URL
+//! templates and proxies, and the SSRF guard's judgement of addresses in every
 //! notation. Any input gives `Ok` or a field error, never a panic (nor a
 //! stack overflow, which would abort the whole binary).
 //!
@@ -33,6 +34,9 @@ use crawlfleet::{
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
+
+#[path = "fuzz/values.rs"]
+mod values;
 
 fn config() -> ProptestConfig {
     let cases = std::env::var("FUZZ_CASES")
@@ -199,17 +203,44 @@ fn structured_path() -> impl Strategy<Value = String> {
 /// values mostly and anything sometimes.
 fn site_body() -> impl Strategy<Value = Value> {
     let string = || prop_oneof![3 => selector(), 2 => text(80), 1 => Just("browser".to_owned())];
+    let rules = (
+        proptest::option::of(prop_oneof![Just("collapse".to_owned()), text(10)]),
+        proptest::option::of(prop_oneof![Just(r"(\d+)".to_owned()), text(30)]),
+        proptest::option::of(any::<bool>()),
+        proptest::option::of(prop_oneof![
+            Just(json!({"locale": "ko-KR", "currency_field": "currency"})),
+            value(),
+        ]),
+        proptest::option::of(prop_oneof![
+            Just(json!({"formats": ["%Y"], "time_zone": "UTC"})),
+            value()
+        ]),
+        proptest::option::of(value()),
+        proptest::option::of(any::<bool>()),
+    );
     let field = (
         proptest::option::of(string()),
         proptest::option::of(string()),
         proptest::option::of(string()),
         proptest::option::of(any::<bool>()),
+        rules,
         proptest::option::of(structured_path()),
     )
-        .prop_map(|(selector, attr, pointer, link, structured)| {
-            json!({"selector": selector, "attr": attr, "pointer": pointer, "link": link,
+        .prop_map(
+            |(
+                selector,
+                attr,
+                pointer,
+                link,
+                (whitespace, regex, all, number, date, default, required),
+                structured,
+            )| {
+                json!({"selector": selector, "attr": attr, "pointer": pointer, "link": link,
+                   "whitespace": whitespace, "regex": regex, "all": all, "number": number,
+                   "date": date, "default": default, "required": required,
                    "structured": structured})
-        });
+            },
+        );
     (
         (
             text(40),

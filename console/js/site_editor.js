@@ -19,6 +19,14 @@ function check(field, label) {
   return h("label", { class: "check", for: id }, h("input", { id, type: "checkbox", name: field, dataset: { field } }), label);
 }
 
+/** A field's value rules (README "Typed values"), edited as one JSON object. */
+const RULE_KEYS = ["whitespace", "regex", "all", "number", "date", "default", "required"];
+
+function rulesOf(spec) {
+  const rules = Object.fromEntries(RULE_KEYS.filter((k) => spec[k] !== undefined).map((k) => [k, spec[k]]));
+  return Object.keys(rules).length ? JSON.stringify(rules) : "";
+}
+
 function fieldRow(name = "", spec = {}) {
   const row = h("fieldset", { class: "field-row", dataset: { fieldRow: "" } },
     h("legend", {}, "Field"),
@@ -28,7 +36,9 @@ function fieldRow(name = "", spec = {}) {
       h("label", { class: "html-only" }, "attribute (else the text)", h("input", { class: "field-attr", value: spec.attr ?? "" })),
       h("label", { class: "html-only" }, "or a structured data path", h("input", { class: "field-structured", value: spec.structured ?? "", placeholder: "offers.price" })),
       h("label", { class: "json-only" }, "JSON pointer", h("input", { class: "field-pointer", value: spec.pointer ?? "" })),
-      h("label", { class: "check" }, h("input", { type: "checkbox", class: "field-link", checked: !!spec.link }), "a link (pointer or structured path)")),
+      h("label", { class: "check" }, h("input", { type: "checkbox", class: "field-link", checked: !!spec.link }), "a link")),
+    h("label", {}, "value rules (JSON)",
+      h("input", { class: "field-rules mono", value: rulesOf(spec), placeholder: '{"number": {"locale": "ko-KR", "currency_field": "currency"}}' })),
     h("span", { class: "field-error", role: "alert" }),
     h("button", { type: "button", class: "quiet write-only", onclick: () => row.remove() }, "Remove field"));
   return row;
@@ -176,6 +186,16 @@ function body(form) {
     fields[name] = mode === "json"
       ? { pointer: value(".field-pointer"), link }
       : { selector: value(".field-selector"), attr: value(".field-attr"), structured: value(".field-structured"), link };
+    const rules = value(".field-rules");
+    if (rules) {
+      let parsed;
+      try {
+        parsed = JSON.parse(rules);
+      } catch (e) {
+        throw Object.assign(new Error(`value rules: not JSON (${e.message})`), { field: `fields.${name}.rules` });
+      }
+      Object.assign(fields[name], parsed);
+    }
   }
   const headers = {};
   for (const line of form.headers.value.split("\n")) {
@@ -258,11 +278,13 @@ function clearErrors(form) {
 function showError(form, fallback, error, prefix) {
   let field = error.field && error.field.startsWith(prefix) ? error.field.slice(prefix.length) : null;
   let target = null;
-  const fieldMatch = field && field.match(/^fields\.(.+)\.(selector|attr|pointer|link)$/);
+  const fieldMatch = field && (field.match(/^fields\.(.+)\.(selector|attr|pointer|link|structured)$/)
+    || field.match(new RegExp(`^fields\\.(.+?)\\.(rules|${RULE_KEYS.join("|")})([.[].*)?$`)));
   if (fieldMatch) {
     const row = [...form.querySelectorAll("[data-field-row]")]
       .find((r) => r.querySelector(".field-name").value.trim() === fieldMatch[1]);
-    target = row?.querySelector(`.field-${fieldMatch[2]}`);
+    const input = ["selector", "attr", "pointer", "link", "structured"].includes(fieldMatch[2]) ? fieldMatch[2] : "rules";
+    target = row?.querySelector(`.field-${input}`);
     if (target) {
       target.setAttribute("aria-invalid", "true");
       row.querySelector(".field-error").textContent = error.message;
@@ -319,8 +341,27 @@ function renderPreview(root, form, formError, siteId) {
   });
 }
 
+/** A value as a cell shows it: a list's values apart, an object as JSON. */
+function shown(value) {
+  if (value === null || value === undefined) return "";
+  if (Array.isArray(value)) return value.map(shown).join(" · ");
+  return typeof value === "object" ? JSON.stringify(value) : String(value);
+}
+
+/** One field of a previewed item: typed, what the page held when it differs, why it did not parse. */
+function previewCell(item, name) {
+  const typed = shown(item.fields[name]);
+  const raw = item.raw && name in item.raw ? shown(item.raw[name]) : typed;
+  const error = item.errors?.[name];
+  return h("td", { class: error ? "error" : "", title: error ?? "" }, typed,
+    raw !== typed ? h("div", { class: "muted mono raw" }, raw) : null,
+    error ? h("div", { class: "field-error" }, error) : null);
+}
+
 function showPreview(root, answer) {
   const names = Object.keys(answer.empty_fields || {});
+  // The site's fields, and those its rules add (a number's currency).
+  const columns = [...new Set([...names, ...answer.items.flatMap((i) => Object.keys(i.fields || {}))])];
   show(root,
     answer.refusal ? h("p", { class: "refusal", id: "preview-refusal" }, h("strong", {}, answer.refusal.kind), ": ", answer.refusal.message) : null,
     h("p", { id: "preview-summary" },
@@ -333,11 +374,11 @@ function showPreview(root, answer) {
     h("h3", {}, "Items"),
     answer.items.length === 0 ? h("p", { class: "muted" }, "No item on the page.") :
       h("table", { id: "preview-items" },
-        h("thead", {}, h("tr", {}, h("th", { class: "num" }, "page"), names.map((n) => h("th", {}, n)), h("th", {}, "item URL"))),
-        h("tbody", {}, answer.items.map((item) => h("tr", {},
+        h("thead", {}, h("tr", {}, h("th", { class: "num" }, "page"), columns.map((n) => h("th", {}, n)), h("th", {}, "item URL"))),
+        h("tbody", {}, answer.items.map((item) => h("tr", { class: item.left_out_by ? "left-out muted" : "" },
           h("td", { class: "num" }, item.page),
-          names.map((n) => h("td", {}, item.fields[n] ?? "")),
-          h("td", { class: "mono" }, item.item_url || "—"))))),
+          columns.map((n) => previewCell(item, n)),
+          h("td", { class: "mono" }, item.left_out_by ? `left out: no ${item.left_out_by}` : item.item_url || "—"))))),
     answer.pages.filter((page) => page.structured).map((page) => showStructured(page)),
     answer.screenshot_png ? [h("h3", {}, "What the browser showed"),
       h("img", { id: "preview-screenshot", src: `data:image/png;base64,${answer.screenshot_png}`, alt: "The last page as the browser showed it" })] : null);

@@ -3,10 +3,13 @@
 //! JSON error body, and a rule broken a 422 naming its field; none may get
 //! a 5xx or take a process down (a selector nested thousands deep is how a
 //! recursive parser overflows its stack). Whatever the API accepts is
-//! reported and deleted at once, so nothing hostile is ever crawled.
+//! reported and deleted at once, so nothing hostile is ever crawled. A
+//! field's value rules (`transforms`) get the same, and what is accepted
+//! but costly is previewed over hostile pages and must stay bounded.
 
 mod rules;
 mod shapes;
+mod transforms;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -128,6 +131,7 @@ pub async fn run(api: &Api, targets: &Targets) -> anyhow::Result<()> {
     shapes::content_types(api, targets).await;
     rules::schedules(api, id).await;
     rules::json_pointers(api, targets).await;
+    transforms::hostile_rules(api, targets).await;
     Ok(())
 }
 

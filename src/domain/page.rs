@@ -2,7 +2,10 @@
 //! earlier completed run stored is seen again, not stored again, unless it
 //! changed), and why a crawl stopped paging.
 
-use super::{bounds::BoundsReport, item::ItemIdentity, run::EarlyStop, text_enum::text_enum};
+use super::{
+    bounds::BoundsReport, item::ItemIdentity, run::EarlyStop, text_enum::text_enum,
+    value::ValueReport,
+};
 
 /// One item extracted from a page, ready to store.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,6 +104,8 @@ pub struct PagesRead {
     pub unstored: Option<FinalPage>,
     /// What the crawl bounds left out of the pages read.
     pub bounded: BoundsReport,
+    /// What the fields' value rules could not read on them.
+    pub values: ValueReport,
 }
 
 impl PagesRead {
@@ -111,6 +116,7 @@ impl PagesRead {
             stopped: None,
             unstored: None,
             bounded: BoundsReport::default(),
+            values: ValueReport::default(),
         }
     }
 
@@ -122,6 +128,7 @@ impl PagesRead {
             stopped: None,
             unstored: Some(page),
             bounded: BoundsReport::default(),
+            values: ValueReport::default(),
         }
     }
 
@@ -133,12 +140,23 @@ impl PagesRead {
             stopped: Some(stopped),
             unstored: None,
             bounded: BoundsReport::default(),
+            values: ValueReport::default(),
         }
     }
 
-    /// The same, with what the bounds left out.
-    pub fn with_bounds(self, bounded: BoundsReport) -> Self {
-        PagesRead { bounded, ..self }
+    /// The same, with what the bounds left out and the values that did not parse.
+    pub fn with_reports(self, bounded: BoundsReport, values: ValueReport) -> Self {
+        PagesRead {
+            bounded,
+            values,
+            ..self
+        }
+    }
+
+    /// What makes the completed run degraded whatever its site expects:
+    /// what the bounds left out, and each field's values that did not parse.
+    pub fn health_notes(&self) -> (Vec<String>, Vec<String>) {
+        (self.bounded.notes(), self.values.notes())
     }
 
     /// Whether every page was read, so what was not seen is gone.

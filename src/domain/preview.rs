@@ -88,9 +88,20 @@ pub struct StructuredItem {
 /// One extracted item, with the page it came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PreviewItem {
+    /// Its fields as a crawl stores them: typed by their value rules.
     pub fields: serde_json::Value,
     pub item_url: Option<String>,
     pub page: u8,
+    /// Its fields as the page held them, before the value rules (a site
+    /// with rules only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<serde_json::Value>,
+    /// Each field whose value did not parse, and why.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors: BTreeMap<String, String>,
+    /// The required field without a value that makes a crawl leave the item out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_out_by: Option<String>,
 }
 
 /// Why a preview stopped early: the site refused it (`blocked`: 429, 503 or
@@ -104,7 +115,8 @@ pub struct PreviewRefusal {
 }
 
 impl PreviewOutcome {
-    /// How many items left each of `fields` empty (missing, null, or blank text).
+    /// How many items a crawl keeps left each of `fields` empty (missing,
+    /// null, or blank text).
     pub fn count_empty<'a>(
         fields: impl IntoIterator<Item = &'a String>,
         items: &[PreviewItem],
@@ -114,6 +126,7 @@ impl PreviewOutcome {
             .map(|name| {
                 let empty = items
                     .iter()
+                    .filter(|item| item.left_out_by.is_none())
                     .filter(|item| match item.fields.get(name) {
                         None | Some(serde_json::Value::Null) => true,
                         Some(serde_json::Value::String(text)) => text.trim().is_empty(),
@@ -137,11 +150,19 @@ mod tests {
             fields,
             item_url: None,
             page: 1,
+            raw: None,
+            errors: BTreeMap::new(),
+            left_out_by: None,
+        };
+        let left_out = PreviewItem {
+            left_out_by: Some("price".into()),
+            ..item(json!({"title": "", "price": null}))
         };
         let items = [
             item(json!({"title": "Lamp", "price": ""})),
             item(json!({"title": " ", "price": null})),
             item(json!({"title": "Desk", "price": 3})),
+            left_out,
         ];
         let names = ["title".to_owned(), "price".to_owned(), "sku".to_owned()];
         let empty = PreviewOutcome::count_empty(&names, &items);

@@ -5,8 +5,13 @@
 use chrono::{DateTime, Utc};
 use sqlx::{PgPool, types::Json};
 
+use std::collections::BTreeMap;
+
 use super::{listing::Listing, runs::row::decode_optional};
-use crate::domain::change::{Change, FieldDiff};
+use crate::domain::{
+    change::{Change, FieldDiff},
+    site::{FieldSpec, item_field_names},
+};
 
 /// One extracted item, with when its keyword/site first and last saw it.
 #[derive(Debug, Clone, PartialEq)]
@@ -267,4 +272,26 @@ pub async fn forget_unseen_for(
     .execute(pool)
     .await?;
     Ok(done.rows_affected())
+}
+
+/// The fields an item of site `site_id` (else of run `run_id`'s site) has,
+/// as the site reads them now (see `Extraction::item_field_names`); `None`
+/// when neither is given or there is no such site.
+pub async fn item_fields_of(
+    pool: &PgPool,
+    site_id: Option<i64>,
+    run_id: Option<i64>,
+) -> sqlx::Result<Option<Vec<String>>> {
+    if site_id.is_none() && run_id.is_none() {
+        return Ok(None);
+    }
+    let fields = sqlx::query_scalar!(
+        r#"SELECT fields AS "fields: Json<BTreeMap<String, FieldSpec>>" FROM sites
+           WHERE id = coalesce($1, (SELECT site_id FROM crawl_runs WHERE id = $2))"#,
+        site_id,
+        run_id
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(fields.map(|Json(fields)| item_field_names(&fields)))
 }

@@ -8,19 +8,22 @@
 use std::time::{Duration, Instant};
 
 use base64::{Engine, engine::general_purpose::STANDARD};
+use serde_json::{Map, Value};
 use url::Url;
 
 use super::{
     crawl::{CrawlContext, bounds::bound_page, screenshot},
     error::CrawlError,
-    extract::StructuredListing,
-    fetch::{BrowserPage, Fetched, HttpClient, PageLimits, PageSource, prepare_for_crawl},
+    extract::{StructuredListing, TypedItem, page_item, typed_for_preview},
+    fetch::{
+        BrowserPage, Fetched, HttpClient, PageLimits, PageSource, prepare_for_crawl, read_failed,
+    },
     limiter::{PaceKey, SitePace},
     session::SessionCookies,
 };
 use crate::{
     domain::{
-        bounds::BoundsReport,
+        bounds::{BoundsReport, CrawlBounds, cut_to_chars},
         failure::FailureKind,
         preview::{
             PreviewItem, PreviewOutcome, PreviewPage, PreviewRefusal, PreviewRequest,
@@ -226,12 +229,19 @@ impl Read {
                 .await;
             let final_url = source.last_url().await.map(String::from);
             let took_ms = started.elapsed().as_millis() as u64;
-            let (items, next_token, structured) = match fetched? {
+            let (typed, next_token, structured) = match fetched? {
                 Fetched::Items {
                     items,
                     next_token,
                     structured,
-                } => (items, next_token, structured.map(found)),
+                } => {
+                    let fields = spec.extraction.fields();
+                    let limits = (ctx.extract_budget, stuck_timeout);
+                    let typed = typed_for_preview(items, fields, ctx.bounds.field_chars, limits)
+                        .await
+                        .map_err(|e| read_failed(e, &url))?;
+                    (typed, next_token, structured.map(found))
+                }
                 Fetched::PastTheEnd => (Vec::new(), None, None),
                 Fetched::Refused {
                     reason,
@@ -251,16 +261,9 @@ impl Read {
                     return Ok(());
                 }
             };
-            // What a crawl of the page would store.
-            let mut bounded = BoundsReport::new(ctx.bounds);
-            let items = bound_page(items, spec.extraction.fields(), &ctx.bounds, &mut bounded);
-            self.page(page, &url, final_url, items.len(), took_ms, structured);
-            let found_none = items.is_empty();
-            self.items.extend(items.into_iter().map(|item| PreviewItem {
-                fields: item.fields,
-                item_url: item.item_url,
-                page,
-            }));
+            let kept = self.typed_items(typed, spec, &ctx.bounds, page);
+            self.page(page, &url, final_url, kept, took_ms, structured);
+            let found_none = kept == 0;
             if found_none || page == request.pages {
                 return Ok(());
             }
@@ -278,6 +281,54 @@ impl Read {
             }
         }
         Ok(())
+    }
+
+    /// The page's items as a crawl would store them (within the bounds),
+    /// each with its fields as read, in page order with those a crawl
+    /// leaves out; how many a crawl keeps.
+    fn typed_items(
+        &mut self,
+        typed: Vec<TypedItem>,
+        spec: &SiteSpec,
+        bounds: &CrawlBounds,
+        page: u8,
+    ) -> usize {
+        let fields = spec.extraction.fields();
+        let kept: Vec<_> = typed
+            .iter()
+            .filter(|t| t.left_out_by.is_none())
+            .map(|t| page_item(t.fields.clone(), fields))
+            .collect();
+        let mut bounded = BoundsReport::new(*bounds);
+        let mut kept = bound_page(kept, fields, bounds, &mut bounded).into_iter();
+        let count = kept.len();
+        for item in typed {
+            let raw = item.raw.map(|raw| cut_raw(raw, bounds.field_chars));
+            let shown = match item.left_out_by {
+                None => match kept.next() {
+                    Some(stored) => PreviewItem {
+                        fields: stored.fields,
+                        item_url: stored.item_url,
+                        page,
+                        raw,
+                        errors: item.errors,
+                        left_out_by: None,
+                    },
+                    // Past the page's bound: a crawl stores none of the rest.
+                    None => break,
+                },
+                Some(field) => PreviewItem {
+                    fields: Value::Object(item.fields),
+                    item_url: None,
+                    page,
+                    raw,
+                    errors: item.errors,
+                    left_out_by: Some(field),
+                },
+            };
+            self.items.push(shown);
+        }
+        count
     }
 
     fn page(
@@ -314,6 +365,22 @@ impl Read {
         };
         self.refusal = Some(refusal);
     }
+}
+
+/// Fields as read, each text cut to `max` characters: a page may hold far
+/// more than a crawl stores, and the answer travels through Redis.
+fn cut_raw(raw: Map<String, Value>, max: usize) -> Value {
+    fn cut(value: Value, max: usize) -> Value {
+        match value {
+            Value::String(text) => match cut_to_chars(&text, max) {
+                Some(kept) => Value::String(kept.to_owned()),
+                None => Value::String(text),
+            },
+            Value::Array(list) => Value::Array(list.into_iter().map(|v| cut(v, max)).collect()),
+            other => other,
+        }
+    }
+    Value::Object(raw.into_iter().map(|(k, v)| (k, cut(v, max))).collect())
 }
 
 /// A page's structured data as the preview answers it.

@@ -47,5 +47,6 @@ mod store_columns;
 mod structured_data;
 mod tls;
 mod tools;
+mod typed_values;
 mod webhooks;
 mod worker_faults;

@@ -215,8 +215,12 @@ async fn the_export_streams_what_the_listing_shows_as_ndjson_and_csv() {
             "fields",
             "item_id",
             "change",
-            "diff"
-        ]
+            "diff",
+            "fields.link",
+            "fields.price",
+            "fields.title"
+        ],
+        "an export of one run (one site) has a column per field of its items"
     );
     let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
     assert_eq!(rows.len(), of_run.len(), "one row per result of the run");
@@ -242,6 +246,12 @@ async fn the_export_streams_what_the_listing_shows_as_ndjson_and_csv() {
             fields, listed["fields"],
             "quotes, commas and line breaks survive"
         );
+        assert_eq!(
+            cell("fields.title"),
+            listed["fields"]["title"].as_str().unwrap()
+        );
+        assert_eq!(cell("fields.price"), listed["fields"]["price"].to_string());
+        assert_eq!(cell("fields.link"), "", "a field the item lacks is empty");
     }
 
     // Streamed: a large export starts before the whole is read, and is read

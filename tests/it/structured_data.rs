@@ -268,7 +268,7 @@ async fn each_bad_structured_setting_is_a_422_naming_its_field() {
         ),
         (
             json!({"structured_items": null, "item_selector": "li",
-                   "fields": {"name": {"selector": "a", "link": true}}}),
+                   "fields": {"name": {"selector": "a", "link": true, "number": {}}}}),
             "fields.name.link",
         ),
         (

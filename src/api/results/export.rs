@@ -15,6 +15,7 @@ use axum::{
 };
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
+use serde_json::Value;
 use tokio::sync::mpsc;
 use utoipa::{IntoParams, ToSchema};
 
@@ -33,8 +34,14 @@ const BATCH: i64 = 1000;
 const BATCHES_AHEAD: usize = 2;
 
 /// The columns of the CSV, in order; `fields` is the item's fields as JSON.
+/// An export of one site (`site_id`, or `run_id`) has a column more per
+/// field of its items after these: `fields.<name>`.
 const CSV_HEADER: &str = "id,run_id,keyword_id,site_id,page,position,page_url,item_url,\
-content_hash,fetched_at,first_seen_at,last_seen_at,fields,item_id,change,diff\r\n";
+content_hash,fetched_at,first_seen_at,last_seen_at,fields,item_id,change,diff";
+
+/// What separates the values of a list field in its CSV cell: a line break,
+/// which a collapsed text never holds, shown as a list by spreadsheets.
+const LIST_SEPARATOR: &str = "\n";
 
 /// How the export is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
@@ -63,7 +70,10 @@ pub(super) struct ExportQuery {
 }
 
 /// Every result the filters select, oldest first, as CSV or NDJSON, streamed
-/// (constant memory on the api, however many rows).
+/// (constant memory on the api, however many rows). A CSV of one site
+/// (`site_id` or `run_id`) has a column per field of its items
+/// (`fields.<name>`): text as it is, numbers as numbers, a list's values one
+/// per line in the cell.
 #[utoipa::path(get, path = "/results/export", tag = "results", security(("bearer" = [])), params(ExportQuery),
     responses((status = 200, description = "The results, streamed", content((String = "text/csv"), (String = "application/x-ndjson"))),
               (status = 400, body = ErrorBody), (status = 422, description = "An unknown `change`", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
@@ -81,11 +91,19 @@ pub(super) async fn export(
         ExportFormat::Csv => ("text/csv; charset=utf-8", "csv"),
         ExportFormat::Ndjson => ("application/x-ndjson", "ndjson"),
     };
+    let columns = match query.format {
+        ExportFormat::Csv => {
+            store::results::item_fields_of(&state.pool, query.site_id, query.run_id)
+                .await?
+                .unwrap_or_default()
+        }
+        ExportFormat::Ndjson => Vec::new(),
+    };
     let (chunks, body) = mpsc::channel(BATCHES_AHEAD);
     tokio::spawn(write_batches(
         state.pool.clone(),
         filter,
-        query.format,
+        (query.format, columns),
         chunks,
     ));
     let body = futures::stream::unfold(body, |mut body| async move {
@@ -111,12 +129,12 @@ pub(super) async fn export(
 async fn write_batches(
     pool: sqlx::PgPool,
     mut filter: ResultFilter,
-    format: ExportFormat,
+    (format, columns): (ExportFormat, Vec<String>),
     chunks: mpsc::Sender<Result<Bytes, io::Error>>,
 ) {
     if format == ExportFormat::Csv
         && chunks
-            .send(Ok(Bytes::from_static(CSV_HEADER.as_bytes())))
+            .send(Ok(Bytes::from(csv_header(&columns))))
             .await
             .is_err()
     {
@@ -137,7 +155,7 @@ async fn write_batches(
         let mut written = Vec::with_capacity(batch.len() * 256);
         for result in batch {
             match format {
-                ExportFormat::Csv => csv_row(&mut written, &result),
+                ExportFormat::Csv => csv_row(&mut written, &result, &columns),
                 ExportFormat::Ndjson => ndjson_line(&mut written, result),
             }
         }
@@ -152,7 +170,18 @@ fn ndjson_line(out: &mut Vec<u8>, result: CrawlResult) {
     out.push(b'\n');
 }
 
-fn csv_row(out: &mut Vec<u8>, r: &CrawlResult) {
+/// The header row: the fixed columns, then `fields.<name>` per item field.
+fn csv_header(columns: &[String]) -> Vec<u8> {
+    let mut out = CSV_HEADER.as_bytes().to_vec();
+    for name in columns {
+        out.push(b',');
+        csv_cell(&mut out, &format!("fields.{name}"));
+    }
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+fn csv_row(out: &mut Vec<u8>, r: &CrawlResult, columns: &[String]) {
     let timestamp =
         |t: &chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
     let cells = [
@@ -182,7 +211,34 @@ fn csv_row(out: &mut Vec<u8>, r: &CrawlResult) {
         }
         csv_cell(out, cell);
     }
+    for name in columns {
+        out.push(b',');
+        match r.fields.get(name) {
+            // A number is written as one: no formula can start with it.
+            Some(Value::Number(n)) => out.extend_from_slice(n.to_string().as_bytes()),
+            Some(value) => csv_cell(out, &cell_text(value)),
+            None => {}
+        }
+    }
     out.extend_from_slice(b"\r\n");
+}
+
+/// A field's value as a cell reads it: text as it is, a list's values one
+/// per line, anything else as JSON; null is empty.
+fn cell_text(value: &Value) -> String {
+    match value {
+        Value::Null => String::new(),
+        Value::String(text) => text.clone(),
+        Value::Array(list) => list
+            .iter()
+            .map(|v| match v {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(LIST_SEPARATOR),
+        other => other.to_string(),
+    }
 }
 
 /// What a spreadsheet reads as the start of a formula (OWASP's CSV
@@ -222,6 +278,23 @@ mod tests {
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "plain|\"a,b\"|\"say \"\"hi\"\"\r\nbye\""
+        );
+    }
+
+    #[test]
+    fn a_fields_cell_is_its_text_a_number_or_its_list_one_value_a_line() {
+        use serde_json::json;
+
+        assert_eq!(cell_text(&json!("a, b")), "a, b");
+        assert_eq!(
+            cell_text(&json!(["red", "big lamp", 3])),
+            "red\nbig lamp\n3"
+        );
+        assert_eq!(cell_text(&json!(null)), "");
+        assert_eq!(cell_text(&json!({"a": 1})), "{\"a\":1}");
+        assert_eq!(
+            String::from_utf8(csv_header(&["price".into(), "a,b".into()])).unwrap(),
+            format!("{CSV_HEADER},fields.price,\"fields.a,b\"\r\n")
         );
     }
 

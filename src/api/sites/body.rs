@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::domain::site::{Expectations, ExpectationsInput, FieldInput, JsonInput, SiteInput};
+use crate::domain::{
+    site::{Expectations, ExpectationsInput, FieldInput, JsonInput, SiteInput},
+    value::{DateInput, NumberInput},
+};
 
 /// A site as a client sends it; [`SiteInput::parse`] checks every rule.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -88,8 +91,9 @@ pub struct FieldBody {
     pub attr: Option<String>,
     /// JSON pointer inside the item (json).
     pub pointer: Option<String>,
-    /// The value is a URL: made absolute, and the first one is the item's URL
-    /// (json, and structured fields: a list's first URL, an object's `url`).
+    /// The value is a URL: made absolute against the page (after `regex`),
+    /// and the first such field (or `href`) is the item's URL (structured
+    /// fields: a list's first URL, an object's `url`).
     pub link: Option<bool>,
     /// Where the value is in the page's structured data (browser, http),
     /// instead of `selector`/`attr`: a dotted path of properties and list
@@ -100,6 +104,61 @@ pub struct FieldBody {
     /// `a|b` tries `b` when `a` finds nothing (`offers.price|offers.lowPrice`).
     /// `og:title`, `product:price:amount` read the page's OpenGraph.
     pub structured: Option<String>,
+    /// `collapse` (every run of whitespace one space, the ends trimmed: an
+    /// element's text always is) or `keep`.
+    pub whitespace: Option<String>,
+    /// A regular expression (at most 500 characters, linear-time matching,
+    /// bounded in what it compiles to); the value is its first capture
+    /// group, else the whole match. No match: no value.
+    pub regex: Option<String>,
+    /// Every value as a list (at most 100): each element `selector` finds,
+    /// each match of `regex`. In a JSON API, a list's elements.
+    pub all: Option<bool>,
+    /// The value is a number, read as `locale` writes it.
+    pub number: Option<NumberBody>,
+    /// The value is a date (`2026-03-29`) or a time (RFC 3339 with the
+    /// zone's offset).
+    pub date: Option<DateBody>,
+    /// The value when the page has none (of the field's type; a list with
+    /// `all`). A value that does not parse is null, not the default.
+    #[schema(value_type = Option<Object>)]
+    pub default: Option<serde_json::Value>,
+    /// An item without a value here is left out (counted in the run's data health).
+    pub required: Option<bool>,
+}
+
+/// How a field's number is read: `"₩1,299,000"` (ko-KR) is 1299000,
+/// `"1.299,00 €"` (de-DE) 1299, with `currency_field` its currency (`KRW`,
+/// `EUR`) into a field of its own.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = NumberRule)]
+pub struct NumberBody {
+    /// The page's locale (`ko-KR`, `de-DE`, `en-US`, `fr-FR`, `pl-PL`): its
+    /// decimal and thousands separators. None: guessed (the last of `.`
+    /// and `,` is the decimal separator; one followed by three digits groups).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locale: Option<String>,
+    /// An item field (not one of `fields`) that gets the currency as an ISO
+    /// 4217 code, or null when the text names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency_field: Option<String>,
+}
+
+/// How a field's dates are read: the `formats` in order, then ISO 8601 /
+/// RFC 3339 and RFC 2822, then relative forms (`3 hours ago`, `yesterday`,
+/// `vor 2 Tagen`, `3시간 전`), in `time_zone`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = DateRule)]
+pub struct DateBody {
+    /// chrono `strftime` formats (`%d.%m.%Y %H:%M`), at most 10.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub formats: Vec<String>,
+    /// The IANA zone the site's dates are in (default `UTC`): a wall time is
+    /// read there, and "yesterday" is its yesterday.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
 }
 
 /// What a healthy completed run of a site finds. Every part is optional.
@@ -195,6 +254,19 @@ impl From<FieldBody> for FieldInput {
             pointer: body.pointer,
             link: body.link,
             structured: body.structured,
+            whitespace: body.whitespace,
+            regex: body.regex,
+            all: body.all,
+            number: body.number.map(|n| NumberInput {
+                locale: n.locale,
+                currency_field: n.currency_field,
+            }),
+            date: body.date.map(|d| DateInput {
+                formats: d.formats,
+                time_zone: d.time_zone,
+            }),
+            default: body.default,
+            required: body.required,
         }
     }
 }

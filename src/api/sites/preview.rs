@@ -101,9 +101,22 @@ struct StructuredItemView {
 
 #[derive(Debug, Serialize, ToSchema)]
 struct PreviewItemView {
+    /// The fields as a crawl stores them: typed by their value rules.
     fields: serde_json::Value,
     item_url: Option<String>,
     page: u8,
+    /// The fields as the page held them, before the value rules (only for
+    /// a site with rules; each text cut to the field bound).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    raw: Option<serde_json::Value>,
+    /// Each field whose value did not parse, and why (a crawl stores null
+    /// and counts it in the run's data health).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    errors: BTreeMap<String, String>,
+    /// The required field without a value for which a crawl leaves the item
+    /// out (not counted in `pages[].items` nor `empty_fields`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    left_out_by: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -280,6 +293,9 @@ impl From<PreviewItem> for PreviewItemView {
             fields: item.fields,
             item_url: item.item_url,
             page: item.page,
+            raw: item.raw,
+            errors: item.errors,
+            left_out_by: item.left_out_by,
         }
     }
 }

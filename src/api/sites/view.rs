@@ -7,9 +7,12 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::body::{ExpectBody, JsonBody};
+use super::body::{DateBody, ExpectBody, JsonBody, NumberBody};
 use crate::{
-    domain::site::{FieldSpec, ProxyUrl, Site},
+    domain::{
+        site::{FieldSpec, ProxyUrl, Site},
+        value::ValueKind,
+    },
     store::sites::{SiteHealth, Window},
 };
 
@@ -111,8 +114,9 @@ impl From<Site> for SiteView {
 /// attribute `attr`, of the element `selector` finds inside the item (the item
 /// itself without a selector); `href`/`src` are made absolute; or the value at
 /// `structured` in the page's structured data. In json mode: the value at
-/// `pointer` inside the item. `link` makes a pointer's or a structured value
-/// an absolute URL.
+/// `pointer` inside the item. `link` makes it an absolute URL; `whitespace`,
+/// `regex`, `all`, `number`, `date`, `default` and `required` make it a
+/// typed, clean value (as `FieldInput` describes them).
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(as = FieldSpec)]
 pub struct FieldView {
@@ -126,16 +130,56 @@ pub struct FieldView {
     pub link: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub structured: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub whitespace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub all: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub number: Option<NumberBody>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub date: Option<DateBody>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub default: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub required: bool,
 }
 
 impl From<&FieldSpec> for FieldView {
     fn from(field: &FieldSpec) -> Self {
+        let rules = &field.rules;
+        let (number, date) = match &rules.kind {
+            ValueKind::Text => (None, None),
+            ValueKind::Number(number) => (
+                Some(NumberBody {
+                    locale: number.locale.as_ref().map(|l| l.as_str().to_owned()),
+                    currency_field: number.currency_field.clone(),
+                }),
+                None,
+            ),
+            ValueKind::Date(date) => (
+                None,
+                Some(DateBody {
+                    formats: date.formats.clone(),
+                    time_zone: Some(date.time_zone.name().to_owned()),
+                }),
+            ),
+        };
         FieldView {
             selector: field.selector.as_ref().map(|s| s.as_str().to_owned()),
             attr: field.attr.clone(),
             pointer: field.pointer.as_ref().map(|p| p.as_str().to_owned()),
             link: field.link,
             structured: field.structured.as_ref().map(|p| p.as_str().to_owned()),
+            whitespace: rules.whitespace.map(|w| w.as_str().to_owned()),
+            regex: rules.regex.as_ref().map(|r| r.as_str().to_owned()),
+            all: rules.all,
+            number,
+            date,
+            default: rules.default.clone(),
+            required: rules.required,
         }
     }
 }

@@ -96,6 +96,10 @@ pub struct RunTally {
     /// What the crawl bounds left out of the run (`BoundsReport::notes`):
     /// each makes the run degraded, whatever the site expects.
     pub bounded: Vec<String>,
+    /// Each field's values that did not parse, and items left out for a
+    /// required field without one (`ValueReport::notes`): each makes the
+    /// run degraded too.
+    pub unparsed: Vec<String>,
 }
 
 impl Expectations {
@@ -128,9 +132,11 @@ impl Expectations {
             ));
         }
         // Refusals explain a run that fell short of the site's expectations;
-        // one the bounds cut short found too much, not too little.
+        // one the bounds cut short found too much, not too little, and values
+        // that did not parse are the markup's doing, not a refusal's.
         let blocked = !unmet.is_empty() && tally.refusals > 0;
         unmet.extend(tally.bounded.iter().cloned());
+        unmet.extend(tally.unparsed.iter().cloned());
         if unmet.is_empty() {
             return RunHealth::Healthy;
         }
@@ -197,6 +203,26 @@ mod tests {
             Expectations::default().judge(&tally),
             RunHealth::Degraded {
                 reason: "1 page(s) with more than 1000 items: the items past it dropped".into(),
+                blocked: false
+            }
+        );
+    }
+
+    #[test]
+    fn values_that_did_not_parse_degrade_any_run_naming_the_field() {
+        let tally = RunTally {
+            items: 40,
+            refusals: 1,
+            unparsed: vec![
+                "price: 3 value(s) did not parse (first: \"Call us\" is not a number)".into(),
+            ],
+            ..RunTally::default()
+        };
+        assert_eq!(
+            Expectations::default().judge(&tally),
+            RunHealth::Degraded {
+                reason: "price: 3 value(s) did not parse (first: \"Call us\" is not a number)"
+                    .into(),
                 blocked: false
             }
         );

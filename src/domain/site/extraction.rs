@@ -8,7 +8,10 @@ use serde::{Deserialize, Serialize};
 
 use super::locator::{CssSelector, JsonPointer};
 use super::structured::{SchemaType, StructuredPath};
-use crate::domain::{FieldError, text};
+use crate::domain::{
+    FieldError, text,
+    value::{DateInput, NumberInput, ValueInput, ValueKind, ValueRules},
+};
 
 /// Most fields an item may have.
 pub const MAX_FIELDS: usize = 100;
@@ -19,9 +22,9 @@ pub(super) const MAX_NAME_CHARS: usize = 100;
 /// attribute `attr`, of the element `selector` finds inside the item (the item
 /// itself without a selector); `href`/`src` are made absolute; or the value
 /// at `structured` in the page's structured data. In json mode: the value at
-/// `pointer` inside the item. `link` makes a pointer's or a structured value
-/// an absolute URL.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// `pointer` inside the item. In any mode `link` makes the value an absolute
+/// URL; then `rules` make it typed and clean.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FieldSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<CssSelector>,
@@ -35,10 +38,13 @@ pub struct FieldSpec {
     /// before structured data have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured: Option<StructuredPath>,
+    /// The value rules, stored beside the other keys as a client sends them.
+    #[serde(flatten)]
+    pub rules: ValueRules,
 }
 
 impl FieldSpec {
-    /// Whether the field is a URL (made absolute; the first one is the item's URL).
+    /// Whether the field is a URL (made absolute; the first `href` or `link` is the item's URL).
     pub fn is_link(&self) -> bool {
         self.link
             || self
@@ -47,13 +53,21 @@ impl FieldSpec {
                 .is_some_and(|a| a.eq_ignore_ascii_case("href") || a.eq_ignore_ascii_case("src"))
     }
 
-    /// Whether the field is the kind the item URL comes from: `href`, or a json `link`.
+    /// Whether the field is the kind the item URL comes from: `href`, or `link`.
     pub fn is_item_url(&self) -> bool {
         self.link
             || self
                 .attr
                 .as_deref()
                 .is_some_and(|a| a.eq_ignore_ascii_case("href"))
+    }
+
+    /// The item field a number rule puts the currency in, if any.
+    pub fn currency_field(&self) -> Option<&str> {
+        match &self.rules.kind {
+            ValueKind::Number(number) => number.currency_field.as_deref(),
+            ValueKind::Text | ValueKind::Date(_) => None,
+        }
     }
 }
 
@@ -67,14 +81,50 @@ pub struct FieldInput {
     pub attr: Option<String>,
     /// JSON pointer inside the item (json).
     pub pointer: Option<String>,
-    /// The value is a URL: made absolute, and the first one is the item's URL
-    /// (json, and structured fields).
+    /// The value is a URL: made absolute, and the first one is the item's URL.
     pub link: Option<bool>,
     /// Where the value is in the page's structured data (browser, http):
     /// `offers.price` inside the item when the site's items are structured
     /// data, else `Product.offers.price`; `og:title` reads OpenGraph.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured: Option<String>,
+    /// `collapse` (an element's text is by default) or `keep`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whitespace: Option<String>,
+    /// A pattern; the value is its first capture group (else the whole match).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    /// Every value (every element the selector finds, every match), as a list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all: Option<bool>,
+    /// The value is a number, read as its locale writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub number: Option<NumberInput>,
+    /// The value is a date or time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub date: Option<DateInput>,
+    /// The value when the page has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<serde_json::Value>,
+    /// An item without a value here is left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<bool>,
+}
+
+impl FieldInput {
+    /// The field's value rules (`name` is the field's), checked.
+    fn rules(&mut self, name: &str, link: bool) -> Result<ValueRules, FieldError> {
+        ValueInput {
+            whitespace: self.whitespace.take(),
+            regex: self.regex.take(),
+            all: self.all.take(),
+            number: self.number.take(),
+            date: self.date.take(),
+            default: self.default.take(),
+            required: self.required.take(),
+        }
+        .parse(&format!("fields.{name}"), link)
+    }
 }
 
 /// Where a JSON API keeps its items and its next-page token.
@@ -157,6 +207,12 @@ impl Extraction {
         self.structured_items().is_some() || self.fields().values().any(|f| f.structured.is_some())
     }
 
+    /// The fields an item has: the site's, and the currency fields their
+    /// number rules fill, in name order.
+    pub fn item_field_names(&self) -> Vec<String> {
+        item_field_names(self.fields())
+    }
+
     /// The selectors of HTML extraction, as a client writes them: item
     /// (none when items are structured data), wait_for, blocked_selector
     /// (none for JSON).
@@ -190,6 +246,19 @@ impl Extraction {
             token_param: paging.as_ref().map(|p| p.token_param.clone()),
         })
     }
+}
+
+/// The fields an item read by `fields` has, in name order.
+pub fn item_field_names(fields: &BTreeMap<String, FieldSpec>) -> Vec<String> {
+    let mut names: Vec<String> = fields.keys().cloned().collect();
+    names.extend(
+        fields
+            .values()
+            .filter_map(FieldSpec::currency_field)
+            .map(str::to_owned),
+    );
+    names.sort();
+    names
 }
 
 /// The parts of a site input that describe extraction.
@@ -271,7 +340,7 @@ impl ExtractionInput {
         let json = self
             .json
             .ok_or_else(|| FieldError::new("json", "is required with render \"json\""))?;
-        let fields = parse_fields(self.fields, |name, input| {
+        let fields = parse_fields(self.fields, |name, mut input| {
             if input.structured.is_some() {
                 return Err(not_for_json(&format!("fields.{name}.structured")));
             }
@@ -288,13 +357,16 @@ impl ExtractionInput {
             let field = format!("fields.{name}.pointer");
             let pointer = input
                 .pointer
+                .take()
                 .ok_or_else(|| FieldError::new(&field, "is required with render \"json\""))?;
+            let link = input.link.unwrap_or(false);
             Ok(FieldSpec {
                 selector: None,
                 attr: None,
                 pointer: Some(JsonPointer::parse(&pointer, &field)?),
-                link: input.link.unwrap_or(false),
+                link,
                 structured: None,
+                rules: input.rules(name, link)?,
             })
         })?;
         let paging = match (json.next_token, json.token_param) {
@@ -348,15 +420,29 @@ fn parse_fields(
         let spec = parse(&name, input)?;
         fields.insert(name, spec);
     }
+    // A currency field is a field of the item too: it may not take the
+    // name of another.
+    let mut currencies = std::collections::BTreeSet::new();
+    for (name, spec) in &fields {
+        if let Some(currency) = spec.currency_field()
+            && (fields.contains_key(currency) || !currencies.insert(currency))
+        {
+            return Err(FieldError::new(
+                format!("fields.{name}.number.currency_field"),
+                format!("{currency:?} is already a field of the item"),
+            ));
+        }
+    }
     Ok(fields)
 }
 
 /// One field of HTML extraction: CSS (`selector`, `attr`) or structured
-/// data (`structured`, `link`), never both; only structured data when the
-/// site's items are structured items of `item_type`.
+/// data (`structured`), never both; only structured data when the site's
+/// items are structured items of `item_type`; either with `link` and its
+/// value rules.
 fn parse_html_field(
     name: &str,
-    input: FieldInput,
+    mut input: FieldInput,
     item_type: Option<&SchemaType>,
 ) -> Result<FieldSpec, FieldError> {
     if input.pointer.is_some() {
@@ -365,7 +451,8 @@ fn parse_html_field(
     let markup = [("selector", &input.selector), ("attr", &input.attr)]
         .into_iter()
         .find_map(|(key, value)| value.as_ref().map(|_| key));
-    let Some(path) = input.structured else {
+    let link = input.link.unwrap_or(false);
+    let Some(path) = input.structured.take() else {
         if item_type.is_some() {
             return Err(FieldError::new(
                 format!("fields.{name}.structured"),
@@ -373,28 +460,26 @@ fn parse_html_field(
                  the item (e.g. \"offers.price\"); for CSS selectors use an item_selector",
             ));
         }
-        if input.link.is_some() {
-            return Err(FieldError::new(
-                format!("fields.{name}.link"),
-                "is for render \"json\" and structured fields (href and src are links already)",
-            ));
-        }
         let attr = input
             .attr
+            .take()
             .map(|a| {
                 text::non_empty(&a, &format!("fields.{name}.attr"), MAX_NAME_CHARS)
                     .map(str::to_owned)
             })
             .transpose()?;
+        let selector = input
+            .selector
+            .take()
+            .map(|s| CssSelector::parse(&s, &format!("fields.{name}.selector")))
+            .transpose()?;
         return Ok(FieldSpec {
-            selector: input
-                .selector
-                .map(|s| CssSelector::parse(&s, &format!("fields.{name}.selector")))
-                .transpose()?,
+            selector,
             attr,
             pointer: None,
-            link: false,
+            link,
             structured: None,
+            rules: input.rules(name, link)?,
         });
     };
     if let Some(key) = markup {
@@ -403,16 +488,14 @@ fn parse_html_field(
             "reads markup and structured reads structured data: a field has one or the other",
         ));
     }
+    let structured = StructuredPath::parse(&path, &format!("fields.{name}.structured"), item_type)?;
     Ok(FieldSpec {
         selector: None,
         attr: None,
         pointer: None,
-        link: input.link.unwrap_or(false),
-        structured: Some(StructuredPath::parse(
-            &path,
-            &format!("fields.{name}.structured"),
-            item_type,
-        )?),
+        link,
+        structured: Some(structured),
+        rules: input.rules(name, link)?,
     })
 }
 
@@ -537,7 +620,7 @@ mod tests {
                 "fields.p.selector",
             ),
             (
-                serde_json::json!({"p": {"selector": "a", "link": true}}),
+                serde_json::json!({"p": {"selector": "a", "number": {}, "link": true}}),
                 "fields.p.link",
             ),
         ] {

@@ -15,7 +15,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 pub use expectations::{Expectations, ExpectationsInput, RunTally};
-pub use extraction::{Extraction, FieldInput, FieldSpec, HtmlItems, JsonInput, TokenPaging};
+pub use extraction::{
+    Extraction, FieldInput, FieldSpec, HtmlItems, JsonInput, TokenPaging, item_field_names,
+};
 pub use identity::{Identity, MASK, ProxyUrl};
 pub use locator::{CssSelector, JsonPointer};
 pub use masked::restore_masked;

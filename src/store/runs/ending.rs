@@ -108,7 +108,7 @@ pub async fn complete(
     .fetch_one(&mut *tx)
     .await?
     .try_into()?;
-    let (health, site) = health::judge_completed(&mut tx, run.id, pages.bounded.notes()).await?;
+    let (health, site) = health::judge_completed(&mut tx, run.id, pages.health_notes()).await?;
     run.health = Some(health);
     close_attempt(
         &mut tx,
@@ -150,6 +150,7 @@ async fn complete_with_page(
         items: written.run_results as i32,
         refusals: written.refusals,
         bounded: pages.bounded.notes(),
+        unparsed: pages.values.notes(),
         ..RunTally::default()
     };
     let health = health::judge(&mut tx, fence.run_id, pair, &written.expectations, tally).await?;

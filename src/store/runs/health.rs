@@ -19,12 +19,13 @@ pub enum SiteTransition {
     Recovered,
 }
 
-/// Judges completed run `run_id` against its site's expectations and what
-/// the crawl bounds left out of it (`bounded`), and stores the verdict on the run.
+/// Judges completed run `run_id` against its site's expectations, what the
+/// crawl bounds left out of it and the values that did not parse (`notes`:
+/// `PagesRead::health_notes`), and stores the verdict on the run.
 pub(super) async fn judge_completed(
     tx: &mut Transaction<'_, Postgres>,
     run_id: i64,
-    bounded: Vec<String>,
+    (bounded, unparsed): (Vec<String>, Vec<String>),
 ) -> sqlx::Result<(RunHealth, Option<SiteTransition>)> {
     let run = sqlx::query!(
         r#"SELECT r.keyword_id, r.site_id, r.items_found, r.refusals,
@@ -44,6 +45,7 @@ pub(super) async fn judge_completed(
         items: run.items_found,
         refusals: run.refusals,
         bounded,
+        unparsed,
         ..RunTally::default()
     };
     let health = judge(

@@ -14,6 +14,7 @@ use crate::{
         bounds::{Bound, BoundsReport, CrawlBounds, cut_to_chars, is_web_url},
         page::PageItem,
         site::FieldSpec,
+        value::MAX_LIST_VALUES,
     },
     ops::metrics::metrics,
     worker::extract::page_item,
@@ -79,7 +80,15 @@ fn bound_item(
     };
     let mut changed = false;
     for (name, value) in fields.iter_mut() {
-        if specs.get(name).is_some_and(FieldSpec::is_link) {
+        let spec = specs.get(name);
+        if let Value::Array(list) = value
+            && spec.is_some_and(|s| s.rules.all)
+        {
+            let link = spec.is_some_and(FieldSpec::is_link);
+            changed |= bound_list(name, list, link, bounds, report);
+            continue;
+        }
+        if spec.is_some_and(FieldSpec::is_link) {
             // A link is kept whole or not at all: a cut URL is another URL.
             let dropped = match value.as_str() {
                 _ if value.is_null() => None,
@@ -112,6 +121,63 @@ fn bound_item(
     }
 }
 
+/// A list field (`all`) within the bounds, still a list: its links that are
+/// not http(s) (or longer than the field bound) dropped one by one, then at
+/// most [`MAX_LIST_VALUES`] values whose texts together fit the field bound
+/// (the one that crosses it cut). Whether anything changed.
+fn bound_list(
+    name: &str,
+    list: &mut Vec<Value>,
+    link: bool,
+    bounds: &CrawlBounds,
+    report: &mut BoundsReport,
+) -> bool {
+    let before = list.len();
+    if link {
+        list.retain(|v| {
+            v.as_str().is_some_and(|url| {
+                is_web_url(url) && cut_to_chars(url, bounds.field_chars).is_none()
+            })
+        });
+        let dropped = (before - list.len()) as u64;
+        if dropped > 0 {
+            *report.urls_dropped.entry(name.to_owned()).or_default() += dropped;
+            metrics().count_bound(Bound::UrlScheme, dropped);
+        }
+    }
+    let mut room = bounds.field_chars;
+    let mut kept = 0;
+    let mut cut = list.len() > MAX_LIST_VALUES;
+    for value in list.iter_mut().take(MAX_LIST_VALUES) {
+        if room == 0 {
+            cut = true;
+            break;
+        }
+        if let Value::String(text) = value {
+            match cut_to_chars(text, room) {
+                Some(part) if !link => {
+                    *value = Value::String(part.to_owned());
+                    room = 0;
+                    cut = true;
+                }
+                // A cut URL is another URL: one that does not fit is left out.
+                Some(_) => {
+                    cut = true;
+                    break;
+                }
+                None => room -= text.chars().count(),
+            }
+        }
+        kept += 1;
+    }
+    list.truncate(kept);
+    if cut {
+        *report.fields_cut.entry(name.to_owned()).or_default() += 1;
+        metrics().count_bound(Bound::FieldChars, 1);
+    }
+    cut || list.len() != before
+}
+
 /// A value longer than `max` characters, cut there: text is cut as it is;
 /// a list or an object (a JSON API's field) is kept as its JSON text, cut.
 fn cut_value(value: &Value, max: usize) -> Option<String> {
@@ -139,6 +205,7 @@ mod tests {
             pointer: None,
             link: false,
             structured: None,
+            rules: Default::default(),
         };
         BTreeMap::from([
             ("title".to_owned(), field(None)),
@@ -223,6 +290,46 @@ mod tests {
             from_settings(&CrawlBoundsSettings::default()),
             CrawlBounds::default()
         );
+    }
+
+    #[test]
+    fn a_list_field_stays_a_list_within_the_bounds() {
+        let mut specs = specs();
+        for name in ["title", "link"] {
+            specs.get_mut(name).unwrap().rules.all = true;
+        }
+        let mut report = BoundsReport::new(bounds());
+        let items = vec![page_item(
+            serde_json::from_value(json!({
+                "title": ["red", "green", "a blue too long"],
+                "link": ["https://s.example/1", "javascript:x", "https://s.example/a-link-too-long"],
+                "image": null
+            }))
+            .unwrap(),
+            &specs,
+        )];
+        let kept = bound_page(items, &specs, &bounds(), &mut report);
+        assert_eq!(
+            kept[0].fields,
+            json!({"title": ["red", "green", "a bl"], "link": [], "image": null}),
+            "12 characters of text at most; each link whole or not at all"
+        );
+        assert_eq!(report.fields_cut["title"], 1);
+        assert_eq!(report.urls_dropped["link"], 3);
+        let many: Vec<Value> = (0..150).map(|_| json!("x")).collect();
+        let mut list = many;
+        let mut long = BoundsReport::new(CrawlBounds {
+            field_chars: 1000,
+            ..bounds()
+        });
+        assert!(bound_list(
+            "tags",
+            &mut list,
+            false,
+            &long.bounds.clone(),
+            &mut long
+        ));
+        assert_eq!(list.len(), MAX_LIST_VALUES);
     }
 
     #[test]

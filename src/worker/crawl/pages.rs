@@ -19,11 +19,15 @@ use crate::domain::{
     page::{CrawledPage, FinalPage, PageItem, PagesRead, PagingEnd},
     robots::paced_rate,
     run::CrawlRun,
+    value::ValueReport,
 };
-use crate::worker::fetch::{Fetched, PageLimits, PageSource};
 use crate::worker::{
     error::CrawlError,
     limiter::{PaceKey, SitePace},
+};
+use crate::worker::{
+    extract::{RawItems, typed_page},
+    fetch::{Fetched, PageLimits, PageSource, read_failed},
 };
 use crate::{
     domain::site::SiteSpec,
@@ -90,21 +94,26 @@ impl Crawl<'_> {
             true => self.newest_stored_before().await?,
             false => None,
         };
-        // What the bounds left out, and the items kept so far.
+        // What the bounds left out, what did not parse, and the items kept so far.
         let mut bounded = BoundsReport::new(self.ctx.bounds);
+        let mut values = ValueReport::default();
         let mut kept = 0;
         for page in 1..=self.spec.max_pages {
             self.ctx.guard.check(&url).await?;
             if let Some(stopped) = self.robots_stop(&url, page).await? {
-                return Ok(PagesRead::stopped_before(stopped, page - 1).with_bounds(bounded));
+                return Ok(
+                    PagesRead::stopped_before(stopped, page - 1).with_reports(bounded, values)
+                );
             }
             let (items, next_token) = match self.fetch_politely(source, &url, page).await? {
                 Fetched::Items {
                     items, next_token, ..
-                } => (items, next_token),
-                Fetched::PastTheEnd => (Vec::new(), None),
+                } => (self.typed(items, &url).await?, next_token),
+                Fetched::PastTheEnd => ((Vec::new(), ValueReport::default()), None),
                 Fetched::Refused { .. } => unreachable!("refusals are retried by fetch_politely"),
             };
+            let (items, page_values) = items;
+            values.merge(page_values);
             let fields = self.spec.extraction.fields();
             let mut items = bound_page(items, fields, &self.ctx.bounds, &mut bounded);
             let run_full = bound_run(&mut items, kept, &self.ctx.bounds, &mut bounded);
@@ -174,13 +183,30 @@ impl Crawl<'_> {
                     stored_before,
                     items,
                 };
-                return Ok(PagesRead::ended_on(last, end).with_bounds(bounded));
+                return Ok(PagesRead::ended_on(last, end).with_reports(bounded, values));
             }
             self.store(&crawled, reached_stored).await?;
             url = next.expect("paging goes on to a next page");
         }
         // Only a crawl of no page at all (max_pages checked >= 1) gets here.
-        Ok(PagesRead::new(self.spec.max_pages, PagingEnd::MaxPages).with_bounds(bounded))
+        Ok(PagesRead::new(self.spec.max_pages, PagingEnd::MaxPages).with_reports(bounded, values))
+    }
+
+    /// A page's items with their fields' value rules applied, within the
+    /// page's extraction budget; what did not parse, counted.
+    async fn typed(
+        &self,
+        raw: RawItems,
+        url: &Url,
+    ) -> Result<(Vec<PageItem>, ValueReport), CrawlError> {
+        typed_page(
+            raw,
+            self.spec.extraction.fields(),
+            self.ctx.bounds.field_chars,
+            (self.ctx.extract_budget, self.stuck_timeout),
+        )
+        .await
+        .map_err(|e| read_failed(e, url))
     }
 
     /// Stores one page that paging goes on from (the last one is the

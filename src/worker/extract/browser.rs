@@ -11,19 +11,25 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::{
-    domain::{bounds::CrawlBounds, site::FieldSpec},
+    domain::{
+        bounds::CrawlBounds,
+        site::FieldSpec,
+        value::{MAX_LIST_VALUES, Whitespace},
+    },
     worker::browser::BrowserSession,
 };
 
 /// A function of the awaited selector (or null), the blocked selector (or
 /// null), how long to wait (ms), the item selector (null: none, the items
-/// are structured data), the fields as [name, selector, attr], the bounds:
-/// items to read, characters of a value, bytes of the page, and whether to
-/// send the page's HTML. It resolves to {url, appeared, blocked,
-/// page_bytes, items, html}. Items are objects of field name -> text
-/// (whitespace collapsed) or attribute value, `href`/`src` made absolute,
-/// `null` when missing; `html` is the page's serialized DOM, for its
-/// structured data to be read in Rust as over HTTP (within the page's bound).
+/// are structured data), the fields as [name, selector, attr, link, all,
+/// keep whitespace], the bounds: items to read, characters of a value, bytes
+/// of the page, whether to send the page's HTML, and values of a list. It
+/// resolves to {url, base, appeared, blocked, page_bytes, items, html}. Items
+/// are objects of field name -> text (whitespace collapsed, or only trimmed)
+/// or attribute value, a link made absolute, `null` when missing; a list of
+/// them for a field that reads all; `html` is the page's serialized DOM, for
+/// its structured data to be read in Rust as over HTTP (within the page's
+/// bound).
 ///
 /// It runs in an isolated world (see `BrowserSession::evaluate_isolated`):
 /// `URL`, `Array`, `document.querySelectorAll`, `getAttribute`, the
@@ -35,7 +41,7 @@ use crate::{
 /// cuts a page read over HTTP. A page whose HTML is over its bound is not
 /// read: only its size comes back.
 const READ_PAGE_JS: &str = r#"
-(awaited, blocked, waitMs, itemSelector, fields, maxItems, maxChars, maxBytes, wantHtml) => new Promise((done) => {
+(awaited, blocked, waitMs, itemSelector, fields, maxItems, maxChars, maxBytes, wantHtml, maxValues) => new Promise((done) => {
 const absolute = (value) => { try { return new URL(value, document.baseURI).href; } catch (e) { return value; } };
 const keepUnits = 2 * maxChars + 2;
 const cut = (value) => {
@@ -54,17 +60,25 @@ const extract = () => {
   for (let at = 0; at < found.length && at <= maxItems; at++) {
     const item = found[at];
     const out = {};
-    for (const [name, selector, attr] of fields) {
-      const el = selector ? item.querySelector(selector) : item;
-      let value = null;
-      if (el) {
-        value = attr ? el.getAttribute(attr) : el.textContent;
-        if (value !== null) {
-          value = cut(attr ? value.trim() : value.replace(/\s+/g, ' ').trim());
-          if (attr && ['href', 'src'].includes(attr.toLowerCase())) value = absolute(value);
+    for (const [name, selector, attr, link, all, keep] of fields) {
+      const read = (el) => {
+        let value = attr ? el.getAttribute(attr) : el.textContent;
+        if (value === null) return null;
+        value = cut(attr || keep ? value.trim() : value.replace(/\s+/g, ' ').trim());
+        return link ? absolute(value) : value;
+      };
+      if (all) {
+        const found = selector ? item.querySelectorAll(selector) : [item];
+        const list = [];
+        for (let at = 0; at < found.length && at <= maxValues; at++) {
+          const value = read(found[at]);
+          if (value !== null) list.push(value);
         }
+        out[name] = list;
+      } else {
+        const el = selector ? item.querySelector(selector) : item;
+        out[name] = el ? read(el) : null;
       }
-      out[name] = value;
     }
     items.push(out);
   }
@@ -75,12 +89,12 @@ const answer = (appeared) => {
   const html = root ? root.outerHTML : '';
   const bytes = pageBytes(html);
   if (bytes > maxBytes) {
-    done({url: document.URL, appeared, blocked: false, page_bytes: bytes, items: [], html: null});
+    done({url: document.URL, base: document.baseURI, appeared, blocked: false, page_bytes: bytes, items: [], html: null});
     return;
   }
   const isBlocked = blocked !== null && document.querySelector(blocked) !== null;
   done({
-    url: document.URL, appeared, blocked: isBlocked, page_bytes: bytes,
+    url: document.URL, base: document.baseURI, appeared, blocked: isBlocked, page_bytes: bytes,
     items: isBlocked ? [] : extract(),
     html: wantHtml && !isBlocked ? html : null,
   });
@@ -118,6 +132,8 @@ pub struct PageReader<'a> {
 pub struct PageReading {
     /// Where the browser is (after redirects).
     pub url: Option<String>,
+    /// The document's base URL, which its links resolve against.
+    pub base: Option<url::Url>,
     /// Whether the awaited element appeared (true when nothing was awaited).
     pub appeared: bool,
     /// Whether the site's blocked page is shown.
@@ -144,6 +160,8 @@ impl PageReading {
 struct Answer {
     url: Option<String>,
     #[serde(default)]
+    base: Option<String>,
+    #[serde(default)]
     appeared: bool,
     #[serde(default)]
     blocked: bool,
@@ -165,7 +183,17 @@ impl PageReader<'_> {
             .iter()
             .filter(|(_, spec)| spec.structured.is_none())
             .map(|(name, spec)| {
-                json!([name, spec.selector.as_ref().map(|s| s.as_str()), spec.attr])
+                // A pattern picks a link out of the text before it is made absolute.
+                let link = spec.is_link() && spec.rules.regex.is_none();
+                let keep = spec.rules.whitespace == Some(Whitespace::Keep);
+                json!([
+                    name,
+                    spec.selector.as_ref().map(|s| s.as_str()),
+                    spec.attr,
+                    link,
+                    spec.rules.all,
+                    keep
+                ])
             })
             .collect();
         let args = json!([
@@ -178,6 +206,7 @@ impl PageReader<'_> {
             self.bounds.field_chars,
             self.bounds.page_bytes,
             self.want_html,
+            MAX_LIST_VALUES,
         ]);
         let expression = format!("({READ_PAGE_JS})(...{args})");
         let raw = session
@@ -187,6 +216,7 @@ impl PageReader<'_> {
         let answer: Answer = serde_json::from_value(raw).context("the page script's answer")?;
         Ok(PageReading {
             url: answer.url,
+            base: answer.base.and_then(|base| url::Url::parse(&base).ok()),
             appeared: answer.appeared,
             blocked: answer.blocked,
             page_bytes: answer.page_bytes,

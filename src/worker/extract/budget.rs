@@ -124,6 +124,16 @@ impl ExtractBudget {
         self.charge(1 + n as u64 / 64)
     }
 
+    /// Looks at the clock and the cancel flag now rather than at the next
+    /// check: before work whose one step costs much (a pattern over a long
+    /// value), so the budget is overrun by one such step at most.
+    pub fn look_now(&self) -> Result<(), OverBudget> {
+        if self.spent.get().is_none() {
+            self.look();
+        }
+        self.check()
+    }
+
     fn look(&self) {
         if self.cancel.is_cancelled() {
             self.spent.set(Some(Spent::Cancelled));

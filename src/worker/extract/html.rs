@@ -12,12 +12,12 @@ use url::Url;
 use super::{
     ReadError, absolute,
     budget::ExtractBudget,
-    collapse_whitespace, js_trim, page_item,
+    collapse_whitespace, js_trim,
     select::{select_in_document, select_within},
 };
-use crate::{
-    domain::page::PageItem,
-    domain::site::{CssSelector, FieldSpec},
+use crate::domain::{
+    site::{CssSelector, FieldSpec},
+    value::{MAX_LIST_VALUES, Whitespace},
 };
 
 /// A parsed HTML page.
@@ -75,8 +75,10 @@ fn compiled(selector: &CssSelector, field: &str) -> Result<super::select::Select
 }
 
 /// One item per element matching `item_selector` (the first `max_items`),
-/// each field read as the browser script reads it; a structured field's
-/// value is the page's, in `structured` (read once for the page).
+/// each field read as the browser script reads it: the first element its
+/// selector finds, or (`all`) a list of the first [`MAX_LIST_VALUES`] and
+/// one more, so the bounds see there were more; a structured field's value
+/// is the page's, in `structured` (read once for the page).
 pub fn extract_html(
     page: &HtmlPage,
     item_selector: &CssSelector,
@@ -84,7 +86,7 @@ pub fn extract_html(
     structured: &Map<String, Value>,
     max_items: usize,
     budget: &ExtractBudget,
-) -> Result<Vec<PageItem>, ReadError> {
+) -> Result<Vec<Map<String, Value>>, ReadError> {
     let field_selectors = fields
         .iter()
         .filter(|(_, spec)| spec.structured.is_none())
@@ -102,13 +104,30 @@ pub fn extract_html(
     for item in select_in_document(&page.document, &items_at, budget).take(max_items) {
         let mut values = Map::new();
         for (name, selector, spec) in &field_selectors {
-            let element = match selector {
-                Some(selector) => select_within(item, selector, budget).next(),
-                None => Some(item),
+            let value = match (selector, spec.rules.all) {
+                (Some(selector), true) => Value::Array(
+                    select_within(item, selector, budget)
+                        .take(MAX_LIST_VALUES + 1)
+                        .filter_map(|el| read(el, spec, &page.base, budget))
+                        .map(Value::String)
+                        .collect(),
+                ),
+                (None, true) => Value::Array(
+                    read(item, spec, &page.base, budget)
+                        .map(Value::String)
+                        .into_iter()
+                        .collect(),
+                ),
+                (selector, false) => {
+                    let element = match selector {
+                        Some(selector) => select_within(item, selector, budget).next(),
+                        None => Some(item),
+                    };
+                    element
+                        .and_then(|el| read(el, spec, &page.base, budget))
+                        .map_or(Value::Null, Value::String)
+                }
             };
-            let value = element
-                .and_then(|el| read(el, spec, &page.base, budget))
-                .map_or(Value::Null, Value::String);
             values.insert((*name).clone(), value);
         }
         values.extend(
@@ -117,31 +136,37 @@ pub fn extract_html(
                 .map(|(name, value)| (name.clone(), value.clone())),
         );
         budget.check()?;
-        items.push(page_item(values, fields));
+        items.push(values);
     }
     budget.check()?;
     Ok(items)
 }
 
+/// One element's value: its attribute (trimmed) or its text (whitespace
+/// collapsed unless the field keeps it), a link made absolute unless a
+/// pattern is to pick it out of the text first.
 fn read(
     element: ElementRef<'_>,
     spec: &FieldSpec,
     base: &Url,
     budget: &ExtractBudget,
 ) -> Option<String> {
-    match &spec.attr {
+    let value = match &spec.attr {
         // HTML attribute names are case-insensitive (the parser lowercases them).
         Some(attr) => {
             let value = js_trim(element.value().attr(&attr.to_ascii_lowercase())?);
             budget.charge_bytes(value.len());
-            Some(if spec.is_link() {
-                absolute(value, base)
-            } else {
-                value.to_owned()
-            })
+            value.to_owned()
         }
-        None => Some(collapse_whitespace(&text(element, budget))),
-    }
+        None => match spec.rules.whitespace {
+            Some(Whitespace::Keep) => js_trim(&text(element, budget)).to_owned(),
+            _ => collapse_whitespace(&text(element, budget)),
+        },
+    };
+    Some(match spec.is_link() && spec.rules.regex.is_none() {
+        true => absolute(&value, base),
+        false => value,
+    })
 }
 
 /// The element's `textContent`: every node below it is a step, every byte
@@ -172,6 +197,7 @@ mod tests {
             pointer: None,
             link: false,
             structured: None,
+            rules: Default::default(),
         }
     }
 
@@ -198,6 +224,11 @@ mod tests {
             &budget,
         )
         .unwrap();
+        assert_eq!(page.base().as_str(), "http://s.example/shop/");
+        let items: Vec<_> = items
+            .into_iter()
+            .map(|item| super::super::page_item(item, &fields))
+            .collect();
         assert_eq!(items.len(), 2);
         assert_eq!(items[0].fields["title"], "Red shoes & co");
         assert_eq!(items[0].fields["link"], "http://s.example/shop/item/1");
@@ -229,8 +260,88 @@ mod tests {
                 &ExtractBudget::unlimited(),
             )
             .unwrap();
-            assert_eq!(items[0].fields["link"], "http://s.example/p/1", "{base}");
+            assert_eq!(items[0]["link"], "http://s.example/p/1", "{base}");
         }
+    }
+
+    #[test]
+    fn list_fields_read_every_element_and_kept_whitespace_is_only_trimmed() {
+        use crate::domain::value::ValueInput;
+
+        let html = r#"<li><b class="tag">red</b><b class="tag"> big
+            lamp </b><p class="d"> one
+            two </p><span data-go="go('../p/7')">x</span></li>"#;
+        let page = HtmlPage::parse(html, &Url::parse("http://s.example/a/list").unwrap());
+        let with = |selector, attr: Option<&str>, rules: ValueInput| FieldSpec {
+            selector: Some(CssSelector::parse(selector, "x").unwrap()),
+            attr: attr.map(str::to_owned),
+            link: attr.is_some(),
+            rules: rules.parse("fields.x", attr.is_some()).unwrap(),
+            ..FieldSpec::default()
+        };
+        let fields = BTreeMap::from([
+            (
+                "tags".to_owned(),
+                with(
+                    ".tag",
+                    None,
+                    ValueInput {
+                        all: Some(true),
+                        ..ValueInput::default()
+                    },
+                ),
+            ),
+            (
+                "text".to_owned(),
+                with(
+                    ".d",
+                    None,
+                    ValueInput {
+                        whitespace: Some("keep".into()),
+                        ..ValueInput::default()
+                    },
+                ),
+            ),
+            (
+                "go".to_owned(),
+                with(
+                    "span",
+                    Some("data-go"),
+                    ValueInput {
+                        regex: Some(r"'(.+)'".into()),
+                        ..ValueInput::default()
+                    },
+                ),
+            ),
+            (
+                "none".to_owned(),
+                with(
+                    "i",
+                    None,
+                    ValueInput {
+                        all: Some(true),
+                        ..ValueInput::default()
+                    },
+                ),
+            ),
+        ]);
+        let read = extract_html(
+            &page,
+            &CssSelector::parse("li", "x").unwrap(),
+            &fields,
+            &Map::new(),
+            usize::MAX,
+            &ExtractBudget::unlimited(),
+        )
+        .unwrap();
+        let item = &read[0];
+        assert_eq!(item["tags"], serde_json::json!(["red", "big lamp"]));
+        assert_eq!(item["text"], "one\n            two");
+        assert_eq!(
+            item["go"], "go('../p/7')",
+            "a pattern's link is made absolute after it"
+        );
+        assert_eq!(item["none"], serde_json::json!([]));
     }
 
     #[test]

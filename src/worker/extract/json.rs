@@ -8,16 +8,14 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 use url::Url;
 
-use super::{ReadError, absolute, budget::ExtractBudget, page_item};
-use crate::{
-    domain::page::PageItem,
-    domain::site::{FieldSpec, JsonPointer, TokenPaging},
-};
+use super::{RawItems, ReadError, absolute, budget::ExtractBudget};
+use crate::domain::site::{FieldSpec, JsonPointer, TokenPaging};
 
 /// What one answer of a JSON API holds.
 #[derive(Debug)]
 pub struct JsonPage {
-    pub items: Vec<PageItem>,
+    /// Its items as read; links resolve against the answer's URL.
+    pub items: RawItems,
     /// The next page's token; none: this was the last page.
     pub next_token: Option<String>,
 }
@@ -55,16 +53,22 @@ pub fn extract_json(
                 .as_ref()
                 .and_then(|p| p.find(item))
                 .map_or(Value::Null, |found| copied(found, budget));
+            // A pattern picks a link out of the text before it is made absolute.
             let value = match value {
-                Value::String(s) if spec.link => Value::String(absolute(s.trim(), url)),
+                Value::String(s) if spec.link && spec.rules.regex.is_none() => {
+                    Value::String(absolute(s.trim(), url))
+                }
                 other => other,
             };
             values.insert(name.clone(), value);
         }
         budget.check()?;
-        read.push(page_item(values, fields));
+        read.push(values);
     }
-    let items = read;
+    let items = RawItems {
+        items: read,
+        base: url.clone(),
+    };
     let next_token = paging
         .and_then(|p| p.next_token.find(answer))
         .and_then(|token| match token {
@@ -134,6 +138,7 @@ mod tests {
                     pointer: Some(pointer("/title")),
                     link: false,
                     structured: None,
+                    rules: Default::default(),
                 },
             ),
             (
@@ -144,6 +149,7 @@ mod tests {
                     pointer: Some(pointer("/url")),
                     link: true,
                     structured: None,
+                    rules: Default::default(),
                 },
             ),
             (
@@ -154,6 +160,7 @@ mod tests {
                     pointer: Some(pointer("/stats/likes")),
                     link: false,
                     structured: None,
+                    rules: Default::default(),
                 },
             ),
         ]);
@@ -174,15 +181,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(page.next_token.as_deref(), Some("abc"));
+        let items: Vec<_> = page
+            .items
+            .items
+            .into_iter()
+            .map(|item| super::super::page_item(item, &fields))
+            .collect();
         assert_eq!(
-            page.items[0].fields,
+            items[0].fields,
             json!({"title": "A", "url": "http://api.example/p/1", "likes": 3})
         );
-        assert_eq!(
-            page.items[0].item_url.as_deref(),
-            Some("http://api.example/p/1")
-        );
-        assert_eq!(page.items[1].fields["likes"], Value::Null);
+        assert_eq!(items[0].item_url.as_deref(), Some("http://api.example/p/1"));
+        assert_eq!(items[1].fields["likes"], Value::Null);
 
         let end = extract_json(
             &json!({"next_token": null}),

@@ -2,7 +2,8 @@
 //! (scraper) or from a JSON API's answer. The first two follow the same rules,
 //! so a site crawled in browser or http mode yields the same items. Raw HTML
 //! and JSON are read off the async runtime, within a budget per page
-//! (`reading`, `budget`, `select`).
+//! (`reading`, `budget`, `select`); the fields' value rules are applied to
+//! what every mode read the same way (`typing`).
 
 mod browser;
 mod budget;
@@ -11,6 +12,7 @@ mod json;
 mod reading;
 mod select;
 mod structured;
+mod typing;
 
 use std::collections::BTreeMap;
 
@@ -25,8 +27,13 @@ pub use reading::{
     HtmlRead, HtmlReading, ReadError, off_runtime, read_html, read_json, read_rendered,
 };
 pub use structured::StructuredListing;
+pub use typing::{RawItems, TypedItem, typed_for_preview, typed_page};
 
-use crate::domain::{page::PageItem, site::FieldSpec};
+use crate::domain::{
+    page::PageItem,
+    site::FieldSpec,
+    value::{collapse_whitespace, js_trim},
+};
 
 /// Builds a stored item from its fields; the item's URL is its first `href`
 /// (json: `link`) field, fields in name order.
@@ -59,39 +66,6 @@ pub(crate) fn absolute(value: &str, base: &Url) -> String {
         .unwrap_or_else(|_| value.to_owned())
 }
 
-/// JavaScript's `\s`: what `replace(/\s+/g, ' ')` collapses in the browser.
-fn is_js_space(c: char) -> bool {
-    matches!(
-        c,
-        '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r' | ' ' | '\u{A0}' | '\u{1680}' | '\u{2000}'
-            ..='\u{200A}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202F}'
-                | '\u{205F}'
-                | '\u{3000}'
-                | '\u{FEFF}'
-    )
-}
-
-/// Text with every run of whitespace made one space, trimmed (as the browser
-/// script does with `textContent`).
-pub(crate) fn collapse_whitespace(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for word in text.split(is_js_space).filter(|w| !w.is_empty()) {
-        if !out.is_empty() {
-            out.push(' ');
-        }
-        out.push_str(word);
-    }
-    out
-}
-
-/// Trims as JavaScript's `String.prototype.trim` does.
-pub(crate) fn js_trim(text: &str) -> &str {
-    text.trim_matches(is_js_space)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +83,7 @@ mod tests {
                 pointer: None,
                 link: false,
                 structured: None,
+                rules: Default::default(),
             },
         );
         specs.insert(
@@ -119,6 +94,7 @@ mod tests {
                 pointer: None,
                 link: false,
                 structured: None,
+                rules: Default::default(),
             },
         );
         let Value::Object(map) = json!({"title": "A", "link": "http://s/p/1"}) else {
@@ -134,20 +110,6 @@ mod tests {
         let a: Value = serde_json::from_str(r#"{"a":"1","b":"2"}"#).unwrap();
         let b: Value = serde_json::from_str(r#"{"b":"2","a":"1"}"#).unwrap();
         assert_eq!(content_hash(&a), content_hash(&b));
-    }
-
-    #[test]
-    fn whitespace_collapses_like_javascript() {
-        assert_eq!(
-            collapse_whitespace("\n  a\u{A0}\u{A0}b\t c \u{3000}"),
-            "a b c"
-        );
-        assert_eq!(
-            collapse_whitespace("\u{85}x"),
-            "\u{85}x",
-            "NEL is not \\s in JS"
-        );
-        assert_eq!(js_trim("\u{FEFF} v \n"), "v");
     }
 
     #[test]
@@ -237,6 +199,7 @@ mod fuzz {
             pointer: None,
             link: false,
             structured: None,
+            rules: Default::default(),
         }
     }
 
@@ -314,6 +277,7 @@ mod fuzz {
                     pointer: None,
                     link,
                     structured: StructuredPath::parse(path, "f", Some(&item_type)).ok(),
+                    rules: Default::default(),
                 },
             )]);
             let items = lookup.items(&item_type, &fields, usize::MAX, &budget);
@@ -352,7 +316,7 @@ mod fuzz {
             let url = Url::parse("http://api.example/s?q=a").unwrap();
             let fields = BTreeMap::from([(
                 "title".to_owned(),
-                FieldSpec { selector: None, attr: None, pointer: Some(pointer.clone()), link, structured: None },
+                FieldSpec { selector: None, attr: None, pointer: Some(pointer.clone()), link, structured: None, rules: Default::default() },
             )]);
             let paging = TokenPaging { next_token: pointer, token_param: "token".into() };
             let wrapped = json!({"items": [answer.clone()], "next": answer});

@@ -11,17 +11,13 @@ use serde_json::{Map, Value};
 use url::Url;
 
 use super::{
-    HtmlPage,
+    HtmlPage, RawItems,
     budget::{CancelFlag, ExtractBudget, OverBudget, Spent},
     extract_html, extract_json,
     json::JsonPage,
-    page_item,
     structured::{Lookup, StructuredData, StructuredListing},
 };
-use crate::domain::{
-    page::PageItem,
-    site::{CssSelector, FieldSpec, HtmlItems, JsonPointer, TokenPaging},
-};
+use crate::domain::site::{CssSelector, FieldSpec, HtmlItems, JsonPointer, TokenPaging};
 
 /// Why a page's items could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +44,8 @@ pub enum ReadError {
 #[derive(Debug)]
 pub enum HtmlRead {
     Items {
-        items: Vec<PageItem>,
+        /// As read, before the fields' value rules.
+        items: RawItems,
         /// The page's structured data, when it was asked for (the preview).
         structured: Option<StructuredListing>,
     },
@@ -102,11 +99,16 @@ pub fn read_html(
                 budget,
             )
         })?;
+    let items = RawItems {
+        items,
+        base: page.base().clone(),
+    };
     Ok(HtmlRead::Items { items, structured })
 }
 
-/// A page's items, and its structured data listed when it was asked for.
-pub type ItemsRead = (Vec<PageItem>, Option<StructuredListing>);
+/// A page's items as read (before the fields' value rules), and its
+/// structured data listed when it was asked for.
+pub type ItemsRead = (Vec<Map<String, Value>>, Option<StructuredListing>);
 
 /// Completes what the browser read of a page (the items of its selectors,
 /// their markup fields) with what its structured data holds, read from the
@@ -127,7 +129,7 @@ pub fn read_rendered(
             .into_iter()
             .map(|mut fields| {
                 fields.extend(page_values.iter().map(|(k, v)| (k.clone(), v.clone())));
-                page_item(fields, &reading.fields)
+                fields
             })
             .collect())
     })
@@ -140,18 +142,19 @@ fn with_structured_data(
     page: Option<&HtmlPage>,
     reading: &HtmlReading,
     budget: &ExtractBudget,
-    markup_items: impl FnOnce(&CssSelector, &Map<String, Value>) -> Result<Vec<PageItem>, ReadError>,
+    markup_items: impl FnOnce(
+        &CssSelector,
+        &Map<String, Value>,
+    ) -> Result<Vec<Map<String, Value>>, ReadError>,
 ) -> Result<ItemsRead, ReadError> {
     let data = page
         .filter(|_| reading.needs_structured_data())
         .map(|page| StructuredData::read(page, budget));
     let lookup = data.as_ref().map(|data| Lookup::new(data, budget));
     let items = match (&reading.items, &lookup) {
-        (HtmlItems::Structured(item_type), Some(lookup)) => lookup
-            .items(item_type, &reading.fields, reading.max_items, budget)
-            .into_iter()
-            .map(|fields| page_item(fields, &reading.fields))
-            .collect(),
+        (HtmlItems::Structured(item_type), Some(lookup)) => {
+            lookup.items(item_type, &reading.fields, reading.max_items, budget)
+        }
         (HtmlItems::Structured(_), None) => Vec::new(),
         (HtmlItems::Selector(selector), lookup) => {
             // Without the page's HTML (a browser page not sent), each is null.

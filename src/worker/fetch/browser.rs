@@ -18,7 +18,7 @@ use crate::{
     worker::{
         browser::{BrowserSession, DocumentResponse, LoadError},
         error::CrawlError,
-        extract::{HtmlReading, PageReader, off_runtime, read_rendered},
+        extract::{HtmlReading, PageReader, RawItems, off_runtime, read_rendered},
         session::KeptSession,
     },
 };
@@ -199,6 +199,7 @@ impl BrowserPage<'_> {
         // The page's structured data is parsed off the runtime within the
         // page's budget, as a page read over HTTP is.
         let (html, items) = (reading.html, reading.items);
+        let base = reading.base.unwrap_or_else(|| landed.clone());
         let read = off_runtime(
             limits.extract_budget,
             stuck_timeout.saturating_sub(started.elapsed()),
@@ -207,7 +208,7 @@ impl BrowserPage<'_> {
         .await;
         let (items, structured) = read.map_err(|e| read_failed(e, url))?;
         Ok(Fetched::Items {
-            items,
+            items: RawItems { items, base },
             next_token: None,
             structured,
         })

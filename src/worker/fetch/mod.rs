@@ -20,11 +20,11 @@ pub use robots::fetch_robots;
 use super::{
     error::CrawlError,
     extract::{
-        HtmlRead, HtmlReading, ReadError, StructuredListing, off_runtime, read_html, read_json,
+        HtmlRead, HtmlReading, RawItems, ReadError, StructuredListing, off_runtime, read_html,
+        read_json,
     },
 };
 use crate::{
-    domain::page::PageItem,
     domain::{
         failure::FailureKind,
         site::{Extraction, SiteSpec},
@@ -35,9 +35,10 @@ use crate::{
 /// What fetching one page gave.
 #[derive(Debug)]
 pub enum Fetched {
-    /// The page's items and, for JSON APIs paged by token, the next token.
+    /// The page's items as read (their value rules not applied yet) and,
+    /// for JSON APIs paged by token, the next token.
     Items {
-        items: Vec<PageItem>,
+        items: RawItems,
         next_token: Option<String>,
         /// The page's structured data, when it was asked for (the preview).
         structured: Option<StructuredListing>,
@@ -280,7 +281,7 @@ impl PageSource<'_> {
 }
 
 /// A page that could not be read, as the attempt's failure.
-fn read_failed(e: ReadError, url: &Url) -> CrawlError {
+pub(crate) fn read_failed(e: ReadError, url: &Url) -> CrawlError {
     let kind = match &e {
         ReadError::OverBudget(_) => FailureKind::ExtractionOverBudget,
         ReadError::Misconfigured(_) => FailureKind::Misconfigured,

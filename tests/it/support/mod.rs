@@ -20,6 +20,8 @@
 //! - `ports`: [`free_port`], a port a restarted process can have again.
 //! - `changing_site`: [`ChangingSite`], a one-page shop a test restyles,
 //!   strips of a field, or has refuse requests, between runs.
+//! - `price_shop`: [`PriceShop`], a one-page shop writing prices, dates,
+//!   lists and links as shops do, for the value rules; a test moves a price.
 //! - `structured_shop`: [`StructuredShop`], a shop publishing its products
 //!   as JSON-LD, microdata and OpenGraph.
 //! - `polling`: [`eventually`], for what another task or process does.
@@ -35,6 +37,7 @@ mod faults;
 mod forward_proxy;
 mod polling;
 mod ports;
+mod price_shop;
 mod processes;
 mod rest;
 mod stores;
@@ -49,6 +52,7 @@ pub use faults::{CuttableProxy, OwnRedis};
 pub use forward_proxy::TestProxy;
 pub use polling::eventually;
 pub use ports::free_port;
+pub use price_shop::PriceShop;
 pub use processes::{
     RoleProcess, browser_slots, chrome_of, clean_up_after_killed_worker, descendants,
     leftovers_of_worker,

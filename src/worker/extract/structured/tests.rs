@@ -36,6 +36,7 @@ fn field(path: &str, item_type: Option<&SchemaType>, link: bool) -> FieldSpec {
         pointer: None,
         link,
         structured: Some(StructuredPath::parse(path, "f", item_type).unwrap()),
+        rules: Default::default(),
     }
 }
 
