@@ -33,7 +33,7 @@ CREATE TABLE keyword_sites (
 );
 CREATE INDEX keyword_sites_site ON keyword_sites (site_id);
 
--- One crawl of one keyword on one site; the state machine of DESIGN.md.
+-- One crawl of one keyword on one site (docs/design.md, "Crawl run state machine").
 CREATE TABLE crawl_runs (
     id               BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     keyword_id       BIGINT NOT NULL REFERENCES keywords (id) ON DELETE CASCADE,

@@ -1,4 +1,4 @@
--- Webhooks (DESIGN.md, "Webhooks"): endpoints, an outbox of messages written in
+-- Webhooks (docs/design.md, "Webhooks"): endpoints, an outbox of messages written in
 -- the same transaction as the change that causes them, each message fanned out
 -- at once to a delivery per endpoint that wants it, and every attempt of a
 -- delivery. The scheduler's leader sends (src/scheduler/webhooks/).

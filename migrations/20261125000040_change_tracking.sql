@@ -1,4 +1,4 @@
--- Change tracking (issue 13): each item of a keyword/site is identified by its
+-- Change tracking (docs/design.md, "Change tracking"): each item of a keyword/site is identified by its
 -- URL, else by the value of a field the site names (`item_key`), else by its
 -- content. The store keeps each item's current fields and every value it had;
 -- each result says whether its item was new, changed (with the old and new
