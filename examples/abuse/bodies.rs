@@ -317,6 +317,31 @@ async fn selectors(api: &Api, targets: &Targets, id: i64, target: &Value) {
 
 /// `:is(` nested `depth` deep with a descendant combinator at each level: its
 /// matching costs time exponential in the depth.
+/// Posts a preview that costs a worker its whole budget and, half a second in,
+/// asks `/health`, which must still answer 200 (the extraction runs off the
+/// runtime); the preview's answer.
+async fn preview_beside_health(api: &Api, body: &Value, what: &str) -> Option<Answer> {
+    let preview = api.json(
+        Method::POST,
+        "/api/sites/preview",
+        Token::Write,
+        body,
+        what,
+        Expect::Status(&[200]),
+    );
+    let health = async {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        api.call(
+            "/health while that preview runs",
+            api.request(Method::GET, "/health", Token::None),
+            Expect::Status(&[200]),
+        )
+        .await
+    };
+    let (answer, _) = tokio::join!(preview, health);
+    answer
+}
+
 fn worst_case(depth: usize) -> String {
     let mut selector = ".zz *".to_owned();
     for _ in 1..depth {
@@ -347,24 +372,12 @@ async fn costly_selectors(api: &Api, targets: &Targets) {
         b["wait_for"] = Value::Null;
     });
     let body = json!({"site": site, "keyword": "lamp"});
-    let preview = api.json(
-        Method::POST,
-        "/api/sites/preview",
-        Token::Write,
+    let answer = preview_beside_health(
+        api,
         &body,
         "preview with the worst selector accepted, over a deep page",
-        Expect::Status(&[200]),
-    );
-    let health = async {
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-        api.call(
-            "/health while that preview runs",
-            api.request(Method::GET, "/health", Token::None),
-            Expect::Status(&[200]),
-        )
-        .await
-    };
-    let (answer, _) = tokio::join!(preview, health);
+    )
+    .await;
     if let Some(kind) = answer
         .as_ref()
         .and_then(Answer::json)

@@ -4,25 +4,21 @@
 use crawlfleet::{
     domain::{
         failure::{Failure, FailureKind},
-        page::{CrawledPage, PageItem, PagesRead, PagingEnd},
+        page::PageItem,
     },
     store,
 };
 use serde_json::json;
 
-use crate::support::{ON_DEMAND, TestApp, dispatch_and_claim};
+use crate::support::{ON_DEMAND, TestApp, complete_with_one_page, dispatch_and_claim};
 
 /// Crawls `keyword` by hand: `Ok(items)` completes with that many items,
 /// `Err(kind)` fails its only attempt that way.
 async fn ended_run(app: &TestApp, keyword: i64, outcome: Result<usize, FailureKind>) -> i64 {
     let pool = app.pool();
     let run = app.crawl(keyword).await[0];
-    let fence = dispatch_and_claim(pool, run, 1, "w").await.unwrap().fence;
     match outcome {
         Ok(n) => {
-            store::runs::enter_url_call(pool, &fence, "http://127.0.0.1/")
-                .await
-                .unwrap();
             let items: Vec<PageItem> = (0..n)
                 .map(|i| PageItem {
                     fields: json!({"title": i}),
@@ -30,19 +26,10 @@ async fn ended_run(app: &TestApp, keyword: i64, outcome: Result<usize, FailureKi
                     content_hash: format!("{keyword}-{i}"),
                 })
                 .collect();
-            let page = CrawledPage {
-                page: 1,
-                url: "http://127.0.0.1/",
-                items: &items,
-                item_key: None,
-                stored_before: &[],
-            };
-            store::runs::store_page(pool, &fence, &page).await.unwrap();
-            store::runs::complete(pool, &fence, PagesRead::new(1, PagingEnd::LastPage))
-                .await
-                .unwrap();
+            complete_with_one_page(pool, run, "http://127.0.0.1/", &items).await;
         }
         Err(kind) => {
+            let fence = dispatch_and_claim(pool, run, 1, "w").await.unwrap().fence;
             let failure = Failure::new(kind, "refused: HTTP 429 (3 tries)");
             store::runs::fail_attempt(pool, &fence, &failure)
                 .await

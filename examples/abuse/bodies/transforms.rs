@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{post_site, valid_site, with};
+use super::{post_site, preview_beside_health, valid_site, with};
 use crate::{
     Targets,
     client::{Api, Token},
@@ -196,24 +196,7 @@ async fn costly_pattern_is_bounded(api: &Api, targets: &Targets) {
     let what = "preview: the costliest accepted pattern over 300 values of 10,000 characters";
     let body = json!({"site": site, "keyword": "lamp"});
     let started = Instant::now();
-    let preview = api.json(
-        Method::POST,
-        "/api/sites/preview",
-        Token::Write,
-        &body,
-        what,
-        Expect::Status(&[200]),
-    );
-    let health = async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        api.call(
-            "/health while that preview runs",
-            api.request(Method::GET, "/health", Token::None),
-            Expect::Status(&[200]),
-        )
-        .await
-    };
-    let (answer, _) = tokio::join!(preview, health);
+    let answer = preview_beside_health(api, &body, what).await;
     let took = started.elapsed();
     let Some(answer) = answer.as_ref().and_then(|a| a.json()) else {
         return;

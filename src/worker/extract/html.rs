@@ -201,6 +201,24 @@ mod tests {
         }
     }
 
+    /// Every item `item_selector` finds on `page`, with no bound and no budget.
+    fn read_all(
+        page: &HtmlPage,
+        item_selector: &str,
+        fields: &BTreeMap<String, FieldSpec>,
+    ) -> Vec<Map<String, Value>> {
+        let item = CssSelector::parse(item_selector, "x").unwrap();
+        extract_html(
+            page,
+            &item,
+            fields,
+            &Map::new(),
+            usize::MAX,
+            &ExtractBudget::unlimited(),
+        )
+        .unwrap()
+    }
+
     #[test]
     fn fields_are_text_or_attributes_and_links_are_absolute() {
         let html = r#"<html><head><base href="/shop/"></head><body><ul>
@@ -214,16 +232,7 @@ mod tests {
             ("link".to_owned(), field(Some("a.t"), Some("HREF"))),
             ("price".to_owned(), field(Some("span"), None)),
         ]);
-        let budget = ExtractBudget::unlimited();
-        let items = extract_html(
-            &page,
-            &CssSelector::parse("li.p", "x").unwrap(),
-            &fields,
-            &Map::new(),
-            usize::MAX,
-            &budget,
-        )
-        .unwrap();
+        let items = read_all(&page, "li.p", &fields);
         assert_eq!(page.base().as_str(), "http://s.example/shop/");
         let items: Vec<_> = items
             .into_iter()
@@ -237,7 +246,13 @@ mod tests {
             Some("http://s.example/shop/item/1")
         );
         assert_eq!(items[1].fields["price"], Value::Null);
-        let contains = |s| page.contains(&CssSelector::parse(s, "x").unwrap(), "x", &budget);
+        let contains = |s| {
+            page.contains(
+                &CssSelector::parse(s, "x").unwrap(),
+                "x",
+                &ExtractBudget::unlimited(),
+            )
+        };
         assert!(contains("ul li").unwrap());
         assert!(!contains("#captcha").unwrap());
     }
@@ -251,15 +266,7 @@ mod tests {
             let html = format!(r#"<base href="{base}"><li><a href="/p/1">t</a></li>"#);
             let page = HtmlPage::parse(&html, &url);
             let fields = BTreeMap::from([("link".to_owned(), field(Some("a"), Some("href")))]);
-            let items = extract_html(
-                &page,
-                &CssSelector::parse("li", "x").unwrap(),
-                &fields,
-                &Map::new(),
-                usize::MAX,
-                &ExtractBudget::unlimited(),
-            )
-            .unwrap();
+            let items = read_all(&page, "li", &fields);
             assert_eq!(items[0]["link"], "http://s.example/p/1", "{base}");
         }
     }
@@ -325,15 +332,7 @@ mod tests {
                 ),
             ),
         ]);
-        let read = extract_html(
-            &page,
-            &CssSelector::parse("li", "x").unwrap(),
-            &fields,
-            &Map::new(),
-            usize::MAX,
-            &ExtractBudget::unlimited(),
-        )
-        .unwrap();
+        let read = read_all(&page, "li", &fields);
         let item = &read[0];
         assert_eq!(item["tags"], serde_json::json!(["red", "big lamp"]));
         assert_eq!(item["text"], "one\n            two");
