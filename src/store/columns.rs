@@ -14,7 +14,6 @@ use sqlx::{
 };
 
 use crate::domain::{
-    bounds::Bound,
     change::Change,
     failure::FailureKind,
     item::IdentifiedBy,
@@ -59,7 +58,6 @@ macro_rules! text_columns {
 
 text_columns!(
     AttemptOutcome,
-    Bound,
     Change,
     DeliveryState,
     FailureKind,
