@@ -66,6 +66,24 @@ pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
         .context("running database migrations")
 }
 
+/// Applies this binary's migrations older than `version` only, leaving the
+/// database as the release before that migration left it: how the upgrade
+/// tests prepare the data a migration must carry over.
+pub async fn migrate_before(pool: &PgPool, version: i64) -> anyhow::Result<()> {
+    let mut older = sqlx::migrate!("./migrations");
+    older.migrations = Cow::Owned(
+        MIGRATOR
+            .iter()
+            .filter(|m| m.version < version)
+            .cloned()
+            .collect(),
+    );
+    older
+        .run(pool)
+        .await
+        .with_context(|| format!("running the migrations before {version}"))
+}
+
 /// How the database's schema stands against this binary's migrations.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchemaState {

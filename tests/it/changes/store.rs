@@ -214,15 +214,9 @@ async fn stored_before_tracking(pool: &PgPool, items: &[PageItem], days_ago: i32
 async fn results_stored_before_change_tracking_become_items_the_next_run_compares_with() {
     let db = TestDb::unmigrated().await;
     let pool = &db.pool;
-    let mut before = sqlx::migrate!("./migrations");
-    let older: Vec<_> = before
-        .migrations
-        .iter()
-        .filter(|m| m.version < CHANGE_TRACKING)
-        .cloned()
-        .collect();
-    before.migrations = older.into();
-    before.run(pool).await.unwrap();
+    store::schema::migrate_before(pool, CHANGE_TRACKING)
+        .await
+        .unwrap();
     sqlx::raw_sql(
         r#"INSERT INTO sites (name, search_url, item_selector, fields)
            VALUES ('shop', 'http://127.0.0.1/?q={keyword}', 'li', '{}');
