@@ -54,8 +54,9 @@ pub enum ApiError {
     Forbidden,
     #[error("request body is larger than the limit of {0} bytes")]
     PayloadTooLarge(usize),
-    #[error("unsupported content type: send application/json")]
-    UnsupportedMediaType,
+    /// The body is not of the type the route reads (named here).
+    #[error("unsupported content type: send {0}")]
+    UnsupportedMediaType(&'static str),
     /// A cap of the server is reached; try again shortly.
     #[error("{0}")]
     Overloaded(String),
@@ -87,7 +88,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => {
                 (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", None)
             }
-            ApiError::UnsupportedMediaType => (
+            ApiError::UnsupportedMediaType(_) => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",
                 None,

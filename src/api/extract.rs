@@ -12,7 +12,8 @@ use super::error::ApiError;
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// Middleware: a request declaring a body over [`MAX_BODY_BYTES`] is refused
+/// Middleware: a request declaring a body over [`MAX_BODY_BYTES`] (a URL
+/// list upload: its own bound) is refused
 /// with 413 before anything waits for that body (it would otherwise wait,
 /// for bytes that may never come, until the request timeout).
 pub async fn refuse_oversized_declared_body(
@@ -25,10 +26,13 @@ pub async fn refuse_oversized_declared_body(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    let limit = if super::url_lists::is_upload_path(req.uri().path()) {
+        super::url_lists::MAX_UPLOAD_BYTES
+    } else {
+        MAX_BODY_BYTES
+    };
     match declared {
-        Some(length) if length > MAX_BODY_BYTES as u64 => {
-            ApiError::PayloadTooLarge(MAX_BODY_BYTES).into_response()
-        }
+        Some(length) if length > limit as u64 => ApiError::PayloadTooLarge(limit).into_response(),
         _ => next.run(req).await,
     }
 }
@@ -46,7 +50,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
             .and_then(|v| v.to_str().ok())
             .is_some_and(is_json_media_type);
         if !is_json {
-            return Err(ApiError::UnsupportedMediaType);
+            return Err(ApiError::UnsupportedMediaType("application/json"));
         }
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {

@@ -152,20 +152,38 @@ pub struct KeywordView {
 /// Fire times a keyword shows ahead.
 const FIRE_TIMES_SHOWN: usize = 5;
 
+/// The next fires of a stored schedule (of a keyword or a URL list, whose id
+/// picks its jitter) from now, in UTC and on the schedule's clocks; none
+/// while it is disabled.
+pub(super) fn next_fire_times(
+    id: i64,
+    enabled: bool,
+    schedule: &str,
+    timezone: &str,
+    jitter_secs: i32,
+) -> (Vec<DateTime<Utc>>, Vec<String>) {
+    let schedule =
+        enabled.then(|| KeywordSchedule::parse(schedule, timezone, jitter_secs.into()).ok());
+    match schedule.flatten() {
+        Some(schedule) => schedule
+            .next_fires(id, Utc::now(), FIRE_TIMES_SHOWN)
+            .into_iter()
+            .map(|fire| (fire.at, schedule.zone().local_rfc3339(fire.at)))
+            .unzip(),
+        None => (Vec::new(), Vec::new()),
+    }
+}
+
 /// The keyword as of now (its next fire times count from now).
 impl From<Keyword> for KeywordView {
     fn from(from: Keyword) -> Self {
-        let schedule = from.enabled.then(|| {
-            KeywordSchedule::parse(&from.schedule, &from.timezone, from.jitter_secs.into()).ok()
-        });
-        let (next_fire_times, next_fire_times_local) = match schedule.flatten() {
-            Some(schedule) => schedule
-                .next_fires(from.id, Utc::now(), FIRE_TIMES_SHOWN)
-                .into_iter()
-                .map(|fire| (fire.at, schedule.zone().local_rfc3339(fire.at)))
-                .unzip(),
-            None => (Vec::new(), Vec::new()),
-        };
+        let (next_fire_times, next_fire_times_local) = next_fire_times(
+            from.id,
+            from.enabled,
+            &from.schedule,
+            &from.timezone,
+            from.jitter_secs,
+        );
         KeywordView {
             next_fire_times,
             next_fire_times_local,

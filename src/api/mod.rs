@@ -22,6 +22,7 @@ mod results;
 mod runs;
 mod schema;
 mod sites;
+mod url_lists;
 mod webhooks;
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
@@ -231,6 +232,7 @@ fn routes() -> Routes {
         api: OpenApiRouter::new()
             .merge(sites::router())
             .merge(keywords::router())
+            .merge(url_lists::router())
             .merge(runs::router())
             .merge(results::router())
             .merge(items::router())

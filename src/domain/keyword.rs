@@ -1,11 +1,11 @@
 //! A keyword to search, on which sites, and when.
 
-use chrono::{TimeDelta, Utc};
+use chrono::TimeDelta;
 use serde::Deserialize;
 
 use super::{
     FieldError,
-    schedule::{CronSchedule, Jitter, KeywordSchedule, Timezone},
+    schedule::{KeywordSchedule, Timezone},
     text,
 };
 
@@ -49,9 +49,7 @@ pub struct KeywordSpec {
 }
 
 impl KeywordInput {
-    /// Checks every rule; a schedule may not fire more often than once per
-    /// `min_interval` (`MIN_SCHEDULE_INTERVAL_SECS`), and its jitter must be
-    /// shorter than its shortest interval (a fire stays in its own period).
+    /// Checks every rule, the schedule's by [`KeywordSchedule::checked`].
     pub fn parse(self, min_interval: TimeDelta) -> Result<KeywordSpec, FieldError> {
         let keyword = text::non_empty(&self.keyword, "keyword", MAX_KEYWORD_CHARS)?;
         if self.site_ids.is_empty() {
@@ -66,35 +64,12 @@ impl KeywordInput {
                 "must be between -1000 and 1000",
             ));
         }
-        let schedule = KeywordSchedule::new(
-            CronSchedule::parse(&self.schedule)?,
-            Timezone::parse(&self.timezone)?,
-            Jitter::parse(self.jitter_secs)?,
-        );
-        if let Some(shortest) = schedule.shortest_interval(Utc::now())? {
-            if shortest < min_interval {
-                return Err(FieldError::new(
-                    "schedule",
-                    format!(
-                        "fires {} s apart at times; the shortest interval allowed is {} s \
-                         (MIN_SCHEDULE_INTERVAL_SECS)",
-                        shortest.num_seconds(),
-                        min_interval.num_seconds()
-                    ),
-                ));
-            }
-            let jitter = TimeDelta::seconds(schedule.jitter().secs().into());
-            if jitter >= shortest {
-                return Err(FieldError::new(
-                    "jitter_secs",
-                    format!(
-                        "must be shorter than the schedule's shortest interval ({} s), \
-                         so each fire stays in its own period",
-                        shortest.num_seconds()
-                    ),
-                ));
-            }
-        }
+        let schedule = KeywordSchedule::checked(
+            &self.schedule,
+            &self.timezone,
+            self.jitter_secs,
+            min_interval,
+        )?;
         Ok(KeywordSpec {
             keyword: keyword.to_owned(),
             site_ids,
@@ -108,6 +83,7 @@ impl KeywordInput {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::schedule::Jitter;
 
     fn input(schedule: &str) -> KeywordInput {
         KeywordInput {

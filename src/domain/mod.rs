@@ -17,6 +17,7 @@ pub mod site;
 pub mod target;
 pub mod text;
 pub mod text_enum;
+pub mod url_list;
 pub mod value;
 pub mod webhook;
 

@@ -16,6 +16,7 @@ pub mod sealing;
 pub mod sessions;
 pub mod sites;
 pub mod stats;
+pub mod url_lists;
 pub mod webhooks;
 pub mod workers;
 

@@ -48,5 +48,6 @@ mod structured_data;
 mod tls;
 mod tools;
 mod typed_values;
+mod url_lists;
 mod webhooks;
 mod worker_faults;

@@ -134,6 +134,46 @@ impl KeywordSchedule {
         None
     }
 
+    /// A schedule a client sends (cron text, zone name, jitter seconds),
+    /// checked against the rules every schedule obeys: it may not fire more
+    /// often than once per `min_interval` (`MIN_SCHEDULE_INTERVAL_SECS`), and
+    /// its jitter must be shorter than its shortest interval (a fire stays in
+    /// its own period). Errors name `schedule`, `timezone` or `jitter_secs`.
+    pub fn checked(
+        cron: &str,
+        zone: &str,
+        jitter_secs: i64,
+        min_interval: TimeDelta,
+    ) -> Result<Self, crate::domain::FieldError> {
+        use crate::domain::FieldError;
+        let schedule = Self::parse(cron, zone, jitter_secs)?;
+        let Some(shortest) = schedule.shortest_interval(Utc::now())? else {
+            return Ok(schedule);
+        };
+        if shortest < min_interval {
+            return Err(FieldError::new(
+                "schedule",
+                format!(
+                    "fires {} s apart at times; the shortest interval allowed is {} s \
+                     (MIN_SCHEDULE_INTERVAL_SECS)",
+                    shortest.num_seconds(),
+                    min_interval.num_seconds()
+                ),
+            ));
+        }
+        if TimeDelta::seconds(schedule.jitter.secs().into()) >= shortest {
+            return Err(FieldError::new(
+                "jitter_secs",
+                format!(
+                    "must be shorter than the schedule's shortest interval ({} s), \
+                     so each fire stays in its own period",
+                    shortest.num_seconds()
+                ),
+            ));
+        }
+        Ok(schedule)
+    }
+
     /// The shortest time between two fires from `from` on, read on the wall
     /// clock (the minimum interval rule); `None` when it fires at most once.
     pub fn shortest_interval(

@@ -1,0 +1,232 @@
+//! URL lists: a site crawled from URLs a client uploads, on a schedule of
+//! the list's own. Settings are JSON; the URLs are uploaded as plain text
+//! (`upload`).
+
+mod upload;
+
+pub use upload::{MAX_UPLOAD_BYTES, is_upload_path};
+
+use axum::{Json, extract::State, http::StatusCode};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::{
+    ApiError, AppState, Page,
+    error::ErrorBody,
+    extract::{ApiJson, ApiQuery, Id},
+    keywords::next_fire_times,
+    page_limit,
+};
+use crate::{
+    domain::{FieldError, url_list::UrlListInput},
+    store::{
+        self,
+        url_lists::{Entry, UrlList, WriteError},
+    },
+};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(show, update, delete))
+        .routes(routes!(upload::replace, upload::append, entries))
+}
+
+impl From<WriteError> for ApiError {
+    fn from(e: WriteError) -> Self {
+        match e {
+            WriteError::UnknownSite(_) => FieldError::new("site_id", e.to_string()).into(),
+            WriteError::NameTaken(_) => ApiError::Conflict {
+                message: e.to_string(),
+                field: Some("name".into()),
+            },
+            WriteError::Database(e) => e.into(),
+        }
+    }
+}
+
+/// Create a URL list on a site (its URLs are uploaded to `/url-lists/{id}/urls`).
+#[utoipa::path(post, path = "/url-lists", tag = "url-lists", security(("bearer" = [])), request_body = UrlListInput,
+    responses((status = 201, body = UrlListView), (status = 409, description = "The site has a list of this name", body = ErrorBody), (status = 422, description = "Bad cron, unknown site...", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+async fn create(
+    State(state): State<AppState>,
+    ApiJson(input): ApiJson<UrlListInput>,
+) -> Result<(StatusCode, Json<UrlListView>), ApiError> {
+    let spec = input.parse(state.min_schedule_interval)?;
+    let list = store::url_lists::create(&state.pool, &spec).await?;
+    Ok((StatusCode::CREATED, Json(list.into())))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    /// Only the lists of this site.
+    site_id: Option<i64>,
+}
+
+/// Every URL list, or a site's, with how far each has read its current period.
+#[utoipa::path(get, path = "/url-lists", tag = "url-lists", security(("bearer" = [])), params(ListQuery),
+    responses((status = 200, body = Page<UrlListView>), (status = 401, description = "No valid token", body = ErrorBody)))]
+async fn list(
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> Result<Json<Page<UrlListView>>, ApiError> {
+    let lists = store::url_lists::list(&state.pool, query.site_id).await?;
+    Ok(Json(Page {
+        items: lists.into_iter().map(UrlListView::from).collect(),
+        next_cursor: None,
+        cut_at_bytes: None,
+    }))
+}
+
+/// One URL list.
+#[utoipa::path(get, path = "/url-lists/{id}", tag = "url-lists", security(("bearer" = [])), params(("id" = i64, Path)),
+    responses((status = 200, body = UrlListView), (status = 404, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody)))]
+async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<UrlListView>, ApiError> {
+    store::url_lists::get(&state.pool, id)
+        .await?
+        .map(|list| Json(list.into()))
+        .ok_or_else(|| ApiError::not_found("URL list", id))
+}
+
+/// Replace a URL list's settings; its URLs stay.
+#[utoipa::path(put, path = "/url-lists/{id}", tag = "url-lists", security(("bearer" = [])), params(("id" = i64, Path)),
+    request_body = UrlListInput,
+    responses((status = 200, body = UrlListView), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+async fn update(
+    State(state): State<AppState>,
+    Id(id): Id,
+    ApiJson(input): ApiJson<UrlListInput>,
+) -> Result<Json<UrlListView>, ApiError> {
+    let spec = input.parse(state.min_schedule_interval)?;
+    store::url_lists::update(&state.pool, id, &spec)
+        .await?
+        .map(|list| Json(list.into()))
+        .ok_or_else(|| ApiError::not_found("URL list", id))
+}
+
+/// Delete a URL list with its URLs.
+#[utoipa::path(delete, path = "/url-lists/{id}", tag = "url-lists", security(("bearer" = [])), params(("id" = i64, Path)),
+    responses((status = 204), (status = 404, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+async fn delete(State(state): State<AppState>, Id(id): Id) -> Result<StatusCode, ApiError> {
+    if store::url_lists::delete(&state.pool, id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found("URL list", id))
+    }
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+struct EntriesQuery {
+    /// The `next_cursor` of the previous page.
+    cursor: Option<String>,
+    /// URLs per page (1 to 1000, 100 by default).
+    limit: Option<i64>,
+}
+
+/// A URL list's URLs in their order, page by page, each with when it was last read.
+#[utoipa::path(get, path = "/url-lists/{id}/urls", tag = "url-lists", security(("bearer" = [])),
+    params(("id" = i64, Path), EntriesQuery),
+    responses((status = 200, body = Page<UrlEntryView>), (status = 404, body = ErrorBody), (status = 400, description = "Bad cursor or limit", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody)))]
+async fn entries(
+    State(state): State<AppState>,
+    Id(id): Id,
+    ApiQuery(query): ApiQuery<EntriesQuery>,
+) -> Result<Json<Page<UrlEntryView>>, ApiError> {
+    let limit = page_limit(query.limit)?;
+    let after = super::parse_cursor(query.cursor.as_deref())?.unwrap_or(0);
+    let after = i32::try_from(after).map_err(|_| ApiError::BadRequest {
+        message: "cursor is not one this API returned".into(),
+        field: Some("cursor".into()),
+    })?;
+    if store::url_lists::get(&state.pool, id).await?.is_none() {
+        return Err(ApiError::not_found("URL list", id));
+    }
+    let rows = store::url_lists::entries(&state.pool, id, after, limit).await?;
+    let next_cursor = (rows.len() as i64 == limit)
+        .then(|| rows.last().map(|e| e.line.to_string()))
+        .flatten();
+    Ok(Json(Page {
+        items: rows.into_iter().map(UrlEntryView::from).collect(),
+        next_cursor,
+        cut_at_bytes: None,
+    }))
+}
+
+/// A stored URL list, as the API shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = UrlList)]
+pub struct UrlListView {
+    pub id: i64,
+    pub site_id: i64,
+    pub name: String,
+    pub schedule: String,
+    pub timezone: String,
+    pub jitter_secs: i32,
+    pub enabled: bool,
+    /// URLs in the list.
+    pub urls: i64,
+    /// URLs read since the period began (`period_started_at`).
+    pub read_in_period: i64,
+    /// The nominal time of the latest fire; null before the first.
+    pub period_started_at: Option<DateTime<Utc>>,
+    /// The next 5 fires (UTC, jitter included); empty while disabled.
+    pub next_fire_times: Vec<DateTime<Utc>>,
+    /// The same times on the list's clocks.
+    pub next_fire_times_local: Vec<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<UrlList> for UrlListView {
+    fn from(from: UrlList) -> Self {
+        let (next_fire_times, next_fire_times_local) = next_fire_times(
+            from.id,
+            from.enabled,
+            &from.schedule,
+            &from.timezone,
+            from.jitter_secs,
+        );
+        UrlListView {
+            next_fire_times,
+            next_fire_times_local,
+            id: from.id,
+            site_id: from.site_id,
+            name: from.name,
+            schedule: from.schedule,
+            timezone: from.timezone,
+            jitter_secs: from.jitter_secs,
+            enabled: from.enabled,
+            urls: from.urls,
+            read_in_period: from.read_in_period,
+            period_started_at: from.last_fired_at,
+            created_at: from.created_at,
+            updated_at: from.updated_at,
+        }
+    }
+}
+
+/// One URL of a list.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = UrlEntry)]
+pub struct UrlEntryView {
+    pub url: String,
+    /// Where the URL stands in the list (its line in the upload that placed it).
+    pub line: i32,
+    pub added_at: DateTime<Utc>,
+    pub last_read_at: Option<DateTime<Utc>>,
+}
+
+impl From<Entry> for UrlEntryView {
+    fn from(from: Entry) -> Self {
+        UrlEntryView {
+            url: from.url,
+            line: from.line,
+            added_at: from.added_at,
+            last_read_at: from.last_read_at,
+        }
+    }
+}
