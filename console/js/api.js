@@ -28,16 +28,19 @@ function headers(extra = {}) {
   return all;
 }
 
-/** Fetches `path` with the tab's token; throws ApiError on a non-2xx answer. */
-export async function send(method, path, body, { timeoutMs = TIMEOUT_MS } = {}) {
+/**
+ * Fetches `path` with the tab's token; throws ApiError on a non-2xx answer.
+ * `body` is sent as JSON, or as it is (a text, a File) with `contentType`.
+ */
+export async function send(method, path, body, { timeoutMs = TIMEOUT_MS, contentType } = {}) {
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), timeoutMs);
   let response;
   try {
     response = await fetch(path, {
       method,
-      headers: headers(body === undefined ? {} : { "Content-Type": "application/json" }),
-      body: body === undefined ? undefined : JSON.stringify(body),
+      headers: headers(body === undefined ? {} : { "Content-Type": contentType ?? "application/json" }),
+      body: body === undefined || contentType ? body : JSON.stringify(body),
       signal: controller.signal,
     });
   } catch (e) {

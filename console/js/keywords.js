@@ -4,6 +4,7 @@
 
 import { get, post, put, del } from "./api.js";
 import { h, show, failure } from "./dom.js";
+import { wallTime, zoneNames, clearErrors, showError } from "./form.js";
 
 export function renderList(root, _params, ctx) {
   const body = h("tbody", { id: "keywords" });
@@ -76,18 +77,6 @@ const bodyOf = (k) => ({
   jitter_secs: k.jitter_secs, enabled: k.enabled, priority: k.priority,
 });
 
-/** A fire time as the keyword's clocks show it ("2026-11-26 06:00:00 +09:00"), UTC on hover. */
-function wallTime(local, utc) {
-  return h("time", { datetime: utc, title: `${utc.slice(0, 19).replace("T", " ")} UTC` },
-    `${local.slice(0, 10)} ${local.slice(11, 19)} ${local.slice(19)}`);
-}
-
-/** Zone names the browser knows, for the time zone field's suggestions. */
-function zoneNames() {
-  const names = typeof Intl.supportedValuesOf === "function" ? Intl.supportedValuesOf("timeZone") : [];
-  return ["UTC", ...names.filter((n) => n !== "UTC")];
-}
-
 export function renderEditor(root, { id }, ctx) {
   const form = h("form", { class: "form panel", id: "keyword-form", novalidate: true });
   const fires = h("section", { class: "panel", id: "fire-times" });
@@ -152,9 +141,7 @@ export function renderEditor(root, { id }, ctx) {
 
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
-    for (const el of form.querySelectorAll(".field-error")) el.textContent = "";
-    for (const el of form.querySelectorAll("[aria-invalid]")) el.removeAttribute("aria-invalid");
-    formError.textContent = "";
+    clearErrors(form, formError);
     const body = {
       keyword: form.elements.keyword.value.trim(),
       site_ids: [...form.querySelectorAll("input[name=site_ids]:checked")].map((b) => Number(b.value)),
@@ -171,12 +158,7 @@ export function renderEditor(root, { id }, ctx) {
       if (!id) ctx.go(`#/keywords/${saved.id}`);
       else showFires(saved);
     } catch (error) {
-      const name = error.field?.split(".")[0].replace(/\[\d+\]$/, "");
-      const message = name && form.querySelector(`[data-error-for="${CSS.escape(name)}"]`);
-      if (message) {
-        message.textContent = error.message;
-        form.querySelector(`[data-field="${CSS.escape(name)}"]`)?.setAttribute("aria-invalid", "true");
-      } else formError.textContent = error.message;
+      showError(form, formError, error);
     }
   });
 

@@ -10,6 +10,7 @@ import * as runs from "./runs.js";
 import * as sites from "./sites.js";
 import * as siteEditor from "./site_editor.js";
 import * as keywords from "./keywords.js";
+import * as urlLists from "./url_lists.js";
 import * as results from "./results.js";
 
 /** Routes: a pattern of the hash path and the view that shows it. */
@@ -23,6 +24,9 @@ const ROUTES = [
   [/^\/keywords$/, "keywords", keywords.renderList],
   [/^\/keywords\/new$/, "keywords", keywords.renderEditor],
   [/^\/keywords\/(\d+)$/, "keywords", keywords.renderEditor],
+  [/^\/lists$/, "lists", urlLists.renderList],
+  [/^\/lists\/new$/, "lists", urlLists.renderEditor],
+  [/^\/lists\/(\d+)$/, "lists", urlLists.renderEditor],
   [/^\/results$/, "results", results.render],
 ];
 

@@ -51,6 +51,12 @@ const ASSETS: &[(&str, &str, &str)] = &[
         JS,
         include_str!("../../console/js/keywords.js"),
     ),
+    ("js/form.js", JS, include_str!("../../console/js/form.js")),
+    (
+        "js/url_lists.js",
+        JS,
+        include_str!("../../console/js/url_lists.js"),
+    ),
     (
         "js/results.js",
         JS,

@@ -1,7 +1,10 @@
 //! URL lists through the API: settings as JSON with errors naming the field,
 //! URLs uploaded as streamed plain text (replaced or appended in one
 //! transaction, every line not taken reported by number, the SSRF guard
-//! applied), and bounds that write nothing when crossed.
+//! applied), and bounds that write nothing when crossed; in the console, in
+//! `console`.
+
+mod console;
 
 use std::{fmt::Write as _, time::Duration};
 
