@@ -1,5 +1,5 @@
 //! Property tests of everything crawlfleet parses from a client: site,
-//! keyword and webhook bodies, selectors, JSON pointers, structured-data
+//! keyword and webhook bodies, URL list uploads, selectors, JSON pointers, structured-data
 //! paths and types, fields' value rules (`values`), cron schedules, URL
 //! templates and proxies, and the SSRF guard's judgement of addresses in every
 //! notation. Any input gives `Ok` or a field error, never a panic (nor a
@@ -28,6 +28,7 @@ use crawlfleet::{
             SiteInput, StructuredPath,
         },
         target,
+        url_list::Upload,
         webhook::{WebhookEventType, WebhookInput, WebhookSecret},
     },
     net::target_guard::{Refused, TargetGuard},
@@ -392,6 +393,36 @@ proptest! {
             prop_assert!(shortest.is_none_or(|s| s >= TimeDelta::seconds(60)), "{schedule}");
             let jitter = TimeDelta::seconds(spec.schedule.jitter().secs().into());
             prop_assert!(shortest.is_none_or(|s| jitter < s), "{schedule} {jitter}");
+        }
+    }
+
+    /// Any lines of an upload, valid URLs among bytes of every kind: each is
+    /// taken, skipped or reported by its number, never a panic; every URL
+    /// taken is an absolute http(s) URL without a fragment, within the bound,
+    /// and no URL is taken twice.
+    #[test]
+    fn url_list_lines_are_taken_or_reported_by_number(
+        lines in prop::collection::vec(prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..60),
+            "(https?|ftp|javascript|file)://[a-z0-9.:@\\[\\]%#?/ -]{0,40}".prop_map(String::into_bytes),
+            "https?://shop\\.test/[a-z]{0,3}(#[a-z]{0,3})?".prop_map(String::into_bytes),
+        ], 0..40),
+    ) {
+        let mut upload = Upload::default();
+        for line in &lines {
+            prop_assert!(upload.push_line(line).is_ok());
+        }
+        let (urls, numbers) = upload.urls();
+        let mut seen = std::collections::HashSet::new();
+        for (url, line) in urls.iter().zip(numbers) {
+            let parsed = url::Url::parse(url).unwrap();
+            prop_assert!(matches!(parsed.scheme(), "http" | "https"), "{url}");
+            prop_assert!(parsed.fragment().is_none() && url.len() <= 2048, "{url}");
+            prop_assert!(seen.insert(url.clone()), "{url} twice");
+            prop_assert!((1..=lines.len() as i32).contains(line));
+        }
+        for note in upload.refused.lines.iter().chain(&upload.duplicates.lines) {
+            prop_assert!(note.line >= 1 && note.line as usize <= lines.len());
         }
     }
 

@@ -1,5 +1,5 @@
-//! Class 1: hostile site and keyword bodies to POST /api/sites, PUT
-//! /api/sites/{id} and POST /api/keywords. Each should get a 4xx with the
+//! Class 1: hostile site, keyword and URL list bodies to POST /api/sites, PUT
+//! /api/sites/{id}, POST /api/keywords and /api/url-lists (and uploads of URLs). Each should get a 4xx with the
 //! JSON error body, and a rule broken a 422 naming its field; none may get
 //! a 5xx or take a process down (a selector nested thousands deep is how a
 //! recursive parser overflows its stack). Whatever the API accepts is
@@ -10,6 +10,7 @@
 mod rules;
 mod shapes;
 mod transforms;
+mod url_lists;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -132,6 +133,7 @@ pub async fn run(api: &Api, targets: &Targets) -> anyhow::Result<()> {
     rules::schedules(api, id).await;
     rules::json_pointers(api, targets).await;
     transforms::hostile_rules(api, targets).await;
+    url_lists::hostile_lists(api, id).await;
     Ok(())
 }
 

@@ -212,6 +212,7 @@ async fn catalogue(api: &Api, targets: &Targets, secrets: &Secrets) -> anyhow::R
     let slow_body =
         transport::spawn_slow_body(api.port, api.tokens.write.clone(), api.ledger.clone());
     ssrf::run(api, targets).await;
+    ssrf::url_list(api, targets).await;
     api.check_health("after class 2, SSRF").await;
     transport::run(api, targets).await;
     api.check_health("after class 3, transport").await;

@@ -137,6 +137,71 @@ pub async fn run(api: &Api, targets: &Targets) {
     }
 }
 
+/// The same targets as URLs of a list: every line must be reported refused
+/// and none stored.
+pub async fn url_list(api: &Api, targets: &Targets) {
+    let Some(site) = api
+        .create_site(&valid_site(targets), "set-up site of a URL list")
+        .await
+    else {
+        return;
+    };
+    let body = json!({"site_id": site, "name": "internal targets", "schedule": "0 0 0 1 1 *"});
+    let list = api
+        .json(
+            Method::POST,
+            "/api/url-lists",
+            Token::Write,
+            &body,
+            "set-up URL list",
+            Expect::Status(&[201]),
+        )
+        .await
+        .filter(|a| a.status == 201)
+        .and_then(|a| a.json()?["id"].as_i64());
+    if let Some(list) = list {
+        let trap = targets.trap_port;
+        let urls: Vec<String> = LOOPBACK
+            .iter()
+            .map(|h| format!("http://{h}:{trap}/product"))
+            .chain(
+                INTERNAL
+                    .iter()
+                    .map(|h| format!("http://{h}/latest/meta-data")),
+            )
+            .collect();
+        let what = format!("a URL list of {} internal targets", urls.len());
+        let answer = api
+            .bytes(
+                Method::PUT,
+                &format!("/api/url-lists/{list}/urls"),
+                Token::Write,
+                Some("text/plain"),
+                urls.join("\n").into_bytes(),
+                &what,
+                Expect::Status(&[200]),
+            )
+            .await;
+        if let Some(report) = answer.and_then(|a| a.json())
+            // Forms of one address are one URL: each is refused or a duplicate.
+            && (report["total"] != json!(0)
+                || report["refused"]["count"].as_u64().unwrap_or(0)
+                    + report["duplicates"]["count"].as_u64().unwrap_or(0)
+                    != urls.len() as u64)
+        {
+            let shown: String = report.to_string().chars().take(300).collect();
+            api.ledger
+                .accepted(&what, format!("stored {}: {shown}", report["total"]));
+        }
+    }
+    api.call(
+        "clean-up of the URL list's site",
+        api.request(Method::DELETE, &format!("/api/sites/{site}"), Token::Write),
+        Expect::Status(&[204]),
+    )
+    .await;
+}
+
 /// The proxy schemes a host is tried with. `http://` hosts are normalised
 /// by the URL parser, so the API sees an IP address; `socks5://` hosts are
 /// kept as written (the guard reads them as an address all the same), so

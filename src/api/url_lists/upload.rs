@@ -99,13 +99,13 @@ async fn write(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
         .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("text/plain"));
+    if store::url_lists::get(&state.pool, id).await?.is_none() {
+        return Err(ApiError::not_found("URL list", id));
+    }
     if !is_text {
         return Err(ApiError::UnsupportedMediaType(
             "text/plain, one URL per line",
         ));
-    }
-    if store::url_lists::get(&state.pool, id).await?.is_none() {
-        return Err(ApiError::not_found("URL list", id));
     }
     let mut upload = read_lines(body).await?;
     refuse_unreachable(state, &mut upload).await;
