@@ -1,6 +1,6 @@
 // What the editors of scheduled things share: fire times on their own clocks,
-// the zone names the browser knows, and the API's field errors shown beside
-// the field they name.
+// the zone names the browser knows, labelled inputs, and the API's field
+// errors shown beside the field they name.
 
 import { h } from "./dom.js";
 
@@ -15,6 +15,15 @@ export function zoneNames() {
   const names = typeof Intl.supportedValuesOf === "function" ? Intl.supportedValuesOf("timeZone") : [];
   return ["UTC", ...names.filter((n) => n !== "UTC")];
 }
+
+/**
+ * A maker of labelled inputs whose ids start with `prefix` (`keyword-name`),
+ * each with its hint and the place its API error is shown.
+ */
+export const fieldMaker = (prefix) => (name, label, attributes, hint) => h("label", { for: `${prefix}-${name}` }, label,
+  h("input", { id: `${prefix}-${name}`, name, dataset: { field: name }, ...attributes }),
+  hint ? h("span", { class: "muted" }, hint) : null,
+  h("span", { class: "field-error", dataset: { errorFor: name }, role: "alert" }));
 
 /** Empties every field's error and the form's own. */
 export function clearErrors(form, formError) {

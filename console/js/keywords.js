@@ -4,7 +4,7 @@
 
 import { get, post, put, del } from "./api.js";
 import { h, show, failure } from "./dom.js";
-import { wallTime, zoneNames, clearErrors, showError } from "./form.js";
+import { wallTime, zoneNames, fieldMaker, clearErrors, showError } from "./form.js";
 
 export function renderList(root, _params, ctx) {
   const body = h("tbody", { id: "keywords" });
@@ -85,10 +85,7 @@ export function renderEditor(root, { id }, ctx) {
     h("h1", {}, id ? "Keyword" : "New keyword"),
     h("div", { class: "split" }, form, fires));
 
-  const field = (name, label, attributes, hint) => h("label", { for: `keyword-${name}` }, label,
-    h("input", { id: `keyword-${name}`, name, dataset: { field: name }, ...attributes }),
-    hint ? h("span", { class: "muted" }, hint) : null,
-    h("span", { class: "field-error", dataset: { errorFor: name }, role: "alert" }));
+  const field = fieldMaker("keyword");
 
   const build = async () => {
     const catalog = await ctx.catalog.load();

@@ -5,7 +5,7 @@
 
 import { get, post, put, del, send } from "./api.js";
 import { h, show, failure, when, percent } from "./dom.js";
-import { wallTime, zoneNames, clearErrors, showError } from "./form.js";
+import { wallTime, zoneNames, fieldMaker, clearErrors, showError } from "./form.js";
 
 export function renderList(root, _params, ctx) {
   const body = h("tbody", { id: "url-lists" });
@@ -52,10 +52,7 @@ export function renderEditor(root, { id }, ctx) {
     h("h1", {}, id ? "URL list" : "New URL list"),
     h("div", { class: "split" }, form, urls));
 
-  const field = (name, label, attributes, hint) => h("label", { for: `list-${name}` }, label,
-    h("input", { id: `list-${name}`, name, dataset: { field: name }, ...attributes }),
-    hint ? h("span", { class: "muted" }, hint) : null,
-    h("span", { class: "field-error", dataset: { errorFor: name }, role: "alert" }));
+  const field = fieldMaker("list");
 
   const build = async () => {
     const catalog = await ctx.catalog.load();

@@ -12,6 +12,8 @@ mod shapes;
 mod transforms;
 mod url_lists;
 
+pub(crate) use url_lists::{create_list, judge_upload};
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use reqwest::Method;
@@ -323,12 +325,13 @@ async fn selectors(api: &Api, targets: &Targets, id: i64, target: &Value) {
 /// asks `/health`, which must still answer 200 (the extraction runs off the
 /// runtime); the preview's answer.
 async fn preview_beside_health(api: &Api, body: &Value, what: &str) -> Option<Answer> {
-    let preview = api.json(
-        Method::POST,
-        "/api/sites/preview",
-        Token::Write,
-        body,
+    // Waited for past the bound a preview must keep (the api's own preview
+    // timeout, 30 s), so a slow preview is judged slow, not dropped.
+    let preview = api.call(
         what,
+        api.request(Method::POST, "/api/sites/preview", Token::Write)
+            .json(body)
+            .timeout(std::time::Duration::from_secs(45)),
         Expect::Status(&[200]),
     );
     let health = async {

@@ -21,7 +21,7 @@ use tokio::{net::TcpListener, task::JoinHandle};
 
 use crate::{
     Targets,
-    bodies::valid_site,
+    bodies::{create_list, judge_upload, valid_site},
     client::{Api, Token},
     ledger::Expect,
 };
@@ -146,19 +146,7 @@ pub async fn url_list(api: &Api, targets: &Targets) {
     else {
         return;
     };
-    let body = json!({"site_id": site, "name": "internal targets", "schedule": "0 0 0 1 1 *"});
-    let list = api
-        .json(
-            Method::POST,
-            "/api/url-lists",
-            Token::Write,
-            &body,
-            "set-up URL list",
-            Expect::Status(&[201]),
-        )
-        .await
-        .filter(|a| a.status == 201)
-        .and_then(|a| a.json()?["id"].as_i64());
+    let list = create_list(api, site, "internal targets").await;
     if let Some(list) = list {
         let trap = targets.trap_port;
         let urls: Vec<String> = LOOPBACK
@@ -182,17 +170,7 @@ pub async fn url_list(api: &Api, targets: &Targets) {
                 Expect::Status(&[200]),
             )
             .await;
-        if let Some(report) = answer.and_then(|a| a.json())
-            // Forms of one address are one URL: each is refused or a duplicate.
-            && (report["total"] != json!(0)
-                || report["refused"]["count"].as_u64().unwrap_or(0)
-                    + report["duplicates"]["count"].as_u64().unwrap_or(0)
-                    != urls.len() as u64)
-        {
-            let shown: String = report.to_string().chars().take(300).collect();
-            api.ledger
-                .accepted(&what, format!("stored {}: {shown}", report["total"]));
-        }
+        judge_upload(api, &what, answer, urls.len());
     }
     api.call(
         "clean-up of the URL list's site",

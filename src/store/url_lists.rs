@@ -119,6 +119,15 @@ pub async fn update(
 }
 
 async fn fetch(executor: impl sqlx::PgExecutor<'_>, id: i64) -> sqlx::Result<Option<UrlList>> {
+    Ok(select(executor, Some(id), None).await?.pop())
+}
+
+/// The lists of this id, or of this site, or all, in id order, each with its counts.
+async fn select(
+    executor: impl sqlx::PgExecutor<'_>,
+    id: Option<i64>,
+    site_id: Option<i64>,
+) -> sqlx::Result<Vec<UrlList>> {
     sqlx::query_as!(
         UrlList,
         r#"SELECT l.id, l.site_id, l.name, l.schedule, l.timezone, l.jitter_secs, l.enabled,
@@ -126,10 +135,13 @@ async fn fetch(executor: impl sqlx::PgExecutor<'_>, id: i64) -> sqlx::Result<Opt
                   (SELECT count(*) FROM url_list_entries e WHERE e.list_id = l.id) AS "urls!",
                   (SELECT count(*) FROM url_list_entries e
                     WHERE e.list_id = l.id AND e.last_read_at >= l.last_fired_at) AS "read_in_period!"
-           FROM url_lists l WHERE l.id = $1"#,
-        id
+           FROM url_lists l
+           WHERE ($1::bigint IS NULL OR l.id = $1) AND ($2::bigint IS NULL OR l.site_id = $2)
+           ORDER BY l.id"#,
+        id,
+        site_id
     )
-    .fetch_optional(executor)
+    .fetch_all(executor)
     .await
 }
 
@@ -139,18 +151,7 @@ pub async fn get(pool: &PgPool, id: i64) -> sqlx::Result<Option<UrlList>> {
 
 /// Every list, or a site's only.
 pub async fn list(pool: &PgPool, site_id: Option<i64>) -> sqlx::Result<Vec<UrlList>> {
-    sqlx::query_as!(
-        UrlList,
-        r#"SELECT l.id, l.site_id, l.name, l.schedule, l.timezone, l.jitter_secs, l.enabled,
-                  l.last_fired_at, l.created_at, l.updated_at,
-                  (SELECT count(*) FROM url_list_entries e WHERE e.list_id = l.id) AS "urls!",
-                  (SELECT count(*) FROM url_list_entries e
-                    WHERE e.list_id = l.id AND e.last_read_at >= l.last_fired_at) AS "read_in_period!"
-           FROM url_lists l WHERE $1::bigint IS NULL OR l.site_id = $1 ORDER BY l.id"#,
-        site_id
-    )
-    .fetch_all(pool)
-    .await
+    select(pool, None, site_id).await
 }
 
 /// Deletes a list with its URLs; `false` when there was none.
