@@ -7,7 +7,7 @@
 //! character) or a duplicate of an earlier line. The fragment is dropped (it
 //! never reaches the server), so `a#x` and `a#y` are one URL.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use chrono::TimeDelta;
 use serde::{Deserialize, Serialize};
@@ -119,7 +119,8 @@ impl LineNotes {
 pub struct Upload {
     urls: Vec<String>,
     lines: Vec<i32>,
-    seen: HashSet<String>,
+    /// Each URL taken, with its line.
+    seen: HashMap<String, u32>,
     last_line: u32,
     pub duplicates: LineNotes,
     pub refused: LineNotes,
@@ -160,9 +161,9 @@ impl Upload {
         }
         match read_url(text) {
             Err(reason) => self.refused.note(line, text, reason),
-            Ok(url) if self.seen.contains(&url) => {
-                self.duplicates
-                    .note(line, text, "the same URL as an earlier line")
+            Ok(url) if let Some(first) = self.seen.get(&url) => {
+                let reason = format!("the same URL as line {first}");
+                self.duplicates.note(line, text, reason)
             }
             Ok(url) => {
                 if self.urls.len() == MAX_LIST_URLS {
@@ -173,7 +174,7 @@ impl Upload {
                         ),
                     ));
                 }
-                self.seen.insert(url.clone());
+                self.seen.insert(url.clone(), line);
                 self.urls.push(url);
                 self.lines.push(i32::try_from(line).unwrap_or(i32::MAX));
             }
@@ -242,6 +243,7 @@ mod tests {
         );
         let duplicates: Vec<u32> = upload.duplicates.lines.iter().map(|n| n.line).collect();
         assert_eq!(duplicates, [7, 8]);
+        assert_eq!(upload.duplicates.lines[1].reason, "the same URL as line 4");
         assert_eq!(upload.lines_read(), 10);
     }
 
