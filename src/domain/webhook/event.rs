@@ -294,6 +294,59 @@ mod tests {
         assert_eq!(data["links"]["run"], "/api/runs/7");
     }
 
+    /// Every kind of body a run's ending records, byte for byte: a receiver
+    /// that verifies signatures or parses strictly sees no change when the
+    /// code that builds them does.
+    #[test]
+    fn run_bodies_are_these_bytes() {
+        let mut degraded = run(RunState::Completed);
+        degraded.health = Some(RunHealth::Degraded {
+            reason: "found 0 items, expected at least 5".into(),
+            blocked: true,
+        });
+        degraded.refusals = 2;
+        degraded.items_new = 1;
+        degraded.items_removed = 1;
+        degraded.stopped_early = Some(crate::domain::run::EarlyStop {
+            url: "https://shop.example/?p=2".into(),
+            reason: crate::domain::run::StopReason::RobotsDisallowed,
+        });
+        let item = |item_id, change| ItemChange {
+            item_id,
+            change,
+            item_url: Some(format!("https://shop.example/{item_id}")),
+            fields: serde_json::json!({"title": "Lamp"}),
+            diff: None,
+        };
+        let changes = ChangeSummary {
+            new: 1,
+            changed: 0,
+            removed: 3,
+            removals_judged: true,
+            samples: vec![item(11, Change::New), item(12, Change::Removed)],
+        };
+        let at = "2026-11-25T10:00:01Z".parse().unwrap();
+        let failed = run(RunState::Failed);
+        let mut events = vec![
+            WebhookEvent::run_ended(WebhookEventType::RunFailed, &failed, "lamp", "shop"),
+            WebhookEvent::run_degraded(&degraded, "lamp", "shop"),
+            WebhookEvent::site_changed(true, &degraded, "lamp", "shop"),
+            WebhookEvent::site_changed(false, &degraded, "lamp", "shop"),
+        ];
+        events.extend(WebhookEvent::items_found(&degraded, "lamp", "shop", &changes));
+        let bodies: Vec<String> = events.iter().map(|event| event.body(at)).collect();
+        assert_eq!(bodies, GOLDEN_BODIES, "{bodies:#?}");
+    }
+
+    const GOLDEN_BODIES: [&str; 6] = [
+        r#"{"type":"run.failed","timestamp":"2026-11-25T10:00:01.000Z","data":{"attempt":3,"error":"HTTP 404","error_kind":"http_status","finished_at":"2026-11-25T10:00:00Z","health":null,"health_reason":null,"items_changed":0,"items_found":0,"items_new":0,"items_removed":0,"keyword":"lamp","keyword_id":2,"links":{"keyword":"/api/keywords/2","results":"/api/results?run_id=7","run":"/api/runs/7","site":"/api/sites/3"},"max_attempts":3,"pages_crawled":1,"queued_at":"2026-11-25T10:00:00Z","refusals":0,"run_id":7,"site":"shop","site_id":3,"started_at":"2026-11-25T10:00:00Z","state":"failed","stopped_at_url":null,"trigger":"manual"}}"#,
+        r#"{"type":"run.degraded","timestamp":"2026-11-25T10:00:01.000Z","data":{"attempt":3,"error":"HTTP 404","error_kind":"http_status","finished_at":"2026-11-25T10:00:00Z","health":"degraded","health_reason":"found 0 items, expected at least 5","items_changed":0,"items_found":0,"items_new":1,"items_removed":1,"keyword":"lamp","keyword_id":2,"links":{"keyword":"/api/keywords/2","results":"/api/results?run_id=7","run":"/api/runs/7","site":"/api/sites/3"},"max_attempts":3,"pages_crawled":1,"queued_at":"2026-11-25T10:00:00Z","refusals":2,"run_id":7,"site":"shop","site_id":3,"started_at":"2026-11-25T10:00:00Z","state":"completed","stopped_at_url":"https://shop.example/?p=2","trigger":"manual"}}"#,
+        r#"{"type":"site.blocked","timestamp":"2026-11-25T10:00:01.000Z","data":{"links":{"health":"/api/sites/3/health","site":"/api/sites/3"},"reason":"HTTP 404","run":{"attempt":3,"error":"HTTP 404","error_kind":"http_status","finished_at":"2026-11-25T10:00:00Z","health":"degraded","health_reason":"found 0 items, expected at least 5","items_changed":0,"items_found":0,"items_new":1,"items_removed":1,"keyword":"lamp","keyword_id":2,"links":{"keyword":"/api/keywords/2","results":"/api/results?run_id=7","run":"/api/runs/7","site":"/api/sites/3"},"max_attempts":3,"pages_crawled":1,"queued_at":"2026-11-25T10:00:00Z","refusals":2,"run_id":7,"site":"shop","site_id":3,"started_at":"2026-11-25T10:00:00Z","state":"completed","stopped_at_url":"https://shop.example/?p=2","trigger":"manual"},"site":"shop","site_id":3}}"#,
+        r#"{"type":"site.recovered","timestamp":"2026-11-25T10:00:01.000Z","data":{"links":{"health":"/api/sites/3/health","site":"/api/sites/3"},"reason":"a run completed healthy","run":{"attempt":3,"error":"HTTP 404","error_kind":"http_status","finished_at":"2026-11-25T10:00:00Z","health":"degraded","health_reason":"found 0 items, expected at least 5","items_changed":0,"items_found":0,"items_new":1,"items_removed":1,"keyword":"lamp","keyword_id":2,"links":{"keyword":"/api/keywords/2","results":"/api/results?run_id=7","run":"/api/runs/7","site":"/api/sites/3"},"max_attempts":3,"pages_crawled":1,"queued_at":"2026-11-25T10:00:00Z","refusals":2,"run_id":7,"site":"shop","site_id":3,"started_at":"2026-11-25T10:00:00Z","state":"completed","stopped_at_url":"https://shop.example/?p=2","trigger":"manual"},"site":"shop","site_id":3}}"#,
+        r#"{"type":"items.new","timestamp":"2026-11-25T10:00:01.000Z","data":{"count":1,"items":[{"change":"new","fields":{"title":"Lamp"},"item_id":11,"item_url":"https://shop.example/11"}],"items_truncated":false,"keyword":"lamp","keyword_id":2,"links":{"results":"/api/results?run_id=7&change=new","run":"/api/runs/7"},"run_id":7,"site":"shop","site_id":3}}"#,
+        r#"{"type":"items.removed","timestamp":"2026-11-25T10:00:01.000Z","data":{"count":3,"items":[{"change":"removed","fields":{"title":"Lamp"},"item_id":12,"item_url":"https://shop.example/12"}],"items_truncated":true,"keyword":"lamp","keyword_id":2,"links":{"results":"/api/results?run_id=7&change=removed","run":"/api/runs/7"},"run_id":7,"site":"shop","site_id":3}}"#,
+    ];
+
     #[test]
     fn message_ids_are_unique_and_prefixed() {
         let a = MessageId::generate();
