@@ -22,6 +22,7 @@ mod results;
 mod runs;
 mod schema;
 mod sites;
+mod view;
 mod webhooks;
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
