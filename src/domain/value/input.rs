@@ -4,8 +4,8 @@
 //! stored before them reads as having none).
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 use serde_json::Value;
+use utoipa::ToSchema;
 
 use super::{
     DateInput, DateRule, MAX_LIST_VALUES, NumberLocale, NumberRule, Pattern, ValueKind, ValueRules,

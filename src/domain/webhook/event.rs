@@ -333,7 +333,9 @@ mod tests {
             WebhookEvent::site_changed(true, &degraded, "lamp", "shop"),
             WebhookEvent::site_changed(false, &degraded, "lamp", "shop"),
         ];
-        events.extend(WebhookEvent::items_found(&degraded, "lamp", "shop", &changes));
+        events.extend(WebhookEvent::items_found(
+            &degraded, "lamp", "shop", &changes,
+        ));
         let bodies: Vec<String> = events.iter().map(|event| event.body(at)).collect();
         assert_eq!(bodies, GOLDEN_BODIES, "{bodies:#?}");
     }
