@@ -23,6 +23,7 @@ mod runs;
 mod schema;
 mod sites;
 mod url_lists;
+mod view;
 mod webhooks;
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};

@@ -40,6 +40,7 @@ mod scheduling;
 mod scheduling_local;
 mod sessions;
 mod site_health;
+mod site_storage;
 mod spot;
 mod ssrf;
 mod startup_failures;

@@ -6,6 +6,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::{
+    api::view::view,
     domain::{
         failure::FailureKind,
         page::PagingEnd,
@@ -14,102 +15,65 @@ use crate::{
     store::runs::QueueOutcome,
 };
 
-/// A stored crawl run, as the API shows it.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = CrawlRun)]
-pub struct CrawlRunView {
-    pub id: i64,
-    pub keyword_id: i64,
-    pub site_id: i64,
-    pub state: RunState,
-    /// manual or schedule.
-    pub trigger: &'static str,
-    pub priority: i32,
-    pub attempt: i32,
-    pub max_attempts: i32,
-    pub worker_id: Option<String>,
-    pub pages_crawled: i32,
-    pub items_found: i32,
-    /// Items its keyword/site had not stored (change tracking).
-    pub items_new: i32,
-    /// Items stored before that it found with other values.
-    pub items_changed: i32,
-    /// Items stored before that it did not find, having read every page.
-    pub items_removed: i32,
-    /// Why its paging ended, once it completed: `last_page` (it read every
-    /// page, so it judged removals), `max_pages` (there was more) or
-    /// `seen_before` (an incremental crawl reached what was stored).
-    pub paging_ended: Option<PagingEnd>,
-    pub current_url: Option<String>,
-    /// Why the last attempt failed, as a person reads it.
-    pub error: Option<String>,
-    /// Why the last attempt failed, as a program matches on it (null before
-    /// a failure, and on failures recorded before kinds were).
-    pub error_kind: Option<FailureKind>,
-    pub queued_at: DateTime<Utc>,
-    pub not_before: Option<DateTime<Utc>>,
-    pub dispatched_at: Option<DateTime<Utc>>,
-    pub started_at: Option<DateTime<Utc>>,
-    pub heartbeat_at: Option<DateTime<Utc>>,
-    pub state_changed_at: DateTime<Utc>,
-    pub finished_at: Option<DateTime<Utc>>,
-    /// Once completed: `healthy`, or `degraded` when the run fell below its
-    /// site's `expect` (null on other runs).
-    pub health: Option<&'static str>,
-    /// Why a degraded run is degraded: every unmet expectation.
-    pub health_reason: Option<String>,
-    /// Page requests the site refused during the run (each tried again
-    /// after the fleet paused the site).
-    pub refusals: i32,
-    /// A completed run that did not read all its pages: the first page it
-    /// did not read (null when it read them all).
-    pub stopped_at_url: Option<String>,
-    /// Why it stopped there (null when it read them all).
-    pub stop_reason: Option<StopReason>,
-}
-
-impl From<CrawlRun> for CrawlRunView {
-    fn from(run: CrawlRun) -> Self {
+view! {
+    /// A stored crawl run, as the API shows it.
+    #[derive(Debug, Clone, Serialize, ToSchema)]
+    #[schema(as = CrawlRun)]
+    pub struct CrawlRunView from (run: CrawlRun) {
         let (stopped_at_url, stop_reason) = match run.stopped_early {
             Some(stop) => (Some(stop.url), Some(stop.reason)),
             None => (None, None),
         };
-        CrawlRunView {
-            stopped_at_url,
-            stop_reason,
-            id: run.id,
-            keyword_id: run.keyword_id,
-            site_id: run.site_id,
-            state: run.state,
-            trigger: run.trigger.as_str(),
-            priority: run.priority,
-            attempt: run.attempt,
-            max_attempts: run.max_attempts,
-            worker_id: run.worker_id,
-            pages_crawled: run.pages_crawled,
-            items_found: run.items_found,
-            items_new: run.items_new,
-            items_changed: run.items_changed,
-            items_removed: run.items_removed,
-            paging_ended: run.paging_ended,
-            current_url: run.current_url,
-            error: run.error,
-            error_kind: run.error_kind,
-            queued_at: run.queued_at,
-            not_before: run.not_before,
-            dispatched_at: run.dispatched_at,
-            started_at: run.started_at,
-            heartbeat_at: run.heartbeat_at,
-            state_changed_at: run.state_changed_at,
-            finished_at: run.finished_at,
-            health: run.health.as_ref().map(RunHealth::as_str),
-            health_reason: run
-                .health
-                .as_ref()
-                .and_then(RunHealth::reason)
-                .map(str::to_owned),
-            refusals: run.refusals,
-        }
+        let health_reason = run.health.as_ref().and_then(RunHealth::reason).map(str::to_owned);
+    } {
+        id: i64 = run.id,
+        keyword_id: i64 = run.keyword_id,
+        site_id: i64 = run.site_id,
+        state: RunState = run.state,
+        /// manual or schedule.
+        trigger: &'static str = run.trigger.as_str(),
+        priority: i32 = run.priority,
+        attempt: i32 = run.attempt,
+        max_attempts: i32 = run.max_attempts,
+        worker_id: Option<String> = run.worker_id,
+        pages_crawled: i32 = run.pages_crawled,
+        items_found: i32 = run.items_found,
+        /// Items its keyword/site had not stored (change tracking).
+        items_new: i32 = run.items_new,
+        /// Items stored before that it found with other values.
+        items_changed: i32 = run.items_changed,
+        /// Items stored before that it did not find, having read every page.
+        items_removed: i32 = run.items_removed,
+        /// Why its paging ended, once it completed: `last_page` (it read every
+        /// page, so it judged removals), `max_pages` (there was more) or
+        /// `seen_before` (an incremental crawl reached what was stored).
+        paging_ended: Option<PagingEnd> = run.paging_ended,
+        current_url: Option<String> = run.current_url,
+        /// Why the last attempt failed, as a person reads it.
+        error: Option<String> = run.error,
+        /// Why the last attempt failed, as a program matches on it (null before
+        /// a failure, and on failures recorded before kinds were).
+        error_kind: Option<FailureKind> = run.error_kind,
+        queued_at: DateTime<Utc> = run.queued_at,
+        not_before: Option<DateTime<Utc>> = run.not_before,
+        dispatched_at: Option<DateTime<Utc>> = run.dispatched_at,
+        started_at: Option<DateTime<Utc>> = run.started_at,
+        heartbeat_at: Option<DateTime<Utc>> = run.heartbeat_at,
+        state_changed_at: DateTime<Utc> = run.state_changed_at,
+        finished_at: Option<DateTime<Utc>> = run.finished_at,
+        /// Once completed: `healthy`, or `degraded` when the run fell below its
+        /// site's `expect` (null on other runs).
+        health: Option<&'static str> = run.health.as_ref().map(RunHealth::as_str),
+        /// Why a degraded run is degraded: every unmet expectation.
+        health_reason: Option<String> = health_reason,
+        /// Page requests the site refused during the run (each tried again
+        /// after the fleet paused the site).
+        refusals: i32 = run.refusals,
+        /// A completed run that did not read all its pages: the first page it
+        /// did not read (null when it read them all).
+        stopped_at_url: Option<String> = stopped_at_url,
+        /// Why it stopped there (null when it read them all).
+        stop_reason: Option<StopReason> = stop_reason,
     }
 }
 

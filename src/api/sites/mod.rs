@@ -1,7 +1,7 @@
 //! Sites: create, read, replace, delete, forget a kept session, and try one
-//! on a worker before saving it (`preview`).
+//! on a worker before saving it (`preview`). A request body parses straight
+//! into the domain's `SiteInput`, whose `parse` checks every rule.
 
-mod body;
 mod preview;
 mod view;
 
@@ -23,7 +23,6 @@ use crate::{
         sites::{DeleteOutcome, LoadError},
     },
 };
-use body::SiteBody;
 use view::{SiteHealthView, SiteView};
 
 /// Longest a scrape waits for the site health gauge.
@@ -116,14 +115,14 @@ fn name_taken() -> ApiError {
 /// structured items (JSON-LD, microdata) of the type `structured_items`
 /// names; each field reads markup (`selector`, `attr`), structured data
 /// (`structured`) or, for a JSON API, a `pointer`.
-#[utoipa::path(post, path = "/sites", tag = "sites", security(("bearer" = [])), request_body = SiteBody,
+#[utoipa::path(post, path = "/sites", tag = "sites", security(("bearer" = [])), request_body = SiteInput,
     responses((status = 201, body = SiteView), (status = 409, description = "Name taken", body = ErrorBody),
               (status = 422, description = "A rule broken; `field` names it (`item_selector`, `structured_items`, `fields.price.structured`)", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn create(
     State(state): State<AppState>,
-    ApiJson(body): ApiJson<SiteBody>,
+    ApiJson(input): ApiJson<SiteInput>,
 ) -> Result<(StatusCode, Json<SiteView>), ApiError> {
-    let spec = SiteInput::from(body).parse()?;
+    let spec = input.parse()?;
     check_reachable(&state, &spec).await?;
     match store::sites::create(&state.pool, &spec, state.session_key.as_ref()).await {
         Ok(site) => Ok((StatusCode::CREATED, Json(site.into()))),
@@ -156,15 +155,14 @@ async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<SiteView
 
 /// Replace a site.
 #[utoipa::path(put, path = "/sites/{id}", tag = "sites", security(("bearer" = [])), params(("id" = i64, Path)),
-    request_body = SiteBody,
+    request_body = SiteInput,
     responses((status = 200, body = SiteView), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
               (status = 422, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn update(
     State(state): State<AppState>,
     Id(id): Id,
-    ApiJson(body): ApiJson<SiteBody>,
+    ApiJson(mut input): ApiJson<SiteInput>,
 ) -> Result<Json<SiteView>, ApiError> {
-    let mut input = SiteInput::from(body);
     restore_stored_secrets(&state, id, &mut input).await?;
     let spec = input.parse()?;
     check_reachable(&state, &spec).await?;

@@ -9,7 +9,7 @@ use axum::{Json, extract::State};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{body::SiteBody, check_reachable, restore_stored_secrets};
+use super::{check_reachable, restore_stored_secrets};
 use crate::{
     api::{ApiError, AppState, error::ErrorBody, extract::ApiJson},
     domain::{
@@ -31,7 +31,7 @@ use apalis::prelude::TaskSink;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct PreviewBody {
-    site: SiteBody,
+    site: SiteInput,
     keyword: String,
     /// 1 (default) or 2.
     pages: Option<u8>,
@@ -156,7 +156,7 @@ pub(super) async fn preview(
         return Err(FieldError::new("pages", format!("1 to {MAX_PREVIEW_PAGES}")).into());
     }
     let keyword = text::non_empty(&body.keyword, "keyword", MAX_KEYWORD_CHARS)?.to_owned();
-    let mut site = SiteInput::from(body.site);
+    let mut site = body.site;
     if let Some(id) = body.site_id {
         restore_stored_secrets(&state, id, &mut site)
             .await

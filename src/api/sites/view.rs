@@ -7,153 +7,89 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::body::{DateBody, ExpectBody, JsonBody, NumberBody};
 use crate::{
+    api::view::view,
     domain::{
-        site::{FieldSpec, ProxyUrl, Site},
-        value::ValueKind,
+        site::{ExpectationsInput, FieldSpec, JsonInput, ProxyUrl, Site},
+        value::{DateInput, NumberInput, ValueKind},
     },
     store::sites::{SiteHealth, Window},
 };
 
-/// A stored site, as the API shows it: the values of its headers and its
-/// proxy's credentials are masked (`***`) for every token; they are kept
-/// sealed with SESSION_KEY, and sending the masked form back keeps them
-/// while they go where they went: headers to the same origin of
-/// `search_url`, credentials to the same proxy; else the value must be sent again.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = Site)]
-pub struct SiteView {
-    pub id: i64,
-    pub name: String,
-    pub search_url: String,
-    pub render: String,
-    pub item_selector: Option<String>,
-    /// The schema.org type whose structured items are the site's items
-    /// (instead of `item_selector`).
-    pub structured_items: Option<String>,
-    pub fields: BTreeMap<String, FieldView>,
-    /// The field whose value identifies an item that has no URL.
-    pub item_key: Option<String>,
-    pub wait_for: Option<String>,
-    pub blocked_selector: Option<String>,
-    pub json: Option<JsonBody>,
-    pub max_pages: i32,
-    pub stuck_timeout_secs: Option<i32>,
-    pub max_attempts: Option<i32>,
-    pub max_requests_per_sec: Option<f64>,
-    pub max_concurrent_runs: i32,
-    pub stop_on_seen: bool,
-    pub expect_items: bool,
-    pub expect: ExpectBody,
-    /// Queued for its keywords; false: disabled.
-    pub enabled: bool,
-    /// Obeys its robots.txt (disallowed pages, Crawl-delay).
-    pub respect_robots: bool,
-    pub keep_session: bool,
-    pub exclusive_session: bool,
-    pub user_agent: Option<String>,
-    /// Header names, each value shown as `***`.
-    pub headers: BTreeMap<String, String>,
-    /// The proxy, its user name and password shown as `***`.
-    pub proxy: Option<String>,
-    /// When a run last saved the site's session (keep_session).
-    pub session_saved_at: Option<DateTime<Utc>>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
-impl From<Site> for SiteView {
-    fn from(site: Site) -> Self {
+view! {
+    /// A stored site, as the API shows it: the values of its headers and its
+    /// proxy's credentials are masked (`***`) for every token; they are kept
+    /// sealed with SESSION_KEY, and sending the masked form back keeps them
+    /// while they go where they went: headers to the same origin of
+    /// `search_url`, credentials to the same proxy; else the value must be sent again.
+    #[derive(Debug, Clone, Serialize, ToSchema)]
+    #[schema(as = Site)]
+    pub struct SiteView from (site: Site) {
         let spec = site.spec;
         let [item_selector, wait_for, blocked_selector] =
             spec.extraction.selectors().map(|s| s.map(str::to_owned));
-        SiteView {
-            id: site.id,
-            search_url: spec.search_url.as_str().to_owned(),
-            render: spec.render.as_str().to_owned(),
-            item_selector,
-            structured_items: spec
-                .extraction
-                .structured_items()
-                .map(|t| t.as_str().to_owned()),
-            fields: spec
-                .extraction
-                .fields()
-                .iter()
-                .map(|(name, field)| (name.clone(), FieldView::from(field)))
-                .collect(),
-            item_key: spec.item_key,
-            wait_for,
-            blocked_selector,
-            json: spec.extraction.json_input().map(JsonBody::from),
-            max_pages: spec.max_pages,
-            stuck_timeout_secs: spec.stuck_timeout_secs,
-            max_attempts: spec.max_attempts,
-            max_requests_per_sec: spec.politeness.max_requests_per_sec,
-            max_concurrent_runs: spec.politeness.max_concurrent_runs,
-            stop_on_seen: spec.stop_on_seen,
-            expect_items: spec.expect_items,
-            expect: spec.expect.into(),
-            enabled: spec.enabled,
-            respect_robots: spec.respect_robots,
-            keep_session: spec.session.keep,
-            exclusive_session: spec.session.exclusive,
-            headers: spec.identity.masked_headers(),
-            proxy: spec.identity.proxy.as_ref().map(ProxyUrl::masked),
-            user_agent: spec.identity.user_agent,
-            name: spec.name,
-            session_saved_at: site.session_saved_at,
-            created_at: site.created_at,
-            updated_at: site.updated_at,
-        }
+        let structured_items = spec.extraction.structured_items().map(|t| t.as_str().to_owned());
+        let fields = spec.extraction.fields().iter().map(|(name, field)| (name.clone(), field.into())).collect();
+        let json = spec.extraction.json_input();
+        let headers = spec.identity.masked_headers();
+        let proxy = spec.identity.proxy.as_ref().map(ProxyUrl::masked);
+    } {
+        id: i64 = site.id,
+        name: String = spec.name,
+        search_url: String = spec.search_url.as_str().to_owned(),
+        render: String = spec.render.as_str().to_owned(),
+        item_selector: Option<String> = item_selector,
+        /// The schema.org type whose structured items are the site's items
+        /// (instead of `item_selector`).
+        structured_items: Option<String> = structured_items,
+        fields: BTreeMap<String, FieldView> = fields,
+        /// The field whose value identifies an item that has no URL.
+        item_key: Option<String> = spec.item_key,
+        wait_for: Option<String> = wait_for,
+        blocked_selector: Option<String> = blocked_selector,
+        json: Option<JsonInput> = json,
+        max_pages: i32 = spec.max_pages,
+        stuck_timeout_secs: Option<i32> = spec.stuck_timeout_secs,
+        max_attempts: Option<i32> = spec.max_attempts,
+        max_requests_per_sec: Option<f64> = spec.politeness.max_requests_per_sec,
+        max_concurrent_runs: i32 = spec.politeness.max_concurrent_runs,
+        stop_on_seen: bool = spec.stop_on_seen,
+        expect_items: bool = spec.expect_items,
+        expect: ExpectationsInput = spec.expect.into(),
+        /// Queued for its keywords; false: disabled.
+        enabled: bool = spec.enabled,
+        /// Obeys its robots.txt (disallowed pages, Crawl-delay).
+        respect_robots: bool = spec.respect_robots,
+        keep_session: bool = spec.session.keep,
+        exclusive_session: bool = spec.session.exclusive,
+        user_agent: Option<String> = spec.identity.user_agent,
+        /// Header names, each value shown as `***`.
+        headers: BTreeMap<String, String> = headers,
+        /// The proxy, its user name and password shown as `***`.
+        proxy: Option<String> = proxy,
+        /// When a run last saved the site's session (keep_session).
+        session_saved_at: Option<DateTime<Utc>> = site.session_saved_at,
+        created_at: DateTime<Utc> = site.created_at,
+        updated_at: DateTime<Utc> = site.updated_at,
     }
 }
 
-/// How to read one field of an item. In HTML modes: the text, or the
-/// attribute `attr`, of the element `selector` finds inside the item (the item
-/// itself without a selector); `href`/`src` are made absolute; or the value at
-/// `structured` in the page's structured data. In json mode: the value at
-/// `pointer` inside the item. `link` makes it an absolute URL; `whitespace`,
-/// `regex`, `all`, `number`, `date`, `default` and `required` make it a
-/// typed, clean value (as `FieldInput` describes them).
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = FieldSpec)]
-pub struct FieldView {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub selector: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub attr: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pointer: Option<String>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub link: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub structured: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub whitespace: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub regex: Option<String>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub all: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub number: Option<NumberBody>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub date: Option<DateBody>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
-    pub default: Option<serde_json::Value>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub required: bool,
-}
-
-impl From<&FieldSpec> for FieldView {
-    fn from(field: &FieldSpec) -> Self {
+view! {
+    /// How to read one field of an item. In HTML modes: the text, or the
+    /// attribute `attr`, of the element `selector` finds inside the item (the item
+    /// itself without a selector); `href`/`src` are made absolute; or the value at
+    /// `structured` in the page's structured data. In json mode: the value at
+    /// `pointer` inside the item. `link` makes it an absolute URL; `whitespace`,
+    /// `regex`, `all`, `number`, `date`, `default` and `required` make it a
+    /// typed, clean value (as `FieldInput` describes them).
+    #[derive(Debug, Clone, Serialize, ToSchema)]
+    #[schema(as = FieldSpec)]
+    pub struct FieldView from (field: &FieldSpec) {
         let rules = &field.rules;
         let (number, date) = match &rules.kind {
             ValueKind::Text => (None, None),
             ValueKind::Number(number) => (
-                Some(NumberBody {
+                Some(NumberInput {
                     locale: number.locale.as_ref().map(|l| l.as_str().to_owned()),
                     currency_field: number.currency_field.clone(),
                 }),
@@ -161,26 +97,38 @@ impl From<&FieldSpec> for FieldView {
             ),
             ValueKind::Date(date) => (
                 None,
-                Some(DateBody {
+                Some(DateInput {
                     formats: date.formats.clone(),
                     time_zone: Some(date.time_zone.name().to_owned()),
                 }),
             ),
         };
-        FieldView {
-            selector: field.selector.as_ref().map(|s| s.as_str().to_owned()),
-            attr: field.attr.clone(),
-            pointer: field.pointer.as_ref().map(|p| p.as_str().to_owned()),
-            link: field.link,
-            structured: field.structured.as_ref().map(|p| p.as_str().to_owned()),
-            whitespace: rules.whitespace.map(|w| w.as_str().to_owned()),
-            regex: rules.regex.as_ref().map(|r| r.as_str().to_owned()),
-            all: rules.all,
-            number,
-            date,
-            default: rules.default.clone(),
-            required: rules.required,
-        }
+    } {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        selector: Option<String> = field.selector.as_ref().map(|s| s.as_str().to_owned()),
+        #[serde(skip_serializing_if = "Option::is_none")]
+        attr: Option<String> = field.attr.clone(),
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pointer: Option<String> = field.pointer.as_ref().map(|p| p.as_str().to_owned()),
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        link: bool = field.link,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        structured: Option<String> = field.structured.as_ref().map(|p| p.as_str().to_owned()),
+        #[serde(skip_serializing_if = "Option::is_none")]
+        whitespace: Option<String> = rules.whitespace.map(|w| w.as_str().to_owned()),
+        #[serde(skip_serializing_if = "Option::is_none")]
+        regex: Option<String> = rules.regex.as_ref().map(|r| r.as_str().to_owned()),
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        all: bool = rules.all,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        number: Option<NumberInput> = number,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        date: Option<DateInput> = date,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[schema(value_type = Option<Object>)]
+        default: Option<serde_json::Value> = rules.default.clone(),
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        required: bool = rules.required,
     }
 }
 

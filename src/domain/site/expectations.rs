@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::super::{FieldError, run::RunHealth};
 
@@ -14,16 +15,17 @@ const MAX_MIN_ITEMS: i32 = 100_000;
 /// Largest `max_empty_runs`.
 const MAX_EMPTY_RUNS: i32 = 1_000;
 
-/// `expect` as a client sends it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// What a healthy completed run of a site finds. Every part is optional.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = Expectations)]
 pub struct ExpectationsInput {
-    /// Fewer items in a completed run degrade it.
+    /// A completed run with fewer items is degraded.
     pub min_items: Option<i32>,
-    /// Fields every item must have (non-empty); an item without one degrades the run.
+    /// Fields every item must have (non-empty); one of the site's `fields`.
     #[serde(default)]
     pub required_fields: Vec<String>,
-    /// Empty runs of a keyword in a row that are still fine; one more degrades.
+    /// Empty runs of a keyword in a row that are still fine; the next is degraded.
     pub max_empty_runs: Option<i32>,
 }
 
@@ -33,6 +35,17 @@ pub struct Expectations {
     pub min_items: Option<i32>,
     pub required_fields: Vec<String>,
     pub max_empty_runs: Option<i32>,
+}
+
+impl From<Expectations> for ExpectationsInput {
+    /// The expectations as a client would send them again.
+    fn from(expect: Expectations) -> Self {
+        ExpectationsInput {
+            min_items: expect.min_items,
+            required_fields: expect.required_fields,
+            max_empty_runs: expect.max_empty_runs,
+        }
+    }
 }
 
 impl ExpectationsInput {

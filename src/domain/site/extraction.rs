@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::locator::{CssSelector, JsonPointer};
 use super::structured::{SchemaType, StructuredPath};
@@ -72,7 +73,7 @@ impl FieldSpec {
 }
 
 /// A field as a client sends it (see [`FieldSpec`]).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FieldInput {
     /// CSS selector inside the item (browser, http).
@@ -81,32 +82,46 @@ pub struct FieldInput {
     pub attr: Option<String>,
     /// JSON pointer inside the item (json).
     pub pointer: Option<String>,
-    /// The value is a URL: made absolute, and the first one is the item's URL.
+    /// The value is a URL: made absolute against the page (after `regex`),
+    /// and the first such field (or `href`) is the item's URL (structured
+    /// fields: a list's first URL, an object's `url`).
     pub link: Option<bool>,
-    /// Where the value is in the page's structured data (browser, http):
-    /// `offers.price` inside the item when the site's items are structured
-    /// data, else `Product.offers.price`; `og:title` reads OpenGraph.
+    /// Where the value is in the page's structured data (browser, http),
+    /// instead of `selector`/`attr`: a dotted path of properties and list
+    /// indexes, inside the item when the site has `structured_items`
+    /// (`offers.price`, `brand.name`, `image.0`), else starting with the type
+    /// whose first item on the page it reads (`Product.offers.price`). A list
+    /// on the way is looked through (the first offer that has a price), and
+    /// `a|b` tries `b` when `a` finds nothing (`offers.price|offers.lowPrice`).
+    /// `og:title`, `product:price:amount` read the page's OpenGraph.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured: Option<String>,
-    /// `collapse` (an element's text is by default) or `keep`.
+    /// `collapse` (every run of whitespace one space, the ends trimmed: an
+    /// element's text always is) or `keep`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub whitespace: Option<String>,
-    /// A pattern; the value is its first capture group (else the whole match).
+    /// A regular expression (at most 500 characters, linear-time matching,
+    /// bounded in what it compiles to); the value is its first capture
+    /// group, else the whole match. No match: no value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regex: Option<String>,
-    /// Every value (every element the selector finds, every match), as a list.
+    /// Every value as a list (at most 100): each element `selector` finds,
+    /// each match of `regex`. In a JSON API, a list's elements.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub all: Option<bool>,
-    /// The value is a number, read as its locale writes it.
+    /// The value is a number, read as `locale` writes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub number: Option<NumberInput>,
-    /// The value is a date or time.
+    /// The value is a date (`2026-03-29`) or a time (RFC 3339 with the
+    /// zone's offset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub date: Option<DateInput>,
-    /// The value when the page has none.
+    /// The value when the page has none (of the field's type; a list with
+    /// `all`). A value that does not parse is null, not the default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
     pub default: Option<serde_json::Value>,
-    /// An item without a value here is left out.
+    /// An item without a value here is left out (counted in the run's data health).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub required: Option<bool>,
 }
@@ -128,7 +143,7 @@ impl FieldInput {
 }
 
 /// Where a JSON API keeps its items and its next-page token.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JsonInput {
     /// JSON pointer to the array of items, e.g. `/data/items`.

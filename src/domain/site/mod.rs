@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 pub use expectations::{Expectations, ExpectationsInput, RunTally};
 pub use extraction::{
@@ -88,7 +89,7 @@ pub struct SessionPolicy {
 }
 
 /// A site as a client sends it; [`SiteInput::parse`] checks every rule.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SiteInput {
     pub name: String,
@@ -98,13 +99,17 @@ pub struct SiteInput {
     pub render: Option<String>,
     /// CSS selector of one item (browser, http).
     pub item_selector: Option<String>,
-    /// Instead of `item_selector`: the schema.org type (e.g. `Product`) whose
-    /// structured items on a page are the site's items (browser, http).
+    /// Instead of `item_selector` (browser, http): the schema.org type whose
+    /// items in a page's structured data (JSON-LD, else microdata) are the
+    /// site's items, e.g. `Product` for each product of a list page or the
+    /// one of a product page. Each field then reads a path inside the item
+    /// (`"structured": "offers.price"`). The preview lists the types a page has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured_items: Option<String>,
     pub fields: BTreeMap<String, FieldInput>,
-    /// The field whose value identifies an item that has no URL (a SKU, an
-    /// id); without it, such an item is identified by its content.
+    /// The field (one of `fields`) whose value identifies an item that has no
+    /// URL: a SKU, an id. Items are identified by their URL, else by this
+    /// field, else by their content (any change makes another item).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item_key: Option<String>,
     /// Element to wait for (up to 10 s) before reading a page (browser).
@@ -127,22 +132,29 @@ pub struct SiteInput {
     /// The first page must have items: none is a failure (`no_items`: the
     /// site changed), not an empty result.
     pub expect_items: Option<bool>,
-    /// What a healthy completed run finds; a run below it is `degraded`.
+    /// What a healthy completed run finds; a run below it is completed with
+    /// `health: "degraded"` and a reason (and the `run.degraded` event).
     pub expect: Option<ExpectationsInput>,
-    /// Runs are queued for the site (default true); a disabled site keeps
-    /// its settings and history, and is queued for no keyword.
+    /// Queue runs for the site (default true). A disabled site keeps its
+    /// settings and history; neither schedules nor a crawl now queue it.
     pub enabled: Option<bool>,
-    /// Obey the site's robots.txt (default true): pages it disallows for our
-    /// user agent are not fetched, and a stricter Crawl-delay paces the site.
+    /// Obey the site's robots.txt (default true): a page it disallows for our
+    /// user agent (the product token of `user_agent`, else `crawlfleet`) is
+    /// not fetched (`robots_disallowed`), and its Crawl-delay paces the site
+    /// fleet-wide when stricter than `max_requests_per_sec`.
     pub respect_robots: Option<bool>,
     /// Keep cookies and local storage between runs (needs SESSION_KEY).
     pub keep_session: Option<bool>,
     /// Only one run at a time uses the kept session.
     pub exclusive_session: Option<bool>,
     pub user_agent: Option<String>,
-    /// Extra request headers.
+    /// Extra request headers. On a replacement (or a preview with
+    /// `site_id`), `***` keeps the stored value while `search_url` keeps its
+    /// origin (and, over plain http, its proxy); otherwise send the value again.
     pub headers: Option<BTreeMap<String, String>>,
-    /// `http://` or `socks5://` proxy, credentials allowed; responses mask the password.
+    /// `http://` or `socks5://` proxy, credentials allowed; responses mask the
+    /// user name and password, and sending them back masked keeps them for
+    /// the same proxy (scheme, host and port) only.
     pub proxy: Option<String>,
 }
 

@@ -13,6 +13,7 @@ use chrono::{
 };
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::{
     super::{FieldError, schedule::Timezone, text},
@@ -40,14 +41,18 @@ fn utc() -> Tz {
     Tz::UTC
 }
 
-/// A date rule as a client sends it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// How a field's dates are read: the `formats` in order, then ISO 8601 /
+/// RFC 3339 and RFC 2822, then relative forms (`3 hours ago`, `yesterday`,
+/// `vor 2 Tagen`, `3시간 전`), in `time_zone`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = DateRule)]
 pub struct DateInput {
-    /// chrono `strftime` formats (`%d.%m.%Y %H:%M`), tried in order.
+    /// chrono `strftime` formats (`%d.%m.%Y %H:%M`), at most 10.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub formats: Vec<String>,
-    /// IANA zone of the site's dates (default UTC).
+    /// The IANA zone the site's dates are in (default `UTC`): a wall time is
+    /// read there, and "yesterday" is its yesterday.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_zone: Option<String>,
 }

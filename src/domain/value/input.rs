@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::ToSchema;
 
 use super::{
     DateInput, DateRule, MAX_LIST_VALUES, NumberLocale, NumberRule, Pattern, ValueKind, ValueRules,
@@ -17,15 +18,20 @@ const MAX_DEFAULT_CHARS: usize = 1000;
 /// Longest name of a currency field.
 const MAX_NAME_CHARS: usize = 100;
 
-/// A number rule as a client sends it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// How a field's number is read: `"₩1,299,000"` (ko-KR) is 1299000,
+/// `"1.299,00 €"` (de-DE) 1299, with `currency_field` its currency (`KRW`,
+/// `EUR`) into a field of its own.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = NumberRule)]
 pub struct NumberInput {
-    /// The page's locale (`ko-KR`, `de-DE`, `en-US`); none: separators guessed.
+    /// The page's locale (`ko-KR`, `de-DE`, `en-US`, `fr-FR`, `pl-PL`): its
+    /// decimal and thousands separators. None: guessed (the last of `.`
+    /// and `,` is the decimal separator; one followed by three digits groups).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub locale: Option<String>,
-    /// An item field (not one of the site's) the currency goes into: an
-    /// ISO 4217 code (`KRW`), or null when the text names none.
+    /// An item field (not one of `fields`) that gets the currency as an ISO
+    /// 4217 code, or null when the text names none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub currency_field: Option<String>,
 }

@@ -8,7 +8,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::WebhookEventType;
+use super::{Links, WebhookEventType};
 use crate::domain::{
     change::{Change, ChangeSummary, ItemChange},
     run::{CrawlRun, RunHealth},
@@ -70,24 +70,36 @@ impl WebhookEvent {
         run: &CrawlRun,
         keyword: &str,
         site: &str,
+        links: &dyn Links,
     ) -> WebhookEvent {
         WebhookEvent {
             event_type,
             site_id: Some(run.site_id),
             keyword_id: Some(run.keyword_id),
-            data: run_data(run, keyword, site),
+            data: run_data(run, keyword, site, links),
         }
     }
 
     /// `run.degraded`: a completed run below its site's expectations, with
     /// every unmet one (`health_reason`).
-    pub fn run_degraded(run: &CrawlRun, keyword: &str, site: &str) -> WebhookEvent {
-        WebhookEvent::run_ended(WebhookEventType::RunDegraded, run, keyword, site)
+    pub fn run_degraded(
+        run: &CrawlRun,
+        keyword: &str,
+        site: &str,
+        links: &dyn Links,
+    ) -> WebhookEvent {
+        WebhookEvent::run_ended(WebhookEventType::RunDegraded, run, keyword, site, links)
     }
 
     /// `site.blocked` or `site.recovered` (`blocked`: which), told by the
     /// run that changed it; about the site, so it passes keyword filters.
-    pub fn site_changed(blocked: bool, run: &CrawlRun, keyword: &str, site: &str) -> WebhookEvent {
+    pub fn site_changed(
+        blocked: bool,
+        run: &CrawlRun,
+        keyword: &str,
+        site: &str,
+        links: &dyn Links,
+    ) -> WebhookEvent {
         let (event_type, why) = match blocked {
             true => (
                 WebhookEventType::SiteBlocked,
@@ -110,10 +122,10 @@ impl WebhookEvent {
                 "site_id": run.site_id,
                 "site": site,
                 "reason": why,
-                "run": run_data(run, keyword, site),
+                "run": run_data(run, keyword, site, links),
                 "links": {
-                    "site": format!("/api/sites/{}", run.site_id),
-                    "health": format!("/api/sites/{}/health", run.site_id),
+                    "site": links.site(run.site_id),
+                    "health": links.site_health(run.site_id),
                 },
             }),
         }
@@ -127,6 +139,7 @@ impl WebhookEvent {
         keyword: &str,
         site: &str,
         changes: &ChangeSummary,
+        links: &dyn Links,
     ) -> Vec<WebhookEvent> {
         [
             (WebhookEventType::ItemsNew, Change::New, changes.new),
@@ -164,8 +177,8 @@ impl WebhookEvent {
                     "items": items,
                     "items_truncated": (items.len() as i64) < i64::from(count),
                     "links": {
-                        "run": format!("/api/runs/{id}"),
-                        "results": format!("/api/results?run_id={id}&change={}", change.as_str()),
+                        "run": links.run(id),
+                        "results": links.run_results(id, Some(change)),
                     },
                 }),
             }
@@ -192,7 +205,7 @@ impl WebhookEvent {
 }
 
 /// A run's fields as its events carry them, with the API paths to read more.
-fn run_data(run: &CrawlRun, keyword: &str, site: &str) -> Value {
+fn run_data(run: &CrawlRun, keyword: &str, site: &str, links: &dyn Links) -> Value {
     let id = run.id;
     json!({
         "run_id": id,
@@ -219,16 +232,16 @@ fn run_data(run: &CrawlRun, keyword: &str, site: &str) -> Value {
         "items_removed": run.items_removed,
         "stopped_at_url": run.stopped_early.as_ref().map(|stop| &stop.url),
         "links": {
-            "run": format!("/api/runs/{id}"),
-            "results": format!("/api/results?run_id={id}"),
-            "site": format!("/api/sites/{}", run.site_id),
-            "keyword": format!("/api/keywords/{}", run.keyword_id),
+            "run": links.run(id),
+            "results": links.run_results(id, None),
+            "site": links.site(run.site_id),
+            "keyword": links.keyword(run.keyword_id),
         },
     })
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::domain::{
         failure::FailureKind,
@@ -276,6 +289,7 @@ mod tests {
             &run(RunState::Failed),
             "lamp",
             "shop",
+            &Named,
         );
         let at = "2026-11-25T10:00:01.5Z".parse().unwrap();
         let body = event.body(at);
@@ -291,7 +305,101 @@ mod tests {
         assert_eq!(data["site"], "shop");
         assert_eq!(data["state"], "failed");
         assert_eq!(data["error_kind"], "http_status");
-        assert_eq!(data["links"]["run"], "/api/runs/7");
+        assert_eq!(data["links"]["run"], "run 7");
+    }
+
+    /// The body of every kind of event a run's ending records, at one
+    /// instant, with `links`: the store's test holds them to the bytes
+    /// receivers were sent (`store::webhooks::links`).
+    pub(crate) fn run_ending_bodies(links: &dyn Links) -> Vec<String> {
+        let mut degraded = run(RunState::Completed);
+        degraded.health = Some(RunHealth::Degraded {
+            reason: "found 0 items, expected at least 5".into(),
+            blocked: true,
+        });
+        degraded.refusals = 2;
+        degraded.items_new = 1;
+        degraded.items_removed = 1;
+        degraded.stopped_early = Some(crate::domain::run::EarlyStop {
+            url: "https://shop.example/?p=2".into(),
+            reason: crate::domain::run::StopReason::RobotsDisallowed,
+        });
+        let item = |item_id, change| ItemChange {
+            item_id,
+            change,
+            item_url: Some(format!("https://shop.example/{item_id}")),
+            fields: serde_json::json!({"title": "Lamp"}),
+            diff: None,
+        };
+        let changes = ChangeSummary {
+            new: 1,
+            changed: 0,
+            removed: 3,
+            removals_judged: true,
+            samples: vec![item(11, Change::New), item(12, Change::Removed)],
+        };
+        let at = "2026-11-25T10:00:01Z".parse().unwrap();
+        let failed = run(RunState::Failed);
+        let mut events = vec![
+            WebhookEvent::run_ended(WebhookEventType::RunFailed, &failed, "lamp", "shop", links),
+            WebhookEvent::run_degraded(&degraded, "lamp", "shop", links),
+            WebhookEvent::site_changed(true, &degraded, "lamp", "shop", links),
+            WebhookEvent::site_changed(false, &degraded, "lamp", "shop", links),
+        ];
+        events.extend(WebhookEvent::items_found(
+            &degraded, "lamp", "shop", &changes, links,
+        ));
+        events.iter().map(|event| event.body(at)).collect()
+    }
+
+    /// Links that name what they link to, so a test sees which went where.
+    struct Named;
+
+    impl Links for Named {
+        fn run(&self, run_id: i64) -> String {
+            format!("run {run_id}")
+        }
+        fn run_results(&self, run_id: i64, change: Option<Change>) -> String {
+            format!("results of run {run_id} {change:?}")
+        }
+        fn site(&self, site_id: i64) -> String {
+            format!("site {site_id}")
+        }
+        fn site_health(&self, site_id: i64) -> String {
+            format!("health of site {site_id}")
+        }
+        fn keyword(&self, keyword_id: i64) -> String {
+            format!("keyword {keyword_id}")
+        }
+    }
+
+    #[test]
+    fn each_link_of_an_event_is_the_one_its_links_give_for_its_subject() {
+        let bodies: Vec<Value> = run_ending_bodies(&Named)
+            .iter()
+            .map(|body| serde_json::from_str::<Value>(body).unwrap()["data"].clone())
+            .collect();
+        let run_links = serde_json::json!({
+            "run": "run 7", "results": "results of run 7 None",
+            "site": "site 3", "keyword": "keyword 2",
+        });
+        assert_eq!(bodies[0]["links"], run_links);
+        assert_eq!(bodies[1]["links"], run_links);
+        for site_event in &bodies[2..4] {
+            assert_eq!(
+                site_event["links"],
+                serde_json::json!({"site": "site 3", "health": "health of site 3"})
+            );
+            assert_eq!(site_event["run"]["links"], run_links);
+        }
+        assert_eq!(
+            bodies[4]["links"],
+            serde_json::json!({"run": "run 7", "results": "results of run 7 Some(New)"})
+        );
+        assert_eq!(
+            bodies[5]["links"],
+            serde_json::json!({"run": "run 7", "results": "results of run 7 Some(Removed)"})
+        );
     }
 
     #[test]

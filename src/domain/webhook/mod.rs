@@ -3,18 +3,22 @@
 //! Webhooks specification says (<https://www.standardwebhooks.com/>): the
 //! events and a delivery's states (here), an endpoint and its rules
 //! (`endpoint`), its secret and signing (`secret`), the events' payloads
-//! (`event`), and the retry schedule of a delivery (`schedule`). No I/O: the
+//! (`event`) and the API paths they link to (`links`), and the retry schedule of a delivery (`schedule`). No I/O: the
 //! store keeps the outbox, the scheduler's leader sends.
 
 mod endpoint;
 mod event;
+mod links;
 mod schedule;
 mod secret;
 
 use super::{run::RunState, text_enum::text_enum};
 
 pub use endpoint::{Webhook, WebhookInput, WebhookSpec};
+#[cfg(test)]
+pub(crate) use event::tests::run_ending_bodies;
 pub use event::{MessageId, WebhookEvent};
+pub use links::Links;
 pub use schedule::RetrySchedule;
 pub use secret::{MASKED_SECRET, WebhookSecret};
 

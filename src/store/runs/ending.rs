@@ -360,16 +360,23 @@ async fn record_events(
     .fetch_one(&mut *tx)
     .await?;
     let (keyword, site_name) = (names.keyword.as_str(), names.name.as_str());
-    let mut events = vec![WebhookEvent::run_ended(event_type, run, keyword, site_name)];
+    let links = &webhooks::ApiLinks;
+    let mut events = vec![WebhookEvent::run_ended(
+        event_type, run, keyword, site_name, links,
+    )];
     if let Some(RunHealth::Degraded { .. }) = run.health {
-        events.push(WebhookEvent::run_degraded(run, keyword, site_name));
+        events.push(WebhookEvent::run_degraded(run, keyword, site_name, links));
     }
     if let Some(transition) = site {
         let blocked = transition == SiteTransition::Blocked;
-        events.push(WebhookEvent::site_changed(blocked, run, keyword, site_name));
+        events.push(WebhookEvent::site_changed(
+            blocked, run, keyword, site_name, links,
+        ));
     }
     if let Some(changes) = changes {
-        events.extend(WebhookEvent::items_found(run, keyword, site_name, changes));
+        events.extend(WebhookEvent::items_found(
+            run, keyword, site_name, changes, links,
+        ));
     }
     for event in &events {
         webhooks::record(tx, event).await?;

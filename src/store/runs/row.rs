@@ -10,79 +10,55 @@ use crate::domain::run::{Attempt, CrawlRun, EarlyStop, RunHealth};
 
 /// Declares a row of every column of `crawl_runs` (what `RETURNING *` reads)
 /// and, for a query that returns more beside them, those `extra` columns;
-/// `into_parts` splits it into the run's row and the extras.
+/// `into_parts` splits it into the run's row and the extras. The columns are
+/// listed once, in the `@columns` arm's call.
 macro_rules! run_row {
     ($(#[$doc:meta])* $name:ident { $($extra:ident: $ty:ty),* $(,)? }) => {
+        run_row!(@columns $(#[$doc])* $name { $($extra: $ty),* } {
+            id: i64,
+            keyword_id: i64,
+            site_id: i64,
+            state: String,
+            trigger: String,
+            priority: i32,
+            attempt: i32,
+            max_attempts: i32,
+            worker_id: Option<String>,
+            pages_crawled: i32,
+            items_found: i32,
+            current_url: Option<String>,
+            error: Option<String>,
+            error_kind: Option<String>,
+            queued_at: ::chrono::DateTime<::chrono::Utc>,
+            not_before: Option<::chrono::DateTime<::chrono::Utc>>,
+            dispatched_at: Option<::chrono::DateTime<::chrono::Utc>>,
+            started_at: Option<::chrono::DateTime<::chrono::Utc>>,
+            heartbeat_at: Option<::chrono::DateTime<::chrono::Utc>>,
+            state_changed_at: ::chrono::DateTime<::chrono::Utc>,
+            finished_at: Option<::chrono::DateTime<::chrono::Utc>>,
+            health: Option<String>,
+            health_reason: Option<String>,
+            refusals: i32,
+            stopped_at_url: Option<String>,
+            stop_reason: Option<String>,
+            items_new: i32,
+            items_changed: i32,
+            items_removed: i32,
+            paging_ended: Option<String>,
+        });
+    };
+    (@columns $(#[$doc:meta])* $name:ident { $($extra:ident: $ty:ty),* }
+        { $($column:ident: $column_ty:ty,)* }) => {
         $(#[$doc])*
         pub(in crate::store) struct $name {
-            pub id: i64,
-            pub keyword_id: i64,
-            pub site_id: i64,
-            pub state: String,
-            pub trigger: String,
-            pub priority: i32,
-            pub attempt: i32,
-            pub max_attempts: i32,
-            pub worker_id: Option<String>,
-            pub pages_crawled: i32,
-            pub items_found: i32,
-            pub current_url: Option<String>,
-            pub error: Option<String>,
-            pub error_kind: Option<String>,
-            pub queued_at: ::chrono::DateTime<::chrono::Utc>,
-            pub not_before: Option<::chrono::DateTime<::chrono::Utc>>,
-            pub dispatched_at: Option<::chrono::DateTime<::chrono::Utc>>,
-            pub started_at: Option<::chrono::DateTime<::chrono::Utc>>,
-            pub heartbeat_at: Option<::chrono::DateTime<::chrono::Utc>>,
-            pub state_changed_at: ::chrono::DateTime<::chrono::Utc>,
-            pub finished_at: Option<::chrono::DateTime<::chrono::Utc>>,
-            pub health: Option<String>,
-            pub health_reason: Option<String>,
-            pub refusals: i32,
-            pub stopped_at_url: Option<String>,
-            pub stop_reason: Option<String>,
-            pub items_new: i32,
-            pub items_changed: i32,
-            pub items_removed: i32,
-            pub paging_ended: Option<String>,
+            $(pub $column: $column_ty,)*
             $(pub $extra: $ty,)*
         }
 
         impl $name {
             #[allow(dead_code)]
             pub(in crate::store) fn into_parts(self) -> (RunRow, ($($ty,)*)) {
-                let run = RunRow {
-                    id: self.id,
-                    keyword_id: self.keyword_id,
-                    site_id: self.site_id,
-                    state: self.state,
-                    trigger: self.trigger,
-                    priority: self.priority,
-                    attempt: self.attempt,
-                    max_attempts: self.max_attempts,
-                    worker_id: self.worker_id,
-                    pages_crawled: self.pages_crawled,
-                    items_found: self.items_found,
-                    current_url: self.current_url,
-                    error: self.error,
-                    error_kind: self.error_kind,
-                    queued_at: self.queued_at,
-                    not_before: self.not_before,
-                    dispatched_at: self.dispatched_at,
-                    started_at: self.started_at,
-                    heartbeat_at: self.heartbeat_at,
-                    state_changed_at: self.state_changed_at,
-                    finished_at: self.finished_at,
-                    health: self.health,
-                    health_reason: self.health_reason,
-                    refusals: self.refusals,
-                    stopped_at_url: self.stopped_at_url,
-                    stop_reason: self.stop_reason,
-                    items_new: self.items_new,
-                    items_changed: self.items_changed,
-                    items_removed: self.items_removed,
-                    paging_ended: self.paging_ended,
-                };
+                let run = RunRow { $($column: self.$column,)* };
                 (run, ($(self.$extra,)*))
             }
         }

@@ -2,10 +2,11 @@
 //! `record` is called inside the transaction of the change that causes the
 //! event), the deliveries the scheduler's leader leases, sends and writes
 //! the attempts of (`sending`), and the deliveries as the API lists them
-//! (`deliveries`). Secrets are sealed with SESSION_KEY, bound to
+//! (`deliveries`); the API paths events link to (`links`). Secrets are sealed with SESSION_KEY, bound to
 //! their endpoint's row.
 
 mod deliveries;
+mod links;
 mod outbox;
 mod sending;
 
@@ -18,6 +19,7 @@ use super::{
 };
 use crate::domain::webhook::{Webhook, WebhookEventType, WebhookSecret, WebhookSpec};
 pub use deliveries::*;
+pub use links::ApiLinks;
 pub use outbox::*;
 pub use sending::*;
 

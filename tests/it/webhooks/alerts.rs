@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{LIMIT, create_webhook, endpoint};
+use super::{LIMIT, assert_links_answer, create_webhook, endpoint};
 use crate::{
     changes::{catalog_site, crawl, first_price, title},
     support::{ChangingSite, Look, ON_DEMAND, Received, Roles, TestApp, WebhookReceiver},
@@ -100,6 +100,8 @@ async fn a_changing_site_sends_run_degraded_then_site_blocked_and_recovered_once
         blocked[0]
     );
     assert_eq!(of_type(&received, "run.degraded").len(), 3);
+    assert_links_answer(&app, &blocked[0]).await;
+    assert_links_answer(&app, &alerts[0]).await;
 
     // Healthy again: recovered, once.
     shop.show(Look::Products(3));
@@ -154,5 +156,8 @@ async fn a_repriced_catalog_sends_items_changed_with_the_diff_and_items_removed(
     assert_eq!(removed[0]["count"], 1);
     assert_eq!(removed[0]["items"][0]["fields"]["title"], title("lamp", 7));
     assert_eq!(removed[0]["items"][0]["change"], "removed");
+    for event in [&new[0], &changed[0], &removed[0]] {
+        assert_links_answer(&app, event).await;
+    }
     app.stop().await;
 }

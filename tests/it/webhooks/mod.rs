@@ -47,6 +47,21 @@ async fn deliveries(app: &TestApp, webhook_id: i64) -> Vec<Value> {
 
 /// A site answering over plain HTTP at `path_and_query` of the fixture
 /// shop: no browser needed.
+/// Every link an event's `data` carries (its own, and its run's) answers
+/// 200 from the api: the paths the store writes are the api's routes.
+async fn assert_links_answer(app: &TestApp, data: &Value) {
+    let mut links: Vec<(&String, &Value)> = Vec::new();
+    for owner in [data, &data["run"]] {
+        links.extend(owner["links"].as_object().into_iter().flatten());
+    }
+    assert!(!links.is_empty(), "an event with no links: {data}");
+    for (name, path) in links {
+        let path = path.as_str().expect("a link is a path");
+        let (status, body) = app.get(path).await;
+        assert_eq!(status, StatusCode::OK, "links.{name} = {path}: {body}");
+    }
+}
+
 async fn http_site(app: &TestApp, name: &str, path_and_query: &str) -> i64 {
     app.one_page_site(name, path_and_query, json!({"render": "http"}))
         .await

@@ -6,7 +6,7 @@ use std::{collections::BTreeSet, time::Duration};
 
 use serde_json::{Value, json};
 
-use super::{LIMIT, create_webhook, deliveries, endpoint, http_site};
+use super::{LIMIT, assert_links_answer, create_webhook, deliveries, endpoint, http_site};
 use crate::support::{Received, Roles, TestApp, WebhookReceiver, dispatch_and_claim};
 
 /// How long a test waits for a message that must not come: the sender is
@@ -87,6 +87,7 @@ async fn a_run_that_completes_or_fails_for_good_sends_one_signed_message_and_a_r
         assert_eq!(data["error_kind"], run["error_kind"]);
         assert_eq!(data["error"], run["error"]);
         assert_eq!(data["links"]["run"], format!("/api/runs/{}", run["id"]));
+        assert_links_answer(&app, data).await;
     }
     let by_site = |site: i64| {
         let run = ended.iter().find(|r| r["site_id"] == site).unwrap();
