@@ -1,6 +1,6 @@
 use axum::{Json, extract::State, http::StatusCode};
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -38,13 +38,13 @@ impl From<WriteError> for ApiError {
 }
 
 /// Create a keyword on some sites.
-#[utoipa::path(post, path = "/keywords", tag = "keywords", security(("bearer" = [])), request_body = KeywordBody,
+#[utoipa::path(post, path = "/keywords", tag = "keywords", security(("bearer" = [])), request_body = KeywordInput,
     responses((status = 201, body = KeywordView), (status = 422, description = "Bad cron, unknown site ids...", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn create(
     State(state): State<AppState>,
-    ApiJson(body): ApiJson<KeywordBody>,
+    ApiJson(input): ApiJson<KeywordInput>,
 ) -> Result<(StatusCode, Json<KeywordView>), ApiError> {
-    let spec = KeywordInput::from(body).parse(state.min_schedule_interval)?;
+    let spec = input.parse(state.min_schedule_interval)?;
     let keyword = store::keywords::create(&state.pool, &spec).await?;
     Ok((StatusCode::CREATED, Json(keyword.into())))
 }
@@ -73,14 +73,14 @@ async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<KeywordV
 
 /// Replace a keyword (schedule changes apply without a restart).
 #[utoipa::path(put, path = "/keywords/{id}", tag = "keywords", security(("bearer" = [])), params(("id" = i64, Path)),
-    request_body = KeywordBody,
+    request_body = KeywordInput,
     responses((status = 200, body = KeywordView), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn update(
     State(state): State<AppState>,
     Id(id): Id,
-    ApiJson(body): ApiJson<KeywordBody>,
+    ApiJson(input): ApiJson<KeywordInput>,
 ) -> Result<Json<KeywordView>, ApiError> {
-    let spec = KeywordInput::from(body).parse(state.min_schedule_interval)?;
+    let spec = input.parse(state.min_schedule_interval)?;
     store::keywords::update(&state.pool, id, &spec)
         .await?
         .map(|keyword| Json(keyword.into()))
@@ -199,55 +199,4 @@ impl From<Keyword> for KeywordView {
             updated_at: from.updated_at,
         }
     }
-}
-
-/// A keyword as a client sends it.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = KeywordInput)]
-pub struct KeywordBody {
-    pub keyword: String,
-    pub site_ids: Vec<i64>,
-    /// 6-field cron expression, seconds first (`0 0 6 * * *`: 06:00 every
-    /// day), read on the clocks of `timezone`. A time the clocks skip (set
-    /// forward) fires when they jump past it; a time they show twice (set
-    /// back) fires the first time only.
-    #[schema(example = "0 0 6 * * *")]
-    pub schedule: String,
-    /// IANA time zone the schedule is read in.
-    #[serde(default = "utc")]
-    #[schema(default = "UTC", example = "Asia/Seoul")]
-    pub timezone: String,
-    /// Spreads keywords on the same cron: each fire of this keyword is
-    /// delayed by a fixed share of this many seconds (0 to 3600, and shorter
-    /// than the schedule's shortest interval).
-    #[serde(default)]
-    #[schema(default = 0, minimum = 0, maximum = 3600)]
-    pub jitter_secs: i64,
-    #[serde(default = "enabled_by_default")]
-    pub enabled: bool,
-    #[serde(default)]
-    pub priority: i32,
-}
-
-impl From<KeywordBody> for KeywordInput {
-    fn from(body: KeywordBody) -> Self {
-        KeywordInput {
-            keyword: body.keyword,
-            site_ids: body.site_ids,
-            schedule: body.schedule,
-            timezone: body.timezone,
-            jitter_secs: body.jitter_secs,
-            enabled: body.enabled,
-            priority: body.priority,
-        }
-    }
-}
-
-fn enabled_by_default() -> bool {
-    true
-}
-
-fn utc() -> String {
-    "UTC".to_owned()
 }

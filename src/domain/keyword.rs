@@ -2,6 +2,7 @@
 
 use chrono::TimeDelta;
 use serde::Deserialize;
+use utoipa::ToSchema;
 
 use super::{
     FieldError,
@@ -11,18 +12,27 @@ use super::{
 
 /// Longest keyword, in characters.
 pub const MAX_KEYWORD_CHARS: usize = 500;
-/// A keyword as a client sends it; `schedule` is a 6-field cron expression,
-/// seconds first, read on the clocks of `timezone` (an IANA name); each fire
-/// is delayed by the keyword's share of `jitter_secs`.
-#[derive(Debug, Clone, Deserialize)]
+/// A keyword as a client sends it.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KeywordInput {
     pub keyword: String,
     pub site_ids: Vec<i64>,
+    /// 6-field cron expression, seconds first (`0 0 6 * * *`: 06:00 every
+    /// day), read on the clocks of `timezone`. A time the clocks skip (set
+    /// forward) fires when they jump past it; a time they show twice (set
+    /// back) fires the first time only.
+    #[schema(example = "0 0 6 * * *")]
     pub schedule: String,
+    /// IANA time zone the schedule is read in.
     #[serde(default = "utc")]
+    #[schema(default = "UTC", example = "Asia/Seoul")]
     pub timezone: String,
+    /// Spreads keywords on the same cron: each fire of this keyword is
+    /// delayed by a fixed share of this many seconds (0 to 3600, and shorter
+    /// than the schedule's shortest interval).
     #[serde(default)]
+    #[schema(default = 0, minimum = 0, maximum = 3600)]
     pub jitter_secs: i64,
     #[serde(default = "enabled_by_default")]
     pub enabled: bool,
