@@ -431,12 +431,17 @@ proptest! {
 
     #[test]
     fn url_templates_parse_or_are_refused_and_fill_in_any_keyword(
-        template in prop_oneof![text(80), text(40).prop_map(|t| format!("http://s.example/{{keyword}}{t}{{page}}"))],
+        template in prop_oneof![
+            text(80),
+            text(40).prop_map(|t| format!("http://s.example/{{keyword}}{t}{{page}}")),
+            text(40).prop_map(|t| format!("http://s.example/{{keyword}}{t}{{offset}}")),
+        ],
         keyword in text(40),
         page in any::<u32>(),
+        offset in any::<u64>(),
     ) {
         if let Ok(template) = SearchUrlTemplate::parse(&template) {
-            let _ = template.url_for(&keyword, page);
+            let _ = template.url_for(&keyword, page, offset);
             let _ = template.sample_url();
         }
     }

@@ -9,6 +9,7 @@ mod field_error;
 pub mod item;
 pub mod keyword;
 pub mod page;
+pub mod paging;
 pub mod preview;
 pub mod robots;
 pub mod run;

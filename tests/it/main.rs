@@ -30,6 +30,7 @@ mod masked_secrets;
 mod openapi;
 mod operations;
 mod operator_views;
+mod paging;
 mod politeness;
 mod preview;
 mod render_modes;

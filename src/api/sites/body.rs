@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::paging::PagingBody;
 use crate::domain::{
+    paging::PagingInput,
     site::{Expectations, ExpectationsInput, FieldInput, JsonInput, SiteInput},
     value::{DateInput, NumberInput},
 };
@@ -42,6 +44,8 @@ pub struct SiteBody {
     pub json: Option<JsonBody>,
     /// Pages at most (default 100 for paged searches, else 1).
     pub max_pages: Option<i32>,
+    /// How one page leads to the next (default: `{page}` or the JSON token).
+    pub paging: Option<PagingBody>,
     pub stuck_timeout_secs: Option<i32>,
     pub max_attempts: Option<i32>,
     /// Page requests per second across the fleet (fractions allowed); none: unlimited.
@@ -228,6 +232,7 @@ impl From<SiteBody> for SiteInput {
             blocked_selector: body.blocked_selector,
             json: body.json.map(JsonInput::from),
             max_pages: body.max_pages,
+            paging: body.paging.map(PagingInput::from),
             stuck_timeout_secs: body.stuck_timeout_secs,
             max_attempts: body.max_attempts,
             max_requests_per_sec: body.max_requests_per_sec,

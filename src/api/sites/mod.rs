@@ -2,6 +2,7 @@
 //! on a worker before saving it (`preview`).
 
 mod body;
+mod paging;
 mod preview;
 mod view;
 

@@ -7,7 +7,10 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::body::{DateBody, ExpectBody, JsonBody, NumberBody};
+use super::{
+    body::{DateBody, ExpectBody, JsonBody, NumberBody},
+    paging::PagingBody,
+};
 use crate::{
     domain::{
         site::{FieldSpec, ProxyUrl, Site},
@@ -39,6 +42,7 @@ pub struct SiteView {
     pub blocked_selector: Option<String>,
     pub json: Option<JsonBody>,
     pub max_pages: i32,
+    pub paging: PagingBody,
     pub stuck_timeout_secs: Option<i32>,
     pub max_attempts: Option<i32>,
     pub max_requests_per_sec: Option<f64>,
@@ -88,6 +92,7 @@ impl From<Site> for SiteView {
             blocked_selector,
             json: spec.extraction.json_input().map(JsonBody::from),
             max_pages: spec.max_pages,
+            paging: PagingBody::from(&spec.paging),
             stuck_timeout_secs: spec.stuck_timeout_secs,
             max_attempts: spec.max_attempts,
             max_requests_per_sec: spec.politeness.max_requests_per_sec,

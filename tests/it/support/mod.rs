@@ -22,6 +22,9 @@
 //!   strips of a field, or has refuse requests, between runs.
 //! - `price_shop`: [`PriceShop`], a one-page shop writing prices, dates,
 //!   lists and links as shops do, for the value rules; a test moves a price.
+//! - `paged_shop`: [`PagedShop`], nine products paged by a next link, an
+//!   offset, a "load more" button and an endless scroll, and a search that
+//!   repeats its page; it counts each request.
 //! - `structured_shop`: [`StructuredShop`], a shop publishing its products
 //!   as JSON-LD, microdata and OpenGraph.
 //! - `polling`: [`eventually`], for what another task or process does.
@@ -35,6 +38,7 @@ mod changing_site;
 mod console;
 mod faults;
 mod forward_proxy;
+mod paged_shop;
 mod polling;
 mod ports;
 mod price_shop;
@@ -50,6 +54,7 @@ pub use changing_site::{ChangingSite, Look};
 pub use console::ConsoleBrowser;
 pub use faults::{CuttableProxy, OwnRedis};
 pub use forward_proxy::TestProxy;
+pub use paged_shop::PagedShop;
 pub use polling::eventually;
 pub use ports::free_port;
 pub use price_shop::PriceShop;
