@@ -246,6 +246,7 @@ fn site_body() -> impl Strategy<Value = Value> {
             text(40),
             prop_oneof![
                 Just("https://shop.example/s?q={keyword}&p={page}".to_owned()),
+                Just("https://shop.example/s?q={keyword}&start={offset}".to_owned()),
                 text(60).prop_map(|t| format!("https://x.example/{{keyword}}{t}")),
                 text(60),
             ],
@@ -275,18 +276,35 @@ fn site_body() -> impl Strategy<Value = Value> {
             ]),
             proptest::option::of(value()),
             proptest::option::of(prop_oneof![Just("Product".to_owned()), text(30)]),
+            proptest::option::of(
+                (
+                    proptest::option::of(prop_oneof![
+                        Just("numbered".to_owned()),
+                        Just("offset".to_owned()),
+                        Just("next_link".to_owned()),
+                        Just("load_more".to_owned()),
+                        Just("infinite_scroll".to_owned()),
+                        text(16),
+                    ]),
+                    proptest::option::of(any::<i32>()),
+                    proptest::option::of(string()),
+                )
+                    .prop_map(|(form, page_size, selector)| {
+                        json!({"form": form, "page_size": page_size, "selector": selector})
+                    }),
+            ),
         ),
     )
         .prop_map(
             |(
                 (name, url, render, item, fields, wait),
-                (json, pages, rate, headers, proxy, extra, structured_items),
+                (json, pages, rate, headers, proxy, extra, structured_items, paging),
             )| {
                 let mut body = json!({
                     "name": name, "search_url": url, "render": render, "item_selector": item,
                     "fields": fields, "wait_for": wait, "json": json, "max_pages": pages,
                     "max_requests_per_sec": rate, "headers": headers, "proxy": proxy,
-                    "structured_items": structured_items,
+                    "structured_items": structured_items, "paging": paging,
                 });
                 if let Some(extra) = extra {
                     body["blocked_selector"] = extra;

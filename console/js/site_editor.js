@@ -57,7 +57,7 @@ export function render(root, { id }, ctx) {
     h("fieldset", {}, h("legend", {}, "Site"),
       input("name", "name", { required: true }),
       input("search_url", "search URL", { required: true, placeholder: "https://example.com/search?q={keyword}&page={page}" },
-        "{keyword} is the keyword; {page} the page number, for searches paged by number"),
+        "{keyword} is the keyword; {page} the page number, {offset} the first item's index (paging by offset)"),
       h("label", { for: "site-render" }, "render",
         h("select", { id: "site-render", name: "render", dataset: { field: "render" } },
           h("option", { value: "browser" }, "browser (headless Chromium)"),
@@ -81,6 +81,17 @@ export function render(root, { id }, ctx) {
       input("item_key", "item key (a field's name)", { placeholder: "sku" },
         "identifies an item without a URL from one crawl to the next (else its content does)")),
     h("fieldset", {}, h("legend", {}, "Paging and pace"),
+      h("div", { class: "row" },
+        h("label", { for: "site-paging" }, "paging",
+          h("select", { id: "site-paging", name: "paging.form", dataset: { field: "paging.form" } },
+            h("option", { value: "numbered" }, "by {page} (or the JSON token)"),
+            h("option", { value: "offset" }, "by {offset} in the search URL"),
+            h("option", { value: "next_link" }, "a next link"),
+            h("option", { value: "load_more" }, "a load-more button (browser)"),
+            h("option", { value: "infinite_scroll" }, "endless scroll (browser)")),
+          h("span", { class: "field-error", dataset: { errorFor: "paging.form" } })),
+        input("paging.page_size", "items a page holds (offset)", { type: "number", min: 1 }),
+        input("paging.selector", "next link or button (CSS)", { placeholder: "a.next" })),
       h("div", { class: "row" },
         input("max_pages", "pages at most", { type: "number", min: 1 }),
         input("stuck_timeout_secs", "stuck after (s)", { type: "number", min: 1 }),
@@ -217,6 +228,11 @@ function body(form) {
     fields,
     item_key: text("item_key"),
     max_pages: number("max_pages"),
+    paging: {
+      form: form.elements["paging.form"].value,
+      page_size: number("paging.page_size"),
+      selector: text("paging.selector"),
+    },
     stuck_timeout_secs: number("stuck_timeout_secs"),
     max_attempts: number("max_attempts"),
     max_requests_per_sec: number("max_requests_per_sec"),
@@ -251,6 +267,9 @@ function fill(form, fields, site) {
   set("expect.min_items", site.expect?.min_items);
   set("expect.required_fields", (site.expect?.required_fields || []).join(", "));
   set("expect.max_empty_runs", site.expect?.max_empty_runs);
+  set("paging.form", site.paging?.form ?? "numbered");
+  set("paging.page_size", site.paging?.page_size);
+  set("paging.selector", site.paging?.selector);
   set("json.items", site.json?.items);
   set("json.next_token", site.json?.next_token);
   set("json.token_param", site.json?.token_param);

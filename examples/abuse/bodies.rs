@@ -131,6 +131,7 @@ pub async fn run(api: &Api, targets: &Targets) -> anyhow::Result<()> {
     shapes::content_types(api, targets).await;
     rules::schedules(api, id).await;
     rules::json_pointers(api, targets).await;
+    rules::paging(api, targets).await;
     transforms::hostile_rules(api, targets).await;
     Ok(())
 }
