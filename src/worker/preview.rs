@@ -127,8 +127,11 @@ async fn crawl(ctx: &CrawlContext, request: &PreviewRequest, spec: &SiteSpec) ->
                 let session = lease.session();
                 let result = match prepare_for_crawl(session, spec, None).await {
                     Ok(()) => {
-                        let mut source =
-                            PageSource::Browser(BrowserPage::new(&mut *session, ctx.bounds));
+                        let mut source = PageSource::Browser(BrowserPage::new(
+                            &mut *session,
+                            ctx.bounds,
+                            &request.keyword,
+                        ));
                         read.pages(ctx, request, spec, &pace, &mut source, stuck_timeout)
                             .await
                     }

@@ -251,3 +251,33 @@ async fn each_bad_paging_setting_is_a_422_naming_its_field() {
     }
     app.stop().await;
 }
+
+#[tokio::test]
+async fn the_preview_follows_the_sites_paging_to_page_2_and_no_further() {
+    let worker_only = Roles {
+        scheduler: false,
+        worker: true,
+    };
+    let app = TestApp::spawn_without_browsers(worker_only, |_| {}).await;
+    let shop = PagedShop::start().await;
+    let next_link = json!({"paging": {"form": "next_link", "selector": "nav a.next"}});
+    let site = shop.site_body("next", "/next?q={keyword}", "http", next_link);
+    let (status, answer) = app
+        .post(
+            "/api/sites/preview",
+            json!({"site": site, "keyword": "tea", "pages": 2}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let pages = answer["pages"].as_array().unwrap();
+    assert_eq!(pages.len(), 2, "{answer}");
+    let second = pages[1]["url"].as_str().unwrap();
+    assert!(second.ends_with("/next?q=tea&p=2"), "{answer}");
+    assert_eq!(answer["items"].as_array().unwrap().len(), 6, "{answer}");
+    assert_eq!(
+        shop.hits("/next?q=tea&p=3"),
+        0,
+        "a preview reads two pages at most"
+    );
+    app.stop().await;
+}

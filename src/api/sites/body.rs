@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::paging::PagingBody;
+use super::{actions::ActionBody, paging::PagingBody};
 use crate::domain::{
+    action::ActionInput,
     paging::PagingInput,
     site::{Expectations, ExpectationsInput, FieldInput, JsonInput, SiteInput},
     value::{DateInput, NumberInput},
@@ -46,6 +47,8 @@ pub struct SiteBody {
     pub max_pages: Option<i32>,
     /// How one page leads to the next (default: `{page}` or the JSON token).
     pub paging: Option<PagingBody>,
+    /// Steps a browser takes on the first page before reading it (at most 20).
+    pub actions: Option<Vec<ActionBody>>,
     pub stuck_timeout_secs: Option<i32>,
     pub max_attempts: Option<i32>,
     /// Page requests per second across the fleet (fractions allowed); none: unlimited.
@@ -233,6 +236,9 @@ impl From<SiteBody> for SiteInput {
             json: body.json.map(JsonInput::from),
             max_pages: body.max_pages,
             paging: body.paging.map(PagingInput::from),
+            actions: body
+                .actions
+                .map(|steps| steps.into_iter().map(ActionInput::from).collect()),
             stuck_timeout_secs: body.stuck_timeout_secs,
             max_attempts: body.max_attempts,
             max_requests_per_sec: body.max_requests_per_sec,

@@ -1,6 +1,7 @@
 //! Sites: create, read, replace, delete, forget a kept session, and try one
 //! on a worker before saving it (`preview`).
 
+mod actions;
 mod body;
 mod paging;
 mod preview;

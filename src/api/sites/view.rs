@@ -8,6 +8,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::{
+    actions::ActionBody,
     body::{DateBody, ExpectBody, JsonBody, NumberBody},
     paging::PagingBody,
 };
@@ -43,6 +44,7 @@ pub struct SiteView {
     pub json: Option<JsonBody>,
     pub max_pages: i32,
     pub paging: PagingBody,
+    pub actions: Vec<ActionBody>,
     pub stuck_timeout_secs: Option<i32>,
     pub max_attempts: Option<i32>,
     pub max_requests_per_sec: Option<f64>,
@@ -93,6 +95,7 @@ impl From<Site> for SiteView {
             json: spec.extraction.json_input().map(JsonBody::from),
             max_pages: spec.max_pages,
             paging: PagingBody::from(&spec.paging),
+            actions: spec.actions.iter().map(ActionBody::from).collect(),
             stuck_timeout_secs: spec.stuck_timeout_secs,
             max_attempts: spec.max_attempts,
             max_requests_per_sec: spec.politeness.max_requests_per_sec,

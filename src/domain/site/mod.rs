@@ -30,6 +30,7 @@ pub use template::{SearchUrlTemplate, with_query_param};
 
 use super::{
     FieldError,
+    action::{self, ActionInput, parse_actions},
     paging::{Paging, PagingInput},
     text,
     text_enum::text_enum,
@@ -123,6 +124,9 @@ pub struct SiteInput {
     /// How one page leads to the next (default: `{page}` or the JSON token).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paging: Option<PagingInput>,
+    /// Steps a browser takes on the first page before reading it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actions: Option<Vec<ActionInput>>,
     pub stuck_timeout_secs: Option<i32>,
     pub max_attempts: Option<i32>,
     /// Page requests per second across the fleet (fractions allowed); none: unlimited.
@@ -178,6 +182,8 @@ pub struct SiteSpec {
     pub max_pages: i32,
     /// How one page leads to the next.
     pub paging: Paging,
+    /// Steps a browser takes on the first page before reading it.
+    pub actions: Vec<action::Step>,
     pub stuck_timeout_secs: Option<i32>,
     pub max_attempts: Option<i32>,
     pub politeness: Politeness,
@@ -279,6 +285,10 @@ impl SiteInput {
             .paging
             .unwrap_or_default()
             .parse(render, &search_url, item_selector)?;
+        let actions = parse_actions(
+            self.actions.unwrap_or_default(),
+            render == RenderMode::Browser,
+        )?;
         let paged = search_url.is_paged()
             || extraction.token_paging().is_some()
             || paging.pages_by_itself();
@@ -317,6 +327,7 @@ impl SiteInput {
             item_key,
             max_pages,
             paging,
+            actions,
             stuck_timeout_secs: self.stuck_timeout_secs,
             max_attempts: self.max_attempts,
             politeness: Politeness {

@@ -12,11 +12,11 @@ use serde::de::{DeserializeOwned, IntoDeserializer};
 use sqlx::{PgPool, types::Json};
 
 use crate::{
-    domain::paging::Paging,
     domain::site::{
         Expectations, Extraction, FieldSpec, HtmlItems, Identity, JsonInput, Politeness, ProxyUrl,
         SchemaType, SessionPolicy, Site, SiteSpec, TokenPaging,
     },
+    domain::{action::Step, paging::Paging},
     store::sealing::{Sealed, SessionKey},
 };
 pub use health::{RECENT_RUNS, RunItems, STREAK_RUNS, SiteHealth, Window, health, health_of_all};
@@ -81,9 +81,9 @@ pub async fn create(
                               max_concurrent_runs, stop_on_seen, keep_session, exclusive_session,
                               user_agent, header_names, proxy, expect_items, enabled,
                               expect_min_items, expect_required_fields, expect_max_empty_runs,
-                              respect_robots, item_key, structured_items, paging)
+                              respect_robots, item_key, structured_items, paging, actions)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-                   $20, $21, $22, $23, $24, $25, $26, $27, $28)
+                   $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)
            RETURNING id, created_at, updated_at"#,
         spec.name,
         spec.search_url.as_str(),
@@ -113,6 +113,7 @@ pub async fn create(
         spec.item_key,
         c.structured_items,
         Json(&spec.paging) as _,
+        Json(&spec.actions) as _,
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -144,7 +145,7 @@ pub async fn update(
                   stop_on_seen = $15, keep_session = $16, exclusive_session = $17, user_agent = $18,
                   header_names = $19, proxy = $20, expect_items = $21, enabled = $22,
                   expect_min_items = $23, expect_required_fields = $24, expect_max_empty_runs = $25,
-                  respect_robots = $26, item_key = $27, structured_items = $28, paging = $29,
+                  respect_robots = $26, item_key = $27, structured_items = $28, paging = $29, actions = $30,
                   updated_at = now()
            WHERE id = $1
            RETURNING id, created_at, updated_at,
@@ -178,6 +179,7 @@ pub async fn update(
         spec.item_key,
         c.structured_items,
         Json(&spec.paging) as _,
+        Json(&spec.actions) as _,
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -230,7 +232,7 @@ async fn select(
         r#"SELECT s.id, s.name, s.search_url, s.render, s.item_selector, s.structured_items,
                   s.fields AS "fields: Json<BTreeMap<String, FieldSpec>>", s.item_key,
                   s.wait_for, s.blocked_selector, s.json AS "json: Json<JsonInput>",
-                  s.max_pages, s.paging AS "paging: Json<Paging>", s.stuck_timeout_secs, s.max_attempts, s.max_requests_per_sec,
+                  s.max_pages, s.paging AS "paging: Json<Paging>", s.actions AS "actions: Json<Vec<Step>>", s.stuck_timeout_secs, s.max_attempts, s.max_requests_per_sec,
                   s.max_concurrent_runs, s.stop_on_seen, s.expect_items, s.enabled, s.keep_session,
                   s.expect_min_items, s.expect_required_fields, s.expect_max_empty_runs, s.respect_robots,
                   s.exclusive_session,
@@ -309,6 +311,7 @@ struct SiteRow {
     json: Option<Json<JsonInput>>,
     max_pages: i32,
     paging: Json<Paging>,
+    actions: Json<Vec<Step>>,
     stuck_timeout_secs: Option<i32>,
     max_attempts: Option<i32>,
     max_requests_per_sec: Option<f64>,
@@ -401,6 +404,7 @@ impl SiteRow {
             item_key: self.item_key,
             max_pages: self.max_pages,
             paging: self.paging.0,
+            actions: self.actions.0,
             stuck_timeout_secs: self.stuck_timeout_secs,
             max_attempts: self.max_attempts,
             politeness: Politeness {

@@ -427,6 +427,7 @@ async fn crawl_in_browser(
             .pages(&mut PageSource::Browser(BrowserPage::new(
                 &mut *session,
                 crawl.ctx.bounds,
+                crawl.keyword,
             )))
             .await?;
         let ended_with = match crawl.spec.session.keep {

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use url::Url;
 
 use super::{
-    Fetched, PageLimits, blocked_page, in_place::show_more, judge_status, parse_retry_after,
-    read_failed,
+    Fetched, PageLimits, actions::run_actions, blocked_page, in_place::show_more, judge_status,
+    parse_retry_after, read_failed,
 };
 use crate::{
     domain::{
@@ -39,6 +39,8 @@ pub struct BrowserPage<'a> {
     /// Items the document showed when it was last read: paging in place
     /// reads past them.
     shown: usize,
+    /// The keyword searched for (a page action may type it).
+    keyword: String,
 }
 
 /// Makes a context the site's: its user agent and extra headers, and the
@@ -67,12 +69,13 @@ pub async fn prepare_for_crawl(
 }
 
 impl<'a> BrowserPage<'a> {
-    /// Pages read in `session`, each within `bounds`.
-    pub fn new(session: &'a mut BrowserSession, bounds: CrawlBounds) -> Self {
+    /// Pages of a search for `keyword` read in `session`, each within `bounds`.
+    pub fn new(session: &'a mut BrowserSession, bounds: CrawlBounds, keyword: &str) -> Self {
         BrowserPage {
             session,
             bounds,
             shown: 0,
+            keyword: keyword.to_owned(),
         }
     }
 
@@ -137,6 +140,10 @@ impl<'a> BrowserPage<'a> {
             _ => {
                 if let Some(judged) = self.load_page(url, page, guard, stuck_timeout).await? {
                     return Ok(judged);
+                }
+                // The site's page actions, on its first page, before it is read.
+                if page == 1 && !spec.actions.is_empty() {
+                    run_actions(self.session, &spec.actions, &self.keyword).await?;
                 }
                 0
             }

@@ -2,6 +2,7 @@
 //! plain HTTP (HTML or a JSON API). Every mode answers the same way, so the
 //! crawl around it (states, limits, retries, storage) is the same for all.
 
+mod actions;
 mod browser;
 mod http;
 mod in_place;

@@ -22,6 +22,8 @@
 //!   strips of a field, or has refuse requests, between runs.
 //! - `price_shop`: [`PriceShop`], a one-page shop writing prices, dates,
 //!   lists and links as shops do, for the value rules; a test moves a price.
+//! - `action_shop`: [`ActionShop`], a shop whose listing shows only past a
+//!   cookie banner, and whose search is a form to type into and submit.
 //! - `paged_shop`: [`PagedShop`], nine products paged by a next link, an
 //!   offset, a "load more" button and an endless scroll, and a search that
 //!   repeats its page; it counts each request.
@@ -33,6 +35,7 @@
 //! - `tls_servers`: Postgres and Redis speaking TLS only, with certificates of
 //!   a CA the test makes ([`TestCa`], [`TlsPostgres`], [`TlsRedis`]).
 
+mod action_shop;
 mod app;
 mod changing_site;
 mod console;
@@ -49,6 +52,7 @@ mod structured_shop;
 mod tls_servers;
 mod webhook_receiver;
 
+pub use action_shop::ActionShop;
 pub use app::{ON_DEMAND, Roles, TEST_SESSION_KEY, TestApp, test_config};
 pub use changing_site::{ChangingSite, Look};
 pub use console::ConsoleBrowser;
