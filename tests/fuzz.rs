@@ -293,18 +293,43 @@ fn site_body() -> impl Strategy<Value = Value> {
                         json!({"form": form, "page_size": page_size, "selector": selector})
                     }),
             ),
+            proptest::option::of(proptest::collection::vec(
+                (
+                    prop_oneof![
+                        Just("click".to_owned()),
+                        Just("type".to_owned()),
+                        Just("press".to_owned()),
+                        Just("select".to_owned()),
+                        Just("scroll".to_owned()),
+                        Just("wait_for".to_owned()),
+                        Just("wait".to_owned()),
+                        Just("dismiss".to_owned()),
+                        text(10),
+                    ],
+                    proptest::option::of(string()),
+                    proptest::option::of(prop_oneof![Just("{keyword}".to_owned()), text(20)]),
+                    proptest::option::of(prop_oneof![Just("Enter".to_owned()), text(8)]),
+                    proptest::option::of(any::<i64>()),
+                    proptest::option::of(any::<i64>()),
+                )
+                    .prop_map(|(action, selector, text, key, ms, timeout_ms)| {
+                        json!({"action": action, "selector": selector, "text": text,
+                               "key": key, "value": text, "ms": ms, "timeout_ms": timeout_ms})
+                    }),
+                0..24,
+            )),
         ),
     )
         .prop_map(
             |(
                 (name, url, render, item, fields, wait),
-                (json, pages, rate, headers, proxy, extra, structured_items, paging),
+                (json, pages, rate, headers, proxy, extra, structured_items, paging, actions),
             )| {
                 let mut body = json!({
                     "name": name, "search_url": url, "render": render, "item_selector": item,
                     "fields": fields, "wait_for": wait, "json": json, "max_pages": pages,
                     "max_requests_per_sec": rate, "headers": headers, "proxy": proxy,
-                    "structured_items": structured_items, "paging": paging,
+                    "structured_items": structured_items, "paging": paging, "actions": actions,
                 });
                 if let Some(extra) = extra {
                     body["blocked_selector"] = extra;

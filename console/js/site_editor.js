@@ -70,6 +70,12 @@ export function render(root, { id }, ctx) {
       h("div", { class: "html-only" }, input("structured_items", "or: the page's structured items of type", { placeholder: "Product" },
         "a schema.org type in the page's JSON-LD or microdata (the preview lists them); each field then reads a path in the item")),
       h("div", { class: "browser-only" }, input("wait_for", "wait for (CSS, browser)")),
+      h("div", { class: "browser-only" },
+        h("label", { for: "site-actions" }, "page actions before reading the first page (JSON list, browser)",
+          h("textarea", { id: "site-actions", name: "actions", rows: 3, dataset: { field: "actions" },
+            placeholder: '[{"action": "dismiss", "selector": "#cookies .accept"}]' }),
+          h("span", { class: "muted" }, "click, type (text: {keyword} is the keyword), press, select, scroll, wait_for, wait, dismiss; at most 20"),
+          h("span", { class: "field-error", dataset: { errorFor: "actions" } }))),
       h("div", { class: "html-only" }, input("blocked_selector", "blocked page shows (CSS)")),
       h("div", { class: "json-only row" },
         input("json.items", "items (JSON pointer)", { placeholder: "/data/items" }),
@@ -208,6 +214,14 @@ function body(form) {
       Object.assign(fields[name], parsed);
     }
   }
+  let actions;
+  if (mode === "browser" && form.actions.value.trim()) {
+    try {
+      actions = JSON.parse(form.actions.value);
+    } catch (e) {
+      throw Object.assign(new Error(`page actions: not JSON (${e.message})`), { field: "actions" });
+    }
+  }
   const headers = {};
   for (const line of form.headers.value.split("\n")) {
     if (!line.trim()) continue;
@@ -221,6 +235,7 @@ function body(form) {
     item_selector: mode === "json" ? undefined : text("item_selector"),
     structured_items: mode === "json" ? undefined : text("structured_items"),
     wait_for: mode === "browser" ? text("wait_for") : undefined,
+    actions,
     blocked_selector: mode === "json" ? undefined : text("blocked_selector"),
     json: mode === "json"
       ? { items: text("json.items") ?? "", next_token: text("json.next_token"), token_param: text("json.token_param") }
@@ -273,6 +288,7 @@ function fill(form, fields, site) {
   set("json.items", site.json?.items);
   set("json.next_token", site.json?.next_token);
   set("json.token_param", site.json?.token_param);
+  form.actions.value = site.actions?.length ? JSON.stringify(site.actions, null, 1) : "";
   form.headers.value = Object.entries(site.headers || {}).map(([k, v]) => `${k}: ${v}`).join("\n");
   show(fields, Object.entries(site.fields).map(([name, spec]) => fieldRow(name, spec)));
 }
@@ -313,12 +329,17 @@ function showError(form, fallback, error, prefix) {
   }
   while (field && !target) {
     target = form.querySelector(`[data-field="${CSS.escape(field)}"]`);
-    if (!target) field = field.includes(".") ? field.slice(0, field.lastIndexOf(".")) : null;
+    if (!target) {
+      field = field.includes(".") ? field.slice(0, field.lastIndexOf("."))
+        : field.endsWith("]") ? field.slice(0, field.lastIndexOf("[")) : null;
+    }
   }
   if (target) {
     target.setAttribute("aria-invalid", "true");
     const message = form.querySelector(`[data-error-for="${CSS.escape(field)}"]`);
-    if (message) message.textContent = error.message;
+    // A step of a list (`actions[2].selector`) is named: the list is one box.
+    const named = error.field.slice(prefix.length);
+    if (message) message.textContent = named.includes("[") ? `${named}: ${error.message}` : error.message;
     target.focus();
   } else {
     fallback.textContent = error.message;

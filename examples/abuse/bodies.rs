@@ -132,6 +132,7 @@ pub async fn run(api: &Api, targets: &Targets) -> anyhow::Result<()> {
     rules::schedules(api, id).await;
     rules::json_pointers(api, targets).await;
     rules::paging(api, targets).await;
+    rules::page_actions(api, targets).await;
     transforms::hostile_rules(api, targets).await;
     Ok(())
 }

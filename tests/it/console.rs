@@ -240,6 +240,17 @@ async fn an_operator_fixes_a_site_with_its_preview_saves_it_and_watches_its_craw
         .await;
     browser.type_into("#site-paging-selector", "").await;
 
+    // A page action without its element: the error names the step.
+    browser
+        .type_into("#site-actions", r#"[{"action": "click"}]"#)
+        .await;
+    browser.click("#save-site").await;
+    let error = browser
+        .wait_for_text("[data-error-for=actions]", "actions[0].selector")
+        .await;
+    assert!(error.contains("selector"), "{error}");
+    browser.type_into("#site-actions", "").await;
+
     // Fixed, then tried on a worker before saving: items and a screenshot.
     browser.type_into("#site-item_selector", "li.product").await;
     browser.type_into("#site-max_pages", "2").await;

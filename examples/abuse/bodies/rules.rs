@@ -1,6 +1,7 @@
 //! Bodies that read well but break a rule of the domain: schedules firing
 //! more often than once a minute (or huge, or odd), JSON pointers that
-//! are no pointers, and paging that does not fit its site.
+//! are no pointers, paging that does not fit its site, and page actions
+//! out of their bounds.
 
 use serde_json::{Value, json};
 
@@ -233,6 +234,82 @@ pub(super) async fn paging(api: &Api, targets: &Targets) {
         "json site, paging.form: scrolling an API",
         &body,
         Expect::invalid("paging.form"),
+    )
+    .await;
+}
+
+pub(super) async fn page_actions(api: &Api, targets: &Targets) {
+    let wait = json!({"action": "wait", "ms": 1});
+    let deep = format!("{}a{}", ":is(".repeat(10_000), ")".repeat(10_000));
+    let cases: [(&str, &str, Value); 9] = [
+        (
+            "actions",
+            "10,000 steps",
+            Value::Array(vec![wait.clone(); 10_000]),
+        ),
+        (
+            "actions[2].selector",
+            "a broken selector in the third step",
+            json!([wait, wait, {"action": "click", "selector": "a["}]),
+        ),
+        (
+            "actions[0].selector",
+            "a selector nested 10,000 deep",
+            json!([{"action": "click", "selector": deep}]),
+        ),
+        (
+            "actions[0].action",
+            "a NUL in the action",
+            json!([{"action": "cli\u{0}ck", "selector": "a"}]),
+        ),
+        (
+            "actions[0].text",
+            "100 KB of text to type",
+            json!([{"action": "type", "selector": "input", "text": "x".repeat(100_000)}]),
+        ),
+        (
+            "actions[0].key",
+            "a key chord",
+            json!([{"action": "press", "key": "Control+Alt+Delete"}]),
+        ),
+        (
+            "actions[0].ms",
+            "a wait of 2^63 ms",
+            json!([{"action": "wait", "ms": i64::MAX}]),
+        ),
+        (
+            "actions[0].timeout_ms",
+            "a negative bound",
+            json!([{"action": "dismiss", "selector": "a", "timeout_ms": -1}]),
+        ),
+        (
+            "actions[0].ms",
+            "a wait of 2^64 ms",
+            json!([{"action": "wait", "ms": 18446744073709551615u64}]),
+        ),
+    ];
+    for (field, what, actions) in cases {
+        let body = with(valid_site(targets), |b| {
+            b["render"] = json!("browser");
+            b["actions"] = actions.clone();
+        });
+        post_site(
+            api,
+            &format!("page actions, {field}: {what}"),
+            &body,
+            Expect::invalid(field),
+        )
+        .await;
+    }
+    let body = with(valid_site(targets), |b| {
+        b["render"] = json!("http");
+        b["actions"] = json!([{"action": "wait", "ms": 1}]);
+    });
+    post_site(
+        api,
+        "page actions on an http site",
+        &body,
+        Expect::invalid("actions"),
     )
     .await;
 }
