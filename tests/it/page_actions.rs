@@ -15,14 +15,6 @@ use crate::support::{ActionShop, Roles, TestApp};
 // A page in Chrome and a few steps of a few seconds each, on a loaded machine.
 const LIMIT: Duration = Duration::from_secs(90);
 
-async fn titles(app: &TestApp, run: &Value) -> Vec<String> {
-    let results = app.results_of_run(run["id"].as_i64().unwrap()).await;
-    results
-        .iter()
-        .map(|r| r["fields"]["title"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 #[tokio::test]
 async fn a_browser_dismisses_the_banner_and_types_the_search_before_reading_the_page() {
     let app = TestApp::spawn_with(Roles::fleet(), |_| {}).await;
@@ -37,7 +29,7 @@ async fn a_browser_dismisses_the_banner_and_types_the_search_before_reading_the_
         .await;
     let run = app.crawl_to_completion("tea", site, LIMIT).await;
     assert_eq!(
-        titles(&app, &run).await,
+        app.titles_of_run(&run).await,
         ["Product 0", "Product 1", "Product 2"]
     );
     assert_eq!(shop.hits("/listing"), 1, "the banner was accepted once");
@@ -53,7 +45,7 @@ async fn a_browser_dismisses_the_banner_and_types_the_search_before_reading_the_
         .await;
     let run = app.crawl_to_completion("tea", site, LIMIT).await;
     assert_eq!(
-        titles(&app, &run).await,
+        app.titles_of_run(&run).await,
         [
             "green tea 0 by new",
             "green tea 1 by new",

@@ -16,14 +16,6 @@ use crate::support::{PagedShop, Roles, TestApp};
 const LIMIT: Duration = Duration::from_secs(90);
 
 /// The titles a run stored, in page order.
-async fn titles(app: &TestApp, run: &Value) -> Vec<String> {
-    let results = app.results_of_run(run["id"].as_i64().unwrap()).await;
-    results
-        .iter()
-        .map(|r| r["fields"]["title"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 fn all_products() -> Vec<String> {
     (0..9).map(|n| format!("Product {n}")).collect()
 }
@@ -41,7 +33,7 @@ async fn a_next_link_is_followed_over_http_and_no_page_past_max_pages_is_fetched
     let next_link = json!({"paging": {"form": "next_link", "selector": "nav a.next"}});
     let body = shop.site_body("next", "/next?q={keyword}", "http", next_link.clone());
     let run = crawl(&app, body).await;
-    assert_eq!(titles(&app, &run).await, all_products());
+    assert_eq!(app.titles_of_run(&run).await, all_products());
     assert_eq!(run["pages_crawled"], 3, "{run}");
     assert_eq!(run["paging_ended"], "last_page", "page 3 has no next link");
     assert_eq!(shop.hits("/next?q=tea&p=3"), 1);
@@ -50,7 +42,7 @@ async fn a_next_link_is_followed_over_http_and_no_page_past_max_pages_is_fetched
     bounded["max_pages"] = json!(2);
     let body = shop.site_body("next-2", "/next?q={keyword}&p=1", "http", bounded);
     let run = crawl(&app, body).await;
-    assert_eq!(titles(&app, &run).await, all_products()[..6]);
+    assert_eq!(app.titles_of_run(&run).await, all_products()[..6]);
     assert_eq!(run["paging_ended"], "max_pages", "{run}");
     assert_eq!(shop.hits("/next?q=tea&p=2"), 2, "once per run");
     assert_eq!(
@@ -72,7 +64,7 @@ async fn offset_paging_asks_for_each_pages_first_item_up_to_max_pages() {
         shop.site_body("offset", search, "http", offset.clone()),
     )
     .await;
-    assert_eq!(titles(&app, &run).await, all_products());
+    assert_eq!(app.titles_of_run(&run).await, all_products());
     assert_eq!(run["pages_crawled"], 4, "three pages and the empty fourth");
     for start in [0, 3, 6, 9] {
         assert_eq!(shop.hits(&format!("/offset?q=tea&start={start}")), 1);
@@ -81,7 +73,7 @@ async fn offset_paging_asks_for_each_pages_first_item_up_to_max_pages() {
     bounded["max_pages"] = json!(2);
     let search = "/offset?q={keyword}&start={offset}&bounded";
     let run = crawl(&app, shop.site_body("offset-2", search, "http", bounded)).await;
-    assert_eq!(titles(&app, &run).await, all_products()[..6]);
+    assert_eq!(app.titles_of_run(&run).await, all_products()[..6]);
     assert_eq!(run["paging_ended"], "max_pages", "{run}");
     assert_eq!(shop.hits("/offset?q=tea&start=6&bounded"), 0);
     app.stop().await;
@@ -100,7 +92,7 @@ async fn a_search_that_repeats_its_page_stops_paging_without_storing_the_repeat(
     let run = crawl(&app, body).await;
     assert_eq!(run["paging_ended"], "repeated_page", "{run}");
     assert_eq!(run["pages_crawled"], 2, "{run}");
-    assert_eq!(titles(&app, &run).await, all_products()[..3]);
+    assert_eq!(app.titles_of_run(&run).await, all_products()[..3]);
     assert_eq!(
         shop.hits("/repeat?q=tea&p=3"),
         0,
@@ -119,7 +111,7 @@ async fn a_browser_follows_next_links_clicks_load_more_and_scrolls_to_the_end() 
         shop.site_body("next", "/next?q={keyword}", "browser", next_link),
     )
     .await;
-    assert_eq!(titles(&app, &run).await, all_products());
+    assert_eq!(app.titles_of_run(&run).await, all_products());
     assert_eq!(run["paging_ended"], "last_page", "{run}");
 
     // The button fetches a batch per click, and is gone after the last.
@@ -129,7 +121,7 @@ async fn a_browser_follows_next_links_clicks_load_more_and_scrolls_to_the_end() 
         shop.site_body("more", "/more?q={keyword}", "browser", load_more.clone()),
     )
     .await;
-    assert_eq!(titles(&app, &run).await, all_products());
+    assert_eq!(app.titles_of_run(&run).await, all_products());
     assert_eq!(run["paging_ended"], "last_page", "{run}");
     assert_eq!(shop.hits_on("/batch"), 2, "two clicks: batches 1 and 2");
 
@@ -140,7 +132,7 @@ async fn a_browser_follows_next_links_clicks_load_more_and_scrolls_to_the_end() 
         shop.site_body("more-2", "/more?q={keyword}", "browser", bounded),
     )
     .await;
-    assert_eq!(titles(&app, &run).await, all_products()[..6]);
+    assert_eq!(app.titles_of_run(&run).await, all_products()[..6]);
     assert_eq!(run["paging_ended"], "max_pages", "{run}");
     assert_eq!(shop.hits("/batch?n=1"), 2, "once per run");
     assert_eq!(shop.hits("/batch?n=2"), 1, "never clicked past the bound");
@@ -151,7 +143,7 @@ async fn a_browser_follows_next_links_clicks_load_more_and_scrolls_to_the_end() 
         shop.site_body("scroll", "/scroll?q={keyword}", "browser", scroll),
     )
     .await;
-    assert_eq!(titles(&app, &run).await, all_products());
+    assert_eq!(app.titles_of_run(&run).await, all_products());
     assert_eq!(run["paging_ended"], "last_page", "{run}");
     assert_eq!(
         run["pages_crawled"], 4,

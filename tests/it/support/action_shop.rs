@@ -3,39 +3,29 @@
 //! the keyword into, pick a sort order and submit. It counts every request
 //! by path and query.
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
-};
+use std::collections::HashMap;
 
-use axum::{
-    Router,
-    extract::{Query, State},
-    http::Uri,
-    response::Html,
-    routing::get,
-};
+use axum::{Router, extract::Query, response::Html, routing::get};
 use serde_json::{Value, json};
 
-/// Requests, by path and query.
-type Hits = Arc<Mutex<HashMap<String, u32>>>;
+use super::RequestCounts;
 
 /// The shop on a loopback port of its own; stops when dropped.
 pub struct ActionShop {
     pub base: String,
-    hits: Hits,
+    hits: RequestCounts,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl ActionShop {
     pub async fn start() -> ActionShop {
-        let hits = Hits::default();
+        let hits = RequestCounts::default();
         let app = Router::new()
             .route("/banner", get(behind_banner))
             .route("/listing", get(listing))
             .route("/find", get(search_form))
-            .route("/results", get(results))
-            .layer(axum::middleware::from_fn_with_state(hits.clone(), count));
+            .route("/results", get(results));
+        let app = hits.count(app);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let task = tokio::spawn(async move {
@@ -46,8 +36,7 @@ impl ActionShop {
 
     /// Requests whose path and query is `path_and_query` exactly.
     pub fn hits(&self, path_and_query: &str) -> u32 {
-        let hits = self.hits.lock().unwrap();
-        hits.get(path_and_query).copied().unwrap_or(0)
+        self.hits.of(path_and_query)
     }
 
     /// A browser site on the shop's `page` (path, no query) with `actions`.
@@ -67,20 +56,6 @@ impl Drop for ActionShop {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-async fn count(
-    State(hits): State<Hits>,
-    uri: Uri,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    let at = uri
-        .path_and_query()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_default();
-    *hits.lock().unwrap().entry(at).or_default() += 1;
-    next.run(request).await
 }
 
 fn page(body: &str) -> Html<String> {

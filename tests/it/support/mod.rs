@@ -29,6 +29,8 @@
 //!   repeats its page; it counts each request.
 //! - `structured_shop`: [`StructuredShop`], a shop publishing its products
 //!   as JSON-LD, microdata and OpenGraph.
+//! - `request_counts`: [`RequestCounts`], every request a fixture server
+//!   answered, by path and query.
 //! - `polling`: [`eventually`], for what another task or process does.
 //! - `webhook_receiver`: [`WebhookReceiver`], an endpoint on 127.0.0.1 that
 //!   verifies messages with the Standard Webhooks reference library.
@@ -46,6 +48,7 @@ mod polling;
 mod ports;
 mod price_shop;
 mod processes;
+mod request_counts;
 mod rest;
 mod stores;
 mod structured_shop;
@@ -66,6 +69,7 @@ pub use processes::{
     RoleProcess, browser_slots, chrome_of, clean_up_after_killed_worker, descendants,
     leftovers_of_worker,
 };
+pub use request_counts::RequestCounts;
 pub use rest::post_ok;
 pub use stores::{
     TestDb, clear_queue, complete_with_one_page, count_states, database_server, dispatch_and_claim,

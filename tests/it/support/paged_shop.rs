@@ -4,38 +4,28 @@
 //! that serves the same page whatever page is asked for. It counts every
 //! request by path and query, so a test proves what was never read.
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
-};
+use std::collections::HashMap;
 
-use axum::{
-    Router,
-    extract::{Query, State},
-    http::Uri,
-    response::Html,
-    routing::get,
-};
+use axum::{Router, extract::Query, response::Html, routing::get};
 use serde_json::{Value, json};
+
+use super::RequestCounts;
 
 /// Products in every listing.
 pub const PRODUCTS: usize = 9;
 /// Products a page (or a batch) shows.
 pub const PER_PAGE: usize = 3;
 
-/// Requests, by path and query.
-type Hits = Arc<Mutex<HashMap<String, u32>>>;
-
 /// The shop on a loopback port of its own; stops when dropped.
 pub struct PagedShop {
     pub base: String,
-    hits: Hits,
+    hits: RequestCounts,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl PagedShop {
     pub async fn start() -> PagedShop {
-        let hits = Hits::default();
+        let hits = RequestCounts::default();
         let app = Router::new()
             .route("/next", get(next_link_page))
             .route("/offset", get(offset_page))
@@ -43,8 +33,8 @@ impl PagedShop {
             .route("/more", get(load_more_page))
             .route("/scroll", get(endless_page))
             .route("/batch", get(batch))
-            .layer(axum::middleware::from_fn_with_state(hits.clone(), count))
             .with_state(());
+        let app = hits.count(app);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let task = tokio::spawn(async move {
@@ -55,17 +45,12 @@ impl PagedShop {
 
     /// Requests whose path and query is `path_and_query` exactly.
     pub fn hits(&self, path_and_query: &str) -> u32 {
-        let hits = self.hits.lock().unwrap();
-        hits.get(path_and_query).copied().unwrap_or(0)
+        self.hits.of(path_and_query)
     }
 
     /// Requests to `path`, whatever their query.
     pub fn hits_on(&self, path: &str) -> u32 {
-        let hits = self.hits.lock().unwrap();
-        hits.iter()
-            .filter(|(at, _)| at.split('?').next() == Some(path))
-            .map(|(_, n)| n)
-            .sum()
+        self.hits.on_path(path)
     }
 
     /// A site reading the shop's `search` (path and query, `{keyword}` in
@@ -89,20 +74,6 @@ impl Drop for PagedShop {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-async fn count(
-    State(hits): State<Hits>,
-    uri: Uri,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    let at = uri
-        .path_and_query()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_default();
-    *hits.lock().unwrap().entry(at).or_default() += 1;
-    next.run(request).await
 }
 
 /// Products `from..to` (of [`PRODUCTS`]) as list items.
