@@ -37,8 +37,9 @@ pub struct CrawlRunView {
     /// Items stored before that it did not find, having read every page.
     pub items_removed: i32,
     /// Why its paging ended, once it completed: `last_page` (it read every
-    /// page, so it judged removals), `max_pages` (there was more) or
-    /// `seen_before` (an incremental crawl reached what was stored).
+    /// page, so it judged removals), `max_pages` (there was more),
+    /// `seen_before` (an incremental crawl reached what was stored) or
+    /// `repeated_page` (a page repeated the one before it).
     pub paging_ended: Option<PagingEnd>,
     pub current_url: Option<String>,
     /// Why the last attempt failed, as a person reads it.
