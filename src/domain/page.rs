@@ -65,8 +65,9 @@ text_enum! {
         /// The run holds as many items as a run may (`RUN_MAX_ITEMS`).
         ItemCap = "item_cap",
         /// A page repeated the previous one item for item (a site serving
-        /// its last page again past the end, or ignoring the page asked for):
-        /// the repeat is not stored, and whether there was more is unknown.
+        /// its last page again past the end, or ignoring the page asked for),
+        /// or the next page is one read already (a next link back): the
+        /// repeat is not read or stored, and whether there was more is unknown.
         RepeatedPage = "repeated_page",
     }
 }

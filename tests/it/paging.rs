@@ -80,7 +80,7 @@ async fn offset_paging_asks_for_each_pages_first_item_up_to_max_pages() {
 }
 
 #[tokio::test]
-async fn a_search_that_repeats_its_page_stops_paging_without_storing_the_repeat() {
+async fn a_search_that_repeats_its_page_or_links_back_stops_paging_without_reading_it_again() {
     let app = TestApp::spawn_without_browsers(Roles::fleet(), |_| {}).await;
     let shop = PagedShop::start().await;
     let body = shop.site_body(
@@ -97,6 +97,18 @@ async fn a_search_that_repeats_its_page_stops_paging_without_storing_the_repeat(
         shop.hits("/repeat?q=tea&p=3"),
         0,
         "paging stopped at the repeat"
+    );
+
+    // A next link back to a page read already ends paging there.
+    let next_link = json!({"paging": {"form": "next_link", "selector": "a.next"}, "max_pages": 50});
+    let body = shop.site_body("cycle", "/cycle?q={keyword}&p=1", "http", next_link);
+    let run = crawl(&app, body).await;
+    assert_eq!(run["paging_ended"], "repeated_page", "{run}");
+    assert_eq!(app.titles_of_run(&run).await, all_products()[..6]);
+    assert_eq!(
+        shop.hits("/cycle?q=tea&p=1"),
+        1,
+        "page 1 was not read again"
     );
     app.stop().await;
 }

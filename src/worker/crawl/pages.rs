@@ -6,7 +6,10 @@
 //! previous one, and an incremental crawl's stop where a newest-first feed
 //! reaches what an earlier run already stored.
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::HashSet,
+    time::{Duration, Instant},
+};
 
 use url::Url;
 
@@ -95,6 +98,8 @@ impl Crawl<'_> {
         let mut last_token: Option<String> = None;
         // The content of the previous page's items: a page that repeats it ends paging.
         let mut previous: Vec<String> = Vec::new();
+        // The pages read: a next link back to one of them is the end, not a loop.
+        let mut read = HashSet::new();
         let newest_before = match self.spec.stop_on_seen {
             true => self.newest_stored_before().await?,
             false => None,
@@ -123,6 +128,7 @@ impl Crawl<'_> {
                 Fetched::PastTheEnd => ((Vec::new(), ValueReport::default()), None, None),
                 Fetched::Refused { .. } => unreachable!("refusals are retried by fetch_politely"),
             };
+            read.insert(url.clone());
             let (items, page_values) = items;
             if repeats(&previous, &items) {
                 // The repeat is not stored: the run ends on it, with no items.
@@ -187,6 +193,9 @@ impl Crawl<'_> {
                 }
                 match next {
                     Ok(None) => (Some(PagingEnd::LastPage), None),
+                    Ok(Some(next)) if !self.spec.paging.in_place() && read.contains(&next) => {
+                        (Some(PagingEnd::RepeatedPage), None)
+                    }
                     Ok(Some(_)) if page == self.spec.max_pages => (Some(PagingEnd::MaxPages), None),
                     Ok(Some(next)) => (None, Some(next)),
                     // The page is kept, then the attempt fails.

@@ -25,8 +25,8 @@
 //! - `action_shop`: [`ActionShop`], a shop whose listing shows only past a
 //!   cookie banner, and whose search is a form to type into and submit.
 //! - `paged_shop`: [`PagedShop`], nine products paged by a next link, an
-//!   offset, a "load more" button and an endless scroll, and a search that
-//!   repeats its page; it counts each request.
+//!   offset, a "load more" button and an endless scroll, a search that
+//!   repeats its page and one whose next link leads back; it counts each request.
 //! - `structured_shop`: [`StructuredShop`], a shop publishing its products
 //!   as JSON-LD, microdata and OpenGraph.
 //! - `request_counts`: [`RequestCounts`], every request a fixture server

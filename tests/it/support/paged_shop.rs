@@ -30,6 +30,7 @@ impl PagedShop {
             .route("/next", get(next_link_page))
             .route("/offset", get(offset_page))
             .route("/repeat", get(repeating_page))
+            .route("/cycle", get(cycling_page))
             .route("/more", get(load_more_page))
             .route("/scroll", get(endless_page))
             .route("/batch", get(batch))
@@ -115,6 +116,18 @@ async fn next_link_page(Query(query): Query<HashMap<String, String>>) -> Html<St
 async fn offset_page(Query(query): Query<HashMap<String, String>>) -> Html<String> {
     let start = query.get("start").and_then(|n| n.parse().ok()).unwrap_or(0);
     page(&format!("<ul>{}</ul>", products(start, start + PER_PAGE)))
+}
+
+/// Page 1 or 2, each linking to the other.
+async fn cycling_page(Query(query): Query<HashMap<String, String>>) -> Html<String> {
+    let p = number(&query, "p");
+    let q = query.get("q").cloned().unwrap_or_default();
+    let from = (p - 1) * PER_PAGE;
+    page(&format!(
+        r#"<ul>{}</ul><a class="next" href="/cycle?q={q}&amp;p={}">Next</a>"#,
+        products(from, from + PER_PAGE),
+        3 - p
+    ))
 }
 
 /// The first page, whatever page is asked for.
