@@ -20,7 +20,7 @@ use crate::domain::{
 #[schema(as = SiteInput)]
 pub struct SiteBody {
     pub name: String,
-    /// URL template with `{keyword}` and, for searches paged by number, `{page}`.
+    /// URL template with `{keyword}` and, for paged searches, `{page}` or `{offset}`.
     pub search_url: String,
     /// `browser` (default), `http` or `json`.
     pub render: Option<String>,

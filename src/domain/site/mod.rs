@@ -98,7 +98,7 @@ pub struct SessionPolicy {
 #[serde(deny_unknown_fields)]
 pub struct SiteInput {
     pub name: String,
-    /// URL template with `{keyword}` and, for searches paged by number, `{page}`.
+    /// URL template with `{keyword}` and, for paged searches, `{page}` or `{offset}`.
     pub search_url: String,
     /// `browser` (default), `http` or `json`.
     pub render: Option<String>,
