@@ -247,6 +247,7 @@ fn site_body() -> impl Strategy<Value = Value> {
             text(40),
             prop_oneof![
                 Just("https://shop.example/s?q={keyword}&p={page}".to_owned()),
+                Just("https://shop.example/s?q={keyword}&start={offset}".to_owned()),
                 text(60).prop_map(|t| format!("https://x.example/{{keyword}}{t}")),
                 text(60),
             ],
@@ -276,18 +277,60 @@ fn site_body() -> impl Strategy<Value = Value> {
             ]),
             proptest::option::of(value()),
             proptest::option::of(prop_oneof![Just("Product".to_owned()), text(30)]),
+            proptest::option::of(
+                (
+                    proptest::option::of(prop_oneof![
+                        Just("numbered".to_owned()),
+                        Just("offset".to_owned()),
+                        Just("next_link".to_owned()),
+                        Just("load_more".to_owned()),
+                        Just("infinite_scroll".to_owned()),
+                        text(16),
+                    ]),
+                    proptest::option::of(any::<i32>()),
+                    proptest::option::of(string()),
+                )
+                    .prop_map(|(form, page_size, selector)| {
+                        json!({"form": form, "page_size": page_size, "selector": selector})
+                    }),
+            ),
+            proptest::option::of(proptest::collection::vec(
+                (
+                    prop_oneof![
+                        Just("click".to_owned()),
+                        Just("type".to_owned()),
+                        Just("press".to_owned()),
+                        Just("select".to_owned()),
+                        Just("scroll".to_owned()),
+                        Just("wait_for".to_owned()),
+                        Just("wait".to_owned()),
+                        Just("dismiss".to_owned()),
+                        text(10),
+                    ],
+                    proptest::option::of(string()),
+                    proptest::option::of(prop_oneof![Just("{keyword}".to_owned()), text(20)]),
+                    proptest::option::of(prop_oneof![Just("Enter".to_owned()), text(8)]),
+                    proptest::option::of(any::<i64>()),
+                    proptest::option::of(any::<i64>()),
+                )
+                    .prop_map(|(action, selector, text, key, ms, timeout_ms)| {
+                        json!({"action": action, "selector": selector, "text": text,
+                               "key": key, "value": text, "ms": ms, "timeout_ms": timeout_ms})
+                    }),
+                0..24,
+            )),
         ),
     )
         .prop_map(
             |(
                 (name, url, render, item, fields, wait),
-                (json, pages, rate, headers, proxy, extra, structured_items),
+                (json, pages, rate, headers, proxy, extra, structured_items, paging, actions),
             )| {
                 let mut body = json!({
                     "name": name, "search_url": url, "render": render, "item_selector": item,
                     "fields": fields, "wait_for": wait, "json": json, "max_pages": pages,
                     "max_requests_per_sec": rate, "headers": headers, "proxy": proxy,
-                    "structured_items": structured_items,
+                    "structured_items": structured_items, "paging": paging, "actions": actions,
                 });
                 if let Some(extra) = extra {
                     body["blocked_selector"] = extra;
@@ -462,12 +505,17 @@ proptest! {
 
     #[test]
     fn url_templates_parse_or_are_refused_and_fill_in_any_keyword(
-        template in prop_oneof![text(80), text(40).prop_map(|t| format!("http://s.example/{{keyword}}{t}{{page}}"))],
+        template in prop_oneof![
+            text(80),
+            text(40).prop_map(|t| format!("http://s.example/{{keyword}}{t}{{page}}")),
+            text(40).prop_map(|t| format!("http://s.example/{{keyword}}{t}{{offset}}")),
+        ],
         keyword in text(40),
         page in any::<u32>(),
+        offset in any::<u64>(),
     ) {
         if let Ok(template) = SearchUrlTemplate::parse(&template) {
-            let _ = template.url_for(&keyword, page);
+            let _ = template.url_for(&keyword, page, offset);
             let _ = template.sample_url();
         }
     }

@@ -227,6 +227,7 @@ function changes(run) {
   const why = {
     max_pages: "removals not judged: it stopped at its page limit",
     seen_before: "removals not judged: it stopped where an earlier run had been",
+    repeated_page: "removals not judged: a page repeated the one before it",
   }[run.paging_ended];
   return why ? [counts, " ", h("span", { class: "muted" }, `(${why})`)] : counts;
 }

@@ -57,7 +57,7 @@ export function render(root, { id }, ctx) {
     h("fieldset", {}, h("legend", {}, "Site"),
       input("name", "name", { required: true }),
       input("search_url", "search URL", { required: true, placeholder: "https://example.com/search?q={keyword}&page={page}" },
-        "{keyword} is the keyword; {page} the page number, for searches paged by number"),
+        "{keyword} is the keyword; {page} the page number, {offset} the first item's index (paging by offset)"),
       h("label", { for: "site-render" }, "render",
         h("select", { id: "site-render", name: "render", dataset: { field: "render" } },
           h("option", { value: "browser" }, "browser (headless Chromium)"),
@@ -70,6 +70,12 @@ export function render(root, { id }, ctx) {
       h("div", { class: "html-only" }, input("structured_items", "or: the page's structured items of type", { placeholder: "Product" },
         "a schema.org type in the page's JSON-LD or microdata (the preview lists them); each field then reads a path in the item")),
       h("div", { class: "browser-only" }, input("wait_for", "wait for (CSS, browser)")),
+      h("div", { class: "browser-only" },
+        h("label", { for: "site-actions" }, "page actions before reading the first page (JSON list, browser)",
+          h("textarea", { id: "site-actions", name: "actions", rows: 3, dataset: { field: "actions" },
+            placeholder: '[{"action": "dismiss", "selector": "#cookies .accept"}]' }),
+          h("span", { class: "muted" }, "click, type (text: {keyword} is the keyword), press, select, scroll, wait_for, wait, dismiss; at most 20"),
+          h("span", { class: "field-error", dataset: { errorFor: "actions" } }))),
       h("div", { class: "html-only" }, input("blocked_selector", "blocked page shows (CSS)")),
       h("div", { class: "json-only row" },
         input("json.items", "items (JSON pointer)", { placeholder: "/data/items" }),
@@ -81,6 +87,17 @@ export function render(root, { id }, ctx) {
       input("item_key", "item key (a field's name)", { placeholder: "sku" },
         "identifies an item without a URL from one crawl to the next (else its content does)")),
     h("fieldset", {}, h("legend", {}, "Paging and pace"),
+      h("div", { class: "row" },
+        h("label", { for: "site-paging" }, "paging",
+          h("select", { id: "site-paging", name: "paging.form", dataset: { field: "paging.form" } },
+            h("option", { value: "numbered" }, "by {page} (or the JSON token)"),
+            h("option", { value: "offset" }, "by {offset} in the search URL"),
+            h("option", { value: "next_link" }, "a next link"),
+            h("option", { value: "load_more" }, "a load-more button (browser)"),
+            h("option", { value: "infinite_scroll" }, "endless scroll (browser)")),
+          h("span", { class: "field-error", dataset: { errorFor: "paging.form" } })),
+        input("paging.page_size", "items a page holds (offset)", { type: "number", min: 1 }),
+        input("paging.selector", "next link or button (CSS)", { placeholder: "a.next" })),
       h("div", { class: "row" },
         input("max_pages", "pages at most", { type: "number", min: 1 }),
         input("stuck_timeout_secs", "stuck after (s)", { type: "number", min: 1 }),
@@ -197,6 +214,14 @@ function body(form) {
       Object.assign(fields[name], parsed);
     }
   }
+  let actions;
+  if (mode === "browser" && form.actions.value.trim()) {
+    try {
+      actions = JSON.parse(form.actions.value);
+    } catch (e) {
+      throw Object.assign(new Error(`page actions: not JSON (${e.message})`), { field: "actions" });
+    }
+  }
   const headers = {};
   for (const line of form.headers.value.split("\n")) {
     if (!line.trim()) continue;
@@ -210,6 +235,7 @@ function body(form) {
     item_selector: mode === "json" ? undefined : text("item_selector"),
     structured_items: mode === "json" ? undefined : text("structured_items"),
     wait_for: mode === "browser" ? text("wait_for") : undefined,
+    actions,
     blocked_selector: mode === "json" ? undefined : text("blocked_selector"),
     json: mode === "json"
       ? { items: text("json.items") ?? "", next_token: text("json.next_token"), token_param: text("json.token_param") }
@@ -217,6 +243,11 @@ function body(form) {
     fields,
     item_key: text("item_key"),
     max_pages: number("max_pages"),
+    paging: {
+      form: form.elements["paging.form"].value,
+      page_size: number("paging.page_size"),
+      selector: text("paging.selector"),
+    },
     stuck_timeout_secs: number("stuck_timeout_secs"),
     max_attempts: number("max_attempts"),
     max_requests_per_sec: number("max_requests_per_sec"),
@@ -251,9 +282,13 @@ function fill(form, fields, site) {
   set("expect.min_items", site.expect?.min_items);
   set("expect.required_fields", (site.expect?.required_fields || []).join(", "));
   set("expect.max_empty_runs", site.expect?.max_empty_runs);
+  set("paging.form", site.paging?.form ?? "numbered");
+  set("paging.page_size", site.paging?.page_size);
+  set("paging.selector", site.paging?.selector);
   set("json.items", site.json?.items);
   set("json.next_token", site.json?.next_token);
   set("json.token_param", site.json?.token_param);
+  form.actions.value = site.actions?.length ? JSON.stringify(site.actions, null, 1) : "";
   form.headers.value = Object.entries(site.headers || {}).map(([k, v]) => `${k}: ${v}`).join("\n");
   show(fields, Object.entries(site.fields).map(([name, spec]) => fieldRow(name, spec)));
 }
@@ -294,12 +329,17 @@ function showError(form, fallback, error, prefix) {
   }
   while (field && !target) {
     target = form.querySelector(`[data-field="${CSS.escape(field)}"]`);
-    if (!target) field = field.includes(".") ? field.slice(0, field.lastIndexOf(".")) : null;
+    if (!target) {
+      field = field.includes(".") ? field.slice(0, field.lastIndexOf("."))
+        : field.endsWith("]") ? field.slice(0, field.lastIndexOf("[")) : null;
+    }
   }
   if (target) {
     target.setAttribute("aria-invalid", "true");
     const message = form.querySelector(`[data-error-for="${CSS.escape(field)}"]`);
-    if (message) message.textContent = error.message;
+    // A step of a list (`actions[2].selector`) is named: the list is one box.
+    const named = error.field.slice(prefix.length);
+    if (message) message.textContent = named.includes("[") ? `${named}: ${error.message}` : error.message;
     target.focus();
   } else {
     fallback.textContent = error.message;

@@ -134,6 +134,8 @@ pub async fn run(api: &Api, targets: &Targets) -> anyhow::Result<()> {
     shapes::content_types(api, targets).await;
     rules::schedules(api, id).await;
     rules::json_pointers(api, targets).await;
+    rules::paging(api, targets).await;
+    rules::page_actions(api, targets).await;
     transforms::hostile_rules(api, targets).await;
     url_lists::hostile_lists(api, id).await;
     Ok(())

@@ -56,7 +56,8 @@ text_enum_schemas! {
          misconfigured, internal, cancelled, robots_disallowed (the site's robots.txt \
          disallows the first page for our user agent; the page was not fetched), \
          extraction_over_budget (reading a page took more than EXTRACT_BUDGET_MS: the \
-         site's selectors cost too much there; not retried).";
+         site's selectors cost too much there; not retried), action_failed (a step of the \
+         site's page actions failed; the message names it, e.g. actions[2]).";
     StopReason => "StopReason",
         "Why a completed run stopped before its last page: robots_disallowed (the site's \
          robots.txt disallows the next page for our user agent; it was not fetched).";

@@ -50,6 +50,10 @@ text_enum! {
         /// `:not()`, `:has()` with descendant combinators), or its items held
         /// too much. The same selectors cost the same next time.
         ExtractionOverBudget = "extraction_over_budget",
+        /// A step of the site's page actions failed (its element never
+        /// appeared, its option is not there, it ran out of time): the
+        /// message names the step (`actions[2]`).
+        ActionFailed = "action_failed",
     }
 }
 
@@ -66,6 +70,8 @@ impl FailureKind {
             | FailureKind::SiteError
             | FailureKind::Blocked
             | FailureKind::UnreadablePage
+            // A slow banner or a slow search box may be there next time.
+            | FailureKind::ActionFailed
             | FailureKind::NoItems
             | FailureKind::Internal => true,
             FailureKind::HttpStatus

@@ -2,6 +2,7 @@
 //! state machine, failures, pages, outbound targets. No I/O here: imports no
 //! other module of the crate, and no database, network or runtime crate.
 
+pub mod action;
 pub mod bounds;
 pub mod change;
 pub mod failure;
@@ -9,6 +10,7 @@ mod field_error;
 pub mod item;
 pub mod keyword;
 pub mod page;
+pub mod paging;
 pub mod preview;
 pub mod robots;
 pub mod run;

@@ -64,6 +64,11 @@ text_enum! {
         Disallowed = "disallowed",
         /// The run holds as many items as a run may (`RUN_MAX_ITEMS`).
         ItemCap = "item_cap",
+        /// A page repeated the previous one item for item (a site serving
+        /// its last page again past the end, or ignoring the page asked for),
+        /// or the next page is one read already (a next link back): the
+        /// repeat is not read or stored, and whether there was more is unknown.
+        RepeatedPage = "repeated_page",
     }
 }
 
@@ -194,6 +199,7 @@ mod tests {
         assert!(PagesRead::new(3, PagingEnd::LastPage).read_every_page());
         assert!(!PagesRead::new(5, PagingEnd::MaxPages).read_every_page());
         assert!(!PagesRead::new(1, PagingEnd::SeenBefore).read_every_page());
+        assert!(!PagesRead::new(2, PagingEnd::RepeatedPage).read_every_page());
         for end in PagingEnd::ALL {
             assert_eq!(end.as_str().parse::<PagingEnd>().unwrap(), end);
         }

@@ -30,7 +30,7 @@ use crate::{
             StructuredFound, StructuredItem,
         },
         robots::paced_rate,
-        site::{Extraction, RenderMode, SiteSpec},
+        site::{Extraction, NextOnPage, RenderMode, SiteSpec},
     },
     queue::preview,
     store::sealing::{self, Sealed},
@@ -103,7 +103,7 @@ async fn crawl(ctx: &CrawlContext, request: &PreviewRequest, spec: &SiteSpec) ->
         .map(|s| Duration::from_secs(s as u64))
         .unwrap_or(ctx.default_stuck_timeout)
         .min((time_left / u32::from(request.pages)).max(Duration::from_secs(1)));
-    let crawl_delay = match spec.search_url.url_for(&request.keyword, 1) {
+    let crawl_delay = match spec.search_url.first_url(&request.keyword) {
         Ok(first) => ctx.robots.crawl_delay(spec, &first, &ctx.guard).await,
         Err(_) => None,
     };
@@ -127,10 +127,11 @@ async fn crawl(ctx: &CrawlContext, request: &PreviewRequest, spec: &SiteSpec) ->
                 let session = lease.session();
                 let result = match prepare_for_crawl(session, spec, None).await {
                     Ok(()) => {
-                        let mut source = PageSource::Browser(BrowserPage {
-                            session: &mut *session,
-                            bounds: ctx.bounds,
-                        });
+                        let mut source = PageSource::Browser(BrowserPage::new(
+                            &mut *session,
+                            ctx.bounds,
+                            &request.keyword,
+                        ));
                         read.pages(ctx, request, spec, &pace, &mut source, stuck_timeout)
                             .await
                     }
@@ -208,7 +209,7 @@ impl Read {
     ) -> Result<(), CrawlError> {
         let first = spec
             .search_url
-            .url_for(&request.keyword, 1)
+            .first_url(&request.keyword)
             .map_err(|e| misconfigured(format!("the search URL for {:?}: {e}", request.keyword)))?;
         let mut url = first.clone();
         for page in 1..=request.pages {
@@ -229,20 +230,21 @@ impl Read {
                 .await;
             let final_url = source.last_url().await.map(String::from);
             let took_ms = started.elapsed().as_millis() as u64;
-            let (typed, next_token, structured) = match fetched? {
+            let (typed, next_token, next_link, structured) = match fetched? {
                 Fetched::Items {
                     items,
                     next_token,
                     structured,
+                    next_link,
                 } => {
                     let fields = spec.extraction.fields();
                     let limits = (ctx.extract_budget, stuck_timeout);
                     let typed = typed_for_preview(items, fields, ctx.bounds.field_chars, limits)
                         .await
                         .map_err(|e| read_failed(e, &url))?;
-                    (typed, next_token, structured.map(found))
+                    (typed, next_token, next_link, structured.map(found))
                 }
-                Fetched::PastTheEnd => (Vec::new(), None, None),
+                Fetched::PastTheEnd => (Vec::new(), None, None, None),
                 Fetched::Refused {
                     reason,
                     retry_after,
@@ -272,7 +274,10 @@ impl Read {
                     &request.keyword,
                     &first,
                     u32::from(page),
-                    next_token.as_deref(),
+                    NextOnPage {
+                        token: next_token.as_deref(),
+                        link: next_link.as_deref(),
+                    },
                 )
                 .map_err(|e| misconfigured(format!("the search URL for page {}: {e}", page + 1)))?;
             match next {

@@ -229,6 +229,28 @@ async fn an_operator_fixes_a_site_with_its_preview_saves_it_and_watches_its_craw
     let (_, sites) = app.get("/api/sites").await;
     assert_eq!(sites["items"], json!([]), "nothing was saved");
 
+    // A next link's selector on a site paged by {page}: refused beside it.
+    browser.type_into("#site-item_selector", "li.product").await;
+    browser
+        .type_into("#site-paging-selector", "nav a.next")
+        .await;
+    browser.click("#save-site").await;
+    browser
+        .wait_for("#site-paging-selector[aria-invalid=true]")
+        .await;
+    browser.type_into("#site-paging-selector", "").await;
+
+    // A page action without its element: the error names the step.
+    browser
+        .type_into("#site-actions", r#"[{"action": "click"}]"#)
+        .await;
+    browser.click("#save-site").await;
+    let error = browser
+        .wait_for_text("[data-error-for=actions]", "actions[0].selector")
+        .await;
+    assert!(error.contains("selector"), "{error}");
+    browser.type_into("#site-actions", "").await;
+
     // Fixed, then tried on a worker before saving: items and a screenshot.
     browser.type_into("#site-item_selector", "li.product").await;
     browser.type_into("#site-max_pages", "2").await;

@@ -30,6 +30,8 @@ mod masked_secrets;
 mod openapi;
 mod operations;
 mod operator_views;
+mod page_actions;
+mod paging;
 mod politeness;
 mod preview;
 mod render_modes;

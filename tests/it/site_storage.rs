@@ -20,7 +20,7 @@ fn spec(body: serde_json::Value) -> SiteSpec {
 /// Three sites that differ in every column a spec is stored in.
 fn three_sites() -> [SiteSpec; 3] {
     let selectors = spec(json!({
-        "name": "by-selector", "search_url": "https://shop.example/?q={keyword}&p={page}",
+        "name": "by-selector", "search_url": "https://shop.example/?q={keyword}",
         "render": "http", "item_selector": "li.product",
         "fields": {
             "title": {"selector": "a", "required": true},
@@ -28,7 +28,7 @@ fn three_sites() -> [SiteSpec; 3] {
             "sku": {"selector": "[data-sku]", "attr": "data-sku", "regex": "(\\d+)"},
         },
         "item_key": "sku", "wait_for": "#ready", "blocked_selector": ".captcha",
-        "max_pages": 7, "stuck_timeout_secs": 33, "max_attempts": 4,
+        "max_pages": 7, "paging": {"form": "next_link", "selector": "a[rel=next]"}, "stuck_timeout_secs": 33, "max_attempts": 4,
         "max_requests_per_sec": 0.25, "max_concurrent_runs": 2, "stop_on_seen": true,
         "expect_items": true,
         "expect": {"min_items": 3, "required_fields": ["title"], "max_empty_runs": 5},
@@ -48,8 +48,15 @@ fn three_sites() -> [SiteSpec; 3] {
         "proxy": "socks5://proxy2.example:1080",
     }));
     let structured = spec(json!({
-        "name": "structured", "search_url": "https://shop.example/list?q={keyword}",
+        "name": "structured", "search_url": "https://shop.example/list?q={keyword}&from={offset}",
         "structured_items": "Product",
+        "paging": {"form": "offset", "page_size": 24},
+        "actions": [
+            {"action": "dismiss", "selector": "#cookies button"},
+            {"action": "type", "selector": "input[name=q]", "text": "{keyword}", "timeout_ms": 7000},
+            {"action": "press", "key": "Enter"},
+            {"action": "wait", "ms": 300},
+        ],
         "fields": {
             "name": {"structured": "name"},
             "when": {"structured": "releaseDate", "date": {"formats": ["%d.%m.%Y"], "time_zone": "Europe/Berlin"}},

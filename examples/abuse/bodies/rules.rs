@@ -1,10 +1,11 @@
 //! Bodies that read well but break a rule of the domain: schedules firing
-//! more often than once a minute (or huge, or odd), and JSON pointers that
-//! are no pointers.
+//! more often than once a minute (or huge, or odd), JSON pointers that
+//! are no pointers, paging that does not fit its site, and page actions
+//! out of their bounds.
 
 use serde_json::{Value, json};
 
-use super::{Tweak, post_keyword, post_site, valid_json_site, with};
+use super::{Tweak, post_keyword, post_site, valid_json_site, valid_site, with};
 use crate::{Targets, client::Api, ledger::Expect};
 
 pub(super) async fn schedules(api: &Api, site: i64) {
@@ -146,4 +147,169 @@ pub(super) async fn json_pointers(api: &Api, targets: &Targets) {
         )
         .await;
     }
+}
+
+pub(super) async fn paging(api: &Api, targets: &Targets) {
+    let search = |query: &str| format!("{}/search?q={{keyword}}{query}", targets.fixture);
+    let cases: [(&str, &str, Value, String); 10] = [
+        (
+            "paging.form",
+            "an unknown form",
+            json!({"form": "fold"}),
+            search(""),
+        ),
+        (
+            "paging.form",
+            "a NUL in the form",
+            json!({"form": "next\u{0}link"}),
+            search(""),
+        ),
+        (
+            "paging.form",
+            "a 100 KB form",
+            json!({"form": "f".repeat(100_000)}),
+            search(""),
+        ),
+        (
+            "paging.selector",
+            "next link without a selector",
+            json!({"form": "next_link"}),
+            search(""),
+        ),
+        (
+            "paging.selector",
+            "a selector nested 10,000 deep",
+            json!({"form": "next_link", "selector": format!("{}a{}", ":is(".repeat(10_000), ")".repeat(10_000))}),
+            search(""),
+        ),
+        (
+            "paging.page_size",
+            "offset page size of 2^53",
+            json!({"form": "offset", "page_size": 9007199254740992u64}),
+            search("&start={offset}"),
+        ),
+        (
+            "paging.page_size",
+            "a negative page size",
+            json!({"form": "offset", "page_size": -1}),
+            search("&start={offset}"),
+        ),
+        (
+            "paging.page_size",
+            "a page size on a next link",
+            json!({"form": "next_link", "selector": "a", "page_size": 3}),
+            search(""),
+        ),
+        (
+            "search_url",
+            "{offset} with numbered paging",
+            json!({}),
+            search("&start={offset}"),
+        ),
+        (
+            "search_url",
+            "{page} with a next link",
+            json!({"form": "next_link", "selector": "a"}),
+            search("&p={page}"),
+        ),
+    ];
+    for (field, what, paging, search_url) in cases {
+        let body = with(valid_site(targets), |b| {
+            b["paging"] = paging.clone();
+            b["search_url"] = json!(search_url);
+        });
+        post_site(
+            api,
+            &format!("paging, {field}: {what}"),
+            &body,
+            Expect::invalid(field),
+        )
+        .await;
+    }
+    let body = with(valid_json_site(targets), |b| {
+        b["paging"] = json!({"form": "infinite_scroll"})
+    });
+    post_site(
+        api,
+        "json site, paging.form: scrolling an API",
+        &body,
+        Expect::invalid("paging.form"),
+    )
+    .await;
+}
+
+pub(super) async fn page_actions(api: &Api, targets: &Targets) {
+    let wait = json!({"action": "wait", "ms": 1});
+    let deep = format!("{}a{}", ":is(".repeat(10_000), ")".repeat(10_000));
+    let cases: [(&str, &str, Value); 9] = [
+        (
+            "actions",
+            "10,000 steps",
+            Value::Array(vec![wait.clone(); 10_000]),
+        ),
+        (
+            "actions[2].selector",
+            "a broken selector in the third step",
+            json!([wait, wait, {"action": "click", "selector": "a["}]),
+        ),
+        (
+            "actions[0].selector",
+            "a selector nested 10,000 deep",
+            json!([{"action": "click", "selector": deep}]),
+        ),
+        (
+            "actions[0].action",
+            "a NUL in the action",
+            json!([{"action": "cli\u{0}ck", "selector": "a"}]),
+        ),
+        (
+            "actions[0].text",
+            "100 KB of text to type",
+            json!([{"action": "type", "selector": "input", "text": "x".repeat(100_000)}]),
+        ),
+        (
+            "actions[0].key",
+            "a key chord",
+            json!([{"action": "press", "key": "Control+Alt+Delete"}]),
+        ),
+        (
+            "actions[0].ms",
+            "a wait of 2^63 ms",
+            json!([{"action": "wait", "ms": i64::MAX}]),
+        ),
+        (
+            "actions[0].timeout_ms",
+            "a negative bound",
+            json!([{"action": "dismiss", "selector": "a", "timeout_ms": -1}]),
+        ),
+        (
+            "actions[0].ms",
+            "a wait of 2^64 ms",
+            json!([{"action": "wait", "ms": 18446744073709551615u64}]),
+        ),
+    ];
+    for (field, what, actions) in cases {
+        let body = with(valid_site(targets), |b| {
+            b["render"] = json!("browser");
+            b["actions"] = actions.clone();
+        });
+        post_site(
+            api,
+            &format!("page actions, {field}: {what}"),
+            &body,
+            Expect::invalid(field),
+        )
+        .await;
+    }
+    let body = with(valid_site(targets), |b| {
+        b["render"] = json!("http");
+        b["actions"] = json!([{"action": "wait", "ms": 1}]);
+    });
+    post_site(
+        api,
+        "page actions on an http site",
+        &body,
+        Expect::invalid("actions"),
+    )
+    .await;
 }

@@ -45,8 +45,9 @@ view! {
         /// Items stored before that it did not find, having read every page.
         items_removed: i32 = run.items_removed,
         /// Why its paging ended, once it completed: `last_page` (it read every
-        /// page, so it judged removals), `max_pages` (there was more) or
-        /// `seen_before` (an incremental crawl reached what was stored).
+        /// page, so it judged removals), `max_pages` (there was more),
+        /// `seen_before` (an incremental crawl reached what was stored) or
+        /// `repeated_page` (a page repeated the one before it).
         paging_ended: Option<PagingEnd> = run.paging_ended,
         current_url: Option<String> = run.current_url,
         /// Why the last attempt failed, as a person reads it.

@@ -10,6 +10,8 @@ use utoipa::ToSchema;
 use crate::{
     api::view::view,
     domain::{
+        action::{ActionInput, Step},
+        paging::PagingInput,
         site::{ExpectationsInput, FieldSpec, JsonInput, ProxyUrl, Site},
         value::{DateInput, NumberInput, ValueKind},
     },
@@ -49,6 +51,10 @@ view! {
         blocked_selector: Option<String> = blocked_selector,
         json: Option<JsonInput> = json,
         max_pages: i32 = spec.max_pages,
+        /// How one page leads to the next.
+        paging: PagingInput = spec.paging.input(),
+        /// Steps a browser takes on the first page before reading it.
+        actions: Vec<ActionInput> = spec.actions.iter().map(Step::input).collect(),
         stuck_timeout_secs: Option<i32> = spec.stuck_timeout_secs,
         max_attempts: Option<i32> = spec.max_attempts,
         max_requests_per_sec: Option<f64> = spec.politeness.max_requests_per_sec,

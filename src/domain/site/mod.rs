@@ -29,7 +29,13 @@ pub use structured::{
 };
 pub use template::{SearchUrlTemplate, with_query_param};
 
-use super::{FieldError, text, text_enum::text_enum};
+use super::{
+    FieldError,
+    action::{self, ActionInput, parse_actions},
+    paging::{Paging, PagingInput},
+    text,
+    text_enum::text_enum,
+};
 use extraction::ExtractionInput;
 
 /// Runs of one site active at once across the fleet, when the site sets none.
@@ -93,7 +99,7 @@ pub struct SessionPolicy {
 #[serde(deny_unknown_fields)]
 pub struct SiteInput {
     pub name: String,
-    /// URL template with `{keyword}` and, for searches paged by number, `{page}`.
+    /// URL template with `{keyword}` and, for paged searches, `{page}` or `{offset}`.
     pub search_url: String,
     /// `browser` (default), `http` or `json`.
     pub render: Option<String>,
@@ -120,6 +126,12 @@ pub struct SiteInput {
     pub json: Option<JsonInput>,
     /// Pages at most (default 100 for paged searches, else 1).
     pub max_pages: Option<i32>,
+    /// How one page leads to the next (default: `{page}` or the JSON token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paging: Option<PagingInput>,
+    /// Steps a browser takes on the first page before reading it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actions: Option<Vec<ActionInput>>,
     pub stuck_timeout_secs: Option<i32>,
     pub max_attempts: Option<i32>,
     /// Page requests per second across the fleet (fractions allowed); none: unlimited.
@@ -180,6 +192,10 @@ pub struct SiteSpec {
     /// that has no URL.
     pub item_key: Option<String>,
     pub max_pages: i32,
+    /// How one page leads to the next.
+    pub paging: Paging,
+    /// Steps a browser takes on the first page before reading it.
+    pub actions: Vec<action::Step>,
     pub stuck_timeout_secs: Option<i32>,
     pub max_attempts: Option<i32>,
     pub politeness: Politeness,
@@ -199,25 +215,41 @@ pub struct SiteSpec {
 
 impl SiteSpec {
     /// The page after page `page` of a search for `keyword` whose first page
-    /// is `first`: by the JSON API's token (none: that was the last page), or
-    /// by `{page}`; `None` when the search has no next page.
+    /// is `first`: by the JSON API's token (none: that was the last page),
+    /// by the page's next link (`next_link` paging; none: the last page), by
+    /// `{page}` or `{offset}`, or the same document shown further (in-place
+    /// paging); `None` when the search has no next page.
     pub fn next_page_url(
         &self,
         keyword: &str,
         first: &url::Url,
         page: u32,
-        next_token: Option<&str>,
+        next: NextOnPage<'_>,
     ) -> Result<Option<url::Url>, url::ParseError> {
-        match self.extraction.token_paging() {
-            Some(paging) => {
-                Ok(next_token.map(|token| with_query_param(first, &paging.token_param, token)))
-            }
-            None if self.search_url.is_paged() => {
-                self.search_url.url_for(keyword, page + 1).map(Some)
-            }
-            None => Ok(None),
+        if let Some(paging) = self.extraction.token_paging() {
+            return Ok(next
+                .token
+                .map(|token| with_query_param(first, &paging.token_param, token)));
+        }
+        match &self.paging {
+            Paging::NextLink { .. } => Ok(next.link.cloned()),
+            Paging::LoadMore { .. } | Paging::InfiniteScroll => Ok(Some(first.clone())),
+            Paging::Numbered | Paging::Offset { .. } if self.search_url.is_paged() => self
+                .search_url
+                .url_for(keyword, page + 1, self.paging.offset(page + 1))
+                .map(Some),
+            Paging::Numbered | Paging::Offset { .. } => Ok(None),
         }
     }
+}
+
+/// What a page said of the next one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NextOnPage<'a> {
+    /// A JSON API's next token.
+    pub token: Option<&'a str>,
+    /// The href of the page's next link (`next_link` paging), made absolute.
+    pub link: Option<&'a url::Url>,
 }
 
 impl SiteInput {
@@ -260,7 +292,18 @@ impl SiteInput {
                 ),
             ));
         }
-        let paged = search_url.is_paged() || extraction.token_paging().is_some();
+        let item_selector = extraction.structured_items().is_none();
+        let paging = self
+            .paging
+            .unwrap_or_default()
+            .parse(render, &search_url, item_selector)?;
+        let actions = parse_actions(
+            self.actions.unwrap_or_default(),
+            render == RenderMode::Browser,
+        )?;
+        let paged = search_url.is_paged()
+            || extraction.token_paging().is_some()
+            || paging.pages_by_itself();
         let max_pages = self
             .max_pages
             .unwrap_or(if paged { DEFAULT_MAX_PAGES } else { 1 });
@@ -295,6 +338,8 @@ impl SiteInput {
             extraction,
             item_key,
             max_pages,
+            paging,
+            actions,
             stuck_timeout_secs: self.stuck_timeout_secs,
             max_attempts: self.max_attempts,
             politeness: Politeness {

@@ -1,5 +1,5 @@
 //! The search URL of a site: a template with `{keyword}` and, for searches
-//! paged by number, `{page}`.
+//! paged by number, `{page}` (or `{offset}`, the first item's index).
 
 use serde::{Deserialize, Serialize};
 use url::{Origin, Url};
@@ -10,8 +10,10 @@ const KEYWORD: &str = "{keyword}";
 /// Longest search URL template: browsers and servers cope with ~2000.
 pub const MAX_URL_CHARS: usize = 2048;
 const PAGE: &str = "{page}";
+const OFFSET: &str = "{offset}";
 
-/// A search URL with a `{keyword}` placeholder and, for paged searches, `{page}`.
+/// A search URL with a `{keyword}` placeholder and, for paged searches,
+/// `{page}` or `{offset}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct SearchUrlTemplate(String);
@@ -26,7 +28,10 @@ impl SearchUrlTemplate {
                 "must contain the placeholder {keyword}",
             ));
         }
-        let sample = template.replace(KEYWORD, "sample").replace(PAGE, "1");
+        let sample = template
+            .replace(KEYWORD, "sample")
+            .replace(PAGE, "1")
+            .replace(OFFSET, "0");
         let url = Url::parse(&sample)
             .map_err(|e| FieldError::new(field, format!("is not a valid URL: {e}")))?;
         if !matches!(url.scheme(), "http" | "https") {
@@ -38,25 +43,42 @@ impl SearchUrlTemplate {
         Ok(Self(template.to_owned()))
     }
 
-    /// Whether the template pages through results with `{page}`.
+    /// Whether the template pages through results with `{page}` or `{offset}`.
     pub fn is_paged(&self) -> bool {
+        self.is_numbered() || self.is_offset()
+    }
+
+    /// Whether the template has `{page}`.
+    pub fn is_numbered(&self) -> bool {
         self.0.contains(PAGE)
     }
 
-    /// The URL of one results page for a keyword; the keyword is percent-encoded.
-    pub fn url_for(&self, keyword: &str, page: u32) -> Result<Url, url::ParseError> {
+    /// Whether the template has `{offset}`.
+    pub fn is_offset(&self) -> bool {
+        self.0.contains(OFFSET)
+    }
+
+    /// The URL of the first results page for a keyword.
+    pub fn first_url(&self, keyword: &str) -> Result<Url, url::ParseError> {
+        self.url_for(keyword, 1, 0)
+    }
+
+    /// The URL of one results page for a keyword, whose first item is the
+    /// `offset`th of the results; the keyword is percent-encoded.
+    pub fn url_for(&self, keyword: &str, page: u32, offset: u64) -> Result<Url, url::ParseError> {
         let encoded: String = url::form_urlencoded::byte_serialize(keyword.as_bytes()).collect();
         Url::parse(
             &self
                 .0
                 .replace(KEYWORD, &encoded)
-                .replace(PAGE, &page.to_string()),
+                .replace(PAGE, &page.to_string())
+                .replace(OFFSET, &offset.to_string()),
         )
     }
 
     /// A URL of the template's host, for checks made before any keyword is known.
     pub fn sample_url(&self) -> Url {
-        self.url_for("sample", 1)
+        self.first_url("sample")
             .expect("checked to parse when the template was accepted")
     }
 
@@ -64,8 +86,8 @@ impl SearchUrlTemplate {
     /// the site's headers go. None when a placeholder sits in the host or
     /// port, so that the origin depends on the keyword or the page.
     pub fn origin(&self) -> Option<Origin> {
-        let one = self.url_for("sample", 1).ok()?.origin();
-        let other = self.url_for("other-sample", 2).ok()?.origin();
+        let one = self.url_for("sample", 1, 0).ok()?.origin();
+        let other = self.url_for("other-sample", 2, 20).ok()?.origin();
         (one.is_tuple() && one == other).then_some(one)
     }
 
@@ -110,11 +132,16 @@ mod tests {
     fn keywords_are_percent_encoded_and_pages_filled_in() {
         let t = SearchUrlTemplate::parse("https://s.example/find?q={keyword}&p={page}").unwrap();
         assert!(t.is_paged());
-        let url = t.url_for("red shoes & co", 3).unwrap();
+        let url = t.url_for("red shoes & co", 3, 40).unwrap();
         assert_eq!(
             url.as_str(),
             "https://s.example/find?q=red+shoes+%26+co&p=3"
         );
+        let t = SearchUrlTemplate::parse("https://s.example/find?q={keyword}&start={offset}");
+        let t = t.unwrap();
+        assert!(t.is_paged() && t.is_offset() && !t.is_numbered());
+        let url = t.url_for("a", 3, 40).unwrap();
+        assert_eq!(url.as_str(), "https://s.example/find?q=a&start=40");
     }
 
     #[test]

@@ -13,9 +13,13 @@ use serde::de::{DeserializeOwned, IntoDeserializer};
 use sqlx::types::Json;
 
 use super::{LoadError, secrets::Secrets};
-use crate::domain::site::{
-    Expectations, Extraction, FieldSpec, HtmlItems, Identity, JsonInput, Politeness, ProxyUrl,
-    SchemaType, SessionPolicy, SiteSpec, TokenPaging,
+use crate::domain::{
+    action::Step,
+    paging::Paging,
+    site::{
+        Expectations, Extraction, FieldSpec, HtmlItems, Identity, JsonInput, Politeness, ProxyUrl,
+        SchemaType, SessionPolicy, SiteSpec, TokenPaging,
+    },
 };
 
 /// Declares the row struct and its column names, in one list.
@@ -57,6 +61,8 @@ site_row! {
         blocked_selector: Option<String>,
         json: Option<Json<JsonInput>>,
         max_pages: i32,
+        paging: Json<Paging>,
+        actions: Json<Vec<Step>>,
         stuck_timeout_secs: Option<i32>,
         max_attempts: Option<i32>,
         max_requests_per_sec: Option<f64>,
@@ -98,6 +104,8 @@ impl SiteRow {
             blocked_selector,
             json: spec.extraction.json_input().map(Json),
             max_pages: spec.max_pages,
+            paging: Json(spec.paging.clone()),
+            actions: Json(spec.actions.clone()),
             stuck_timeout_secs: spec.stuck_timeout_secs,
             max_attempts: spec.max_attempts,
             max_requests_per_sec: spec.politeness.max_requests_per_sec,
@@ -170,6 +178,8 @@ impl SiteRow {
             extraction,
             item_key: self.item_key,
             max_pages: self.max_pages,
+            paging: self.paging.0,
+            actions: self.actions.0,
             stuck_timeout_secs: self.stuck_timeout_secs,
             max_attempts: self.max_attempts,
             politeness: Politeness {

@@ -320,7 +320,7 @@ async fn crawl(ctx: &CrawlContext, claimed: &ClaimedRun) -> Result<PagesRead, Cr
     let spec = &site.spec;
     // The pace is fixed before the first request (the HTTP client's redirect
     // hops take it too): the search's robots.txt is read first.
-    let crawl_delay = match spec.search_url.url_for(keyword, 1) {
+    let crawl_delay = match spec.search_url.first_url(keyword) {
         Ok(first) => robots::crawl_delay(&ctx.robots, spec, run.site_id, &first, &ctx.guard).await,
         // Crawl::pages fails the attempt for it.
         Err(_) => None,
@@ -424,10 +424,11 @@ async fn crawl_in_browser(
             .await
             .map_err(|e| CrawlError::browser(format!("preparing the browser: {e:#}")))?;
         let read = crawl
-            .pages(&mut PageSource::Browser(BrowserPage {
-                session: &mut *session,
-                bounds: crawl.ctx.bounds,
-            }))
+            .pages(&mut PageSource::Browser(BrowserPage::new(
+                &mut *session,
+                crawl.ctx.bounds,
+                crawl.keyword,
+            )))
             .await?;
         let ended_with = match crawl.spec.session.keep {
             true => Some(

@@ -1,10 +1,15 @@
 //! The pages of one crawl attempt, in every render mode: the next URL (by
-//! `{page}` or by a JSON API's token), the fleet-wide rate limit before each
+//! the site's paging: `{page}`, `{offset}`, a next link, more of the same
+//! document, or a JSON API's token), the fleet-wide rate limit before each
 //! request, a refused page tried again once the site's pause is over, each
-//! page stored as it comes, and an incremental crawl's stop where a
-//! newest-first feed reaches what an earlier run already stored.
+//! page stored as it comes, the end of paging at a page that repeats the
+//! previous one, and an incremental crawl's stop where a newest-first feed
+//! reaches what an earlier run already stored.
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::HashSet,
+    time::{Duration, Instant},
+};
 
 use url::Url;
 
@@ -17,6 +22,7 @@ use crate::domain::{
     bounds::BoundsReport,
     failure::FailureKind,
     page::{CrawledPage, FinalPage, PageItem, PagesRead, PagingEnd},
+    paging::repeats,
     robots::paced_rate,
     run::CrawlRun,
     value::ValueReport,
@@ -30,7 +36,7 @@ use crate::worker::{
     fetch::{Fetched, PageLimits, PageSource, read_failed},
 };
 use crate::{
-    domain::site::SiteSpec,
+    domain::site::{NextOnPage, SiteSpec},
     events::Event,
     ops::metrics::metrics,
     store::{
@@ -82,7 +88,7 @@ impl Crawl<'_> {
     /// Crawls every page; returns the last page crawled and why paging
     /// ended there (only a crawl that reached the last page judges removals).
     pub async fn pages(&self, source: &mut PageSource<'_>) -> Result<PagesRead, CrawlError> {
-        let first = self.spec.search_url.url_for(self.keyword, 1).map_err(|e| {
+        let first = self.spec.search_url.first_url(self.keyword).map_err(|e| {
             CrawlError::failed(
                 FailureKind::Misconfigured,
                 format!("search URL for {:?} is invalid: {e}", self.keyword),
@@ -90,6 +96,10 @@ impl Crawl<'_> {
         })?;
         let mut url = first.clone();
         let mut last_token: Option<String> = None;
+        // The content of the previous page's items: a page that repeats it ends paging.
+        let mut previous: Vec<String> = Vec::new();
+        // The pages read: a next link back to one of them is the end, not a loop.
+        let mut read = HashSet::new();
         let newest_before = match self.spec.stop_on_seen {
             true => self.newest_stored_before().await?,
             false => None,
@@ -105,14 +115,34 @@ impl Crawl<'_> {
                     PagesRead::stopped_before(stopped, page - 1).with_reports(bounded, values)
                 );
             }
-            let (items, next_token) = match self.fetch_politely(source, &url, page).await? {
+            let (items, next_token, next_link) = match self
+                .fetch_politely(source, &url, page)
+                .await?
+            {
                 Fetched::Items {
-                    items, next_token, ..
-                } => (self.typed(items, &url).await?, next_token),
-                Fetched::PastTheEnd => ((Vec::new(), ValueReport::default()), None),
+                    items,
+                    next_token,
+                    next_link,
+                    ..
+                } => (self.typed(items, &url).await?, next_token, next_link),
+                Fetched::PastTheEnd => ((Vec::new(), ValueReport::default()), None, None),
                 Fetched::Refused { .. } => unreachable!("refusals are retried by fetch_politely"),
             };
+            read.insert(url.clone());
             let (items, page_values) = items;
+            if repeats(&previous, &items) {
+                // The repeat is not stored: the run ends on it, with no items.
+                let last = FinalPage {
+                    page,
+                    url: url.to_string(),
+                    item_key: self.spec.item_key.clone(),
+                    stored_before: Vec::new(),
+                    items: Vec::new(),
+                };
+                return Ok(PagesRead::ended_on(last, PagingEnd::RepeatedPage)
+                    .with_reports(bounded, values));
+            }
+            previous = items.iter().map(|i| i.content_hash.clone()).collect();
             values.merge(page_values);
             let fields = self.spec.extraction.fields();
             let mut items = bound_page(items, fields, &self.ctx.bounds, &mut bounded);
@@ -151,17 +181,21 @@ impl Crawl<'_> {
             } else {
                 // A token that does not move is the end, not a loop.
                 let next_token = next_token.filter(|token| last_token.as_ref() != Some(token));
-                let next = self.spec.next_page_url(
-                    self.keyword,
-                    &first,
-                    page as u32,
-                    next_token.as_deref(),
-                );
+                let on_page = NextOnPage {
+                    token: next_token.as_deref(),
+                    link: next_link.as_deref(),
+                };
+                let next = self
+                    .spec
+                    .next_page_url(self.keyword, &first, page as u32, on_page);
                 if next_token.is_some() {
                     last_token = next_token;
                 }
                 match next {
                     Ok(None) => (Some(PagingEnd::LastPage), None),
+                    Ok(Some(next)) if !self.spec.paging.in_place() && read.contains(&next) => {
+                        (Some(PagingEnd::RepeatedPage), None)
+                    }
                     Ok(Some(_)) if page == self.spec.max_pages => (Some(PagingEnd::MaxPages), None),
                     Ok(Some(next)) => (None, Some(next)),
                     // The page is kept, then the attempt fails.

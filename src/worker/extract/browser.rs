@@ -23,8 +23,11 @@ use crate::{
 /// null), how long to wait (ms), the item selector (null: none, the items
 /// are structured data), the fields as [name, selector, attr, link, all,
 /// keep whitespace], the bounds: items to read, characters of a value, bytes
-/// of the page, whether to send the page's HTML, and values of a list. It
-/// resolves to {url, base, appeared, blocked, page_bytes, items, html}. Items
+/// of the page, whether to send the page's HTML, and values of a list; the
+/// items already read from this document (skipped: in-place paging), and
+/// the next link's selector (or null). It resolves to {url, base, appeared,
+/// blocked, page_bytes, items, shown, next, html}: `shown` counts the items
+/// the document shows, `next` is the next link's href made absolute. Items
 /// are objects of field name -> text (whitespace collapsed, or only trimmed)
 /// or attribute value, a link made absolute, `null` when missing; a list of
 /// them for a field that reads all; `html` is the page's serialized DOM, for
@@ -41,7 +44,7 @@ use crate::{
 /// cuts a page read over HTTP. A page whose HTML is over its bound is not
 /// read: only its size comes back.
 const READ_PAGE_JS: &str = r#"
-(awaited, blocked, waitMs, itemSelector, fields, maxItems, maxChars, maxBytes, wantHtml, maxValues) => new Promise((done) => {
+(awaited, blocked, waitMs, itemSelector, fields, maxItems, maxChars, maxBytes, wantHtml, maxValues, skip, nextSelector) => new Promise((done) => {
 const absolute = (value) => { try { return new URL(value, document.baseURI).href; } catch (e) { return value; } };
 const keepUnits = 2 * maxChars + 2;
 const cut = (value) => {
@@ -54,10 +57,10 @@ const pageBytes = (html) =>
   // A UTF-16 unit is at most 3 bytes of UTF-8: only a page that may be over is encoded.
   html.length * 3 <= maxBytes ? html.length : new TextEncoder().encode(html).length;
 const extract = () => {
-  if (itemSelector === null) return [];
+  if (itemSelector === null) return [[], 0];
   const found = document.querySelectorAll(itemSelector);
   const items = [];
-  for (let at = 0; at < found.length && at <= maxItems; at++) {
+  for (let at = skip; at < found.length && at <= skip + maxItems; at++) {
     const item = found[at];
     const out = {};
     for (const [name, selector, attr, link, all, keep] of fields) {
@@ -82,20 +85,27 @@ const extract = () => {
     }
     items.push(out);
   }
-  return items;
+  return [items, found.length];
+};
+const nextLink = () => {
+  if (nextSelector === null) return null;
+  const link = document.querySelector(nextSelector);
+  const href = link === null ? null : link.getAttribute('href');
+  return href === null ? null : absolute(href.trim());
 };
 const answer = (appeared) => {
   const root = document.documentElement;
   const html = root ? root.outerHTML : '';
   const bytes = pageBytes(html);
   if (bytes > maxBytes) {
-    done({url: document.URL, base: document.baseURI, appeared, blocked: false, page_bytes: bytes, items: [], html: null});
+    done({url: document.URL, base: document.baseURI, appeared, blocked: false, page_bytes: bytes, items: [], shown: 0, next: null, html: null});
     return;
   }
   const isBlocked = blocked !== null && document.querySelector(blocked) !== null;
+  const [items, shown] = isBlocked ? [[], 0] : extract();
   done({
     url: document.URL, base: document.baseURI, appeared, blocked: isBlocked, page_bytes: bytes,
-    items: isBlocked ? [] : extract(),
+    items, shown, next: isBlocked ? null : nextLink(),
     html: wantHtml && !isBlocked ? html : null,
   });
 };
@@ -125,6 +135,10 @@ pub struct PageReader<'a> {
     /// What one page may hold (the worker cuts to it; the script only
     /// keeps the browser from sending much more).
     pub bounds: CrawlBounds,
+    /// Items of this document read already, skipped (in-place paging).
+    pub skip: usize,
+    /// The next link's selector (`next_link` paging).
+    pub next_link: Option<&'a str>,
 }
 
 /// What the page showed.
@@ -141,9 +155,13 @@ pub struct PageReading {
     /// The page's HTML, in bytes when it is near or over its bound (else
     /// in UTF-16 units, a lower bound).
     pub page_bytes: u64,
-    /// The markup fields of each item the item selector found; empty
-    /// when blocked, or when the page is over its size bound.
+    /// The markup fields of each item the item selector found (past the
+    /// skipped ones); empty when blocked, or when the page is over its size bound.
     pub items: Vec<Map<String, Value>>,
+    /// Items the document shows, the skipped ones included.
+    pub shown: usize,
+    /// Where the page's next link goes, made absolute (not checked yet).
+    pub next: Option<String>,
     /// The page's HTML as the browser holds it, when asked for and within
     /// the page's bound.
     pub html: Option<String>,
@@ -169,6 +187,10 @@ struct Answer {
     page_bytes: u64,
     #[serde(default)]
     items: Vec<Map<String, Value>>,
+    #[serde(default)]
+    shown: usize,
+    #[serde(default)]
+    next: Option<String>,
     #[serde(default)]
     html: Option<String>,
 }
@@ -207,6 +229,8 @@ impl PageReader<'_> {
             self.bounds.page_bytes,
             self.want_html,
             MAX_LIST_VALUES,
+            self.skip,
+            self.next_link,
         ]);
         let expression = format!("({READ_PAGE_JS})(...{args})");
         let raw = session
@@ -221,6 +245,8 @@ impl PageReader<'_> {
             blocked: answer.blocked,
             page_bytes: answer.page_bytes,
             items: answer.items,
+            shown: answer.shown,
+            next: answer.next,
             html: answer.html,
         })
     }

@@ -66,6 +66,25 @@ impl HtmlPage {
         budget.check()?;
         Ok(found)
     }
+
+    /// The href of the first element `selector` (the site's `field`) finds,
+    /// made absolute against the page: where its "next" link goes. Only an
+    /// http(s) link counts.
+    pub fn first_link(
+        &self,
+        selector: &CssSelector,
+        field: &str,
+        budget: &ExtractBudget,
+    ) -> Result<Option<Url>, ReadError> {
+        let compiled = compiled(selector, field)?;
+        let href = select_in_document(&self.document, &compiled, budget)
+            .next()
+            .and_then(|element| element.value().attr("href").map(str::to_owned));
+        budget.check()?;
+        Ok(href
+            .and_then(|href| self.base.join(js_trim(&href)).ok())
+            .filter(|link| matches!(link.scheme(), "http" | "https")))
+    }
 }
 
 fn compiled(selector: &CssSelector, field: &str) -> Result<super::select::Selectors, ReadError> {

@@ -48,6 +48,8 @@ pub enum HtmlRead {
         items: RawItems,
         /// The page's structured data, when it was asked for (the preview).
         structured: Option<StructuredListing>,
+        /// Where the page's next link goes (`next_link` paging).
+        next_link: Option<Box<Url>>,
     },
     /// The site's blocked selector is on the page: it refused us.
     Blocked,
@@ -63,6 +65,8 @@ pub struct HtmlReading {
     pub list_structured: bool,
     /// Items read at most.
     pub max_items: usize,
+    /// The page's next link, read over HTTP (`next_link` paging).
+    pub next_link: Option<CssSelector>,
 }
 
 impl HtmlReading {
@@ -99,11 +103,21 @@ pub fn read_html(
                 budget,
             )
         })?;
+    let next_link = match &reading.next_link {
+        Some(selector) => page
+            .first_link(selector, "paging.selector", budget)?
+            .map(Box::new),
+        None => None,
+    };
     let items = RawItems {
         items,
         base: page.base().clone(),
     };
-    Ok(HtmlRead::Items { items, structured })
+    Ok(HtmlRead::Items {
+        items,
+        structured,
+        next_link,
+    })
 }
 
 /// A page's items as read (before the fields' value rules), and its

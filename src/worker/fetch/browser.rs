@@ -1,16 +1,21 @@
 //! A results page in headless Chrome: load it within the stuck timeout, tell
 //! a slow server from a page stuck in a script, judge its status, wait for
-//! the site's element and read the items.
+//! the site's element and read the items (and the next link); or, paging in
+//! place, show more of the same document and read what it added.
 
 use std::time::{Duration, Instant};
 
 use url::Url;
 
-use super::{Fetched, PageLimits, blocked_page, judge_status, parse_retry_after, read_failed};
+use super::{
+    Fetched, PageLimits, actions::run_actions, blocked_page, in_place::show_more, judge_status,
+    parse_retry_after, read_failed,
+};
 use crate::{
     domain::{
         bounds::{Bound, CrawlBounds},
         failure::FailureKind,
+        paging::Paging,
         site::{Extraction, HtmlItems, SiteSpec},
     },
     net::target_guard::TargetGuard,
@@ -31,6 +36,11 @@ pub struct BrowserPage<'a> {
     pub session: &'a mut BrowserSession,
     /// What one page may hold.
     pub bounds: CrawlBounds,
+    /// Items the document showed when it was last read: paging in place
+    /// reads past them.
+    shown: usize,
+    /// The keyword searched for (a page action may type it).
+    keyword: String,
 }
 
 /// Makes a context the site's: its user agent and extra headers, and the
@@ -58,21 +68,29 @@ pub async fn prepare_for_crawl(
     Ok(())
 }
 
-impl BrowserPage<'_> {
+impl<'a> BrowserPage<'a> {
+    /// Pages of a search for `keyword` read in `session`, each within `bounds`.
+    pub fn new(session: &'a mut BrowserSession, bounds: CrawlBounds, keyword: &str) -> Self {
+        BrowserPage {
+            session,
+            bounds,
+            shown: 0,
+            keyword: keyword.to_owned(),
+        }
+    }
+
     /// Loads and reads one page; the DevTools commands it took (with the
     /// crawl's set-up before its first page) go to
     /// `crawlfleet_browser_commands_per_page`.
     pub async fn fetch(
         &mut self,
-        extraction: &Extraction,
+        spec: &SiteSpec,
         url: &Url,
         page: i32,
         limits: PageLimits,
         guard: &TargetGuard,
     ) -> Result<Fetched, CrawlError> {
-        let fetched = self
-            .load_and_read(extraction, url, page, limits, guard)
-            .await;
+        let fetched = self.load_and_read(spec, url, page, limits, guard).await;
         metrics()
             .browser_commands_per_page
             .observe(self.session.take_commands().into());
@@ -81,7 +99,7 @@ impl BrowserPage<'_> {
 
     async fn load_and_read(
         &mut self,
-        extraction: &Extraction,
+        spec: &SiteSpec,
         url: &Url,
         page: i32,
         limits: PageLimits,
@@ -94,13 +112,91 @@ impl BrowserPage<'_> {
             fields,
             wait_for,
             blocked_selector,
-        } = extraction
+        } = &spec.extraction
         else {
             return Err(CrawlError::failed(
                 FailureKind::Misconfigured,
                 "a browser page needs CSS extraction",
             ));
         };
+        let item_selector = match items {
+            HtmlItems::Selector(selector) => Some(selector.as_str()),
+            HtmlItems::Structured(_) => None,
+        };
+        // Paging in place: page 1 is loaded, later pages are more of it.
+        let skip = match (spec.paging.in_place(), item_selector) {
+            (true, Some(item_selector)) if page > 1 => {
+                let more = show_more(
+                    self.session,
+                    &spec.paging,
+                    item_selector,
+                    self.shown,
+                    stuck_timeout,
+                )
+                .await?;
+                tracing::debug!(%url, page, ?more, shown = self.shown, "asked for more items");
+                self.shown
+            }
+            _ => {
+                if let Some(judged) = self.load_page(url, page, guard, stuck_timeout).await? {
+                    return Ok(judged);
+                }
+                // The site's page actions, on its first page, before it is read.
+                if page == 1 && !spec.actions.is_empty() {
+                    run_actions(self.session, &spec.actions, &self.keyword).await?;
+                }
+                0
+            }
+        };
+        let reading = PageReader {
+            awaited: match (wait_for, blocked_selector) {
+                // Wait for the results, or for the page that says we are blocked.
+                (Some(wait), Some(blocked)) => {
+                    Some(format!("{}, {}", wait.as_str(), blocked.as_str()))
+                }
+                (Some(wait), None) => Some(wait.as_str().to_owned()),
+                (None, _) => None,
+            },
+            blocked: blocked_selector.as_ref().map(|b| b.as_str()),
+            wait_limit: WAIT_FOR_LIMIT.min(stuck_timeout),
+            item_selector,
+            fields,
+            want_html: false,
+            bounds: self.bounds,
+            skip,
+            next_link: match &spec.paging {
+                Paging::NextLink { selector } => Some(selector.as_str()),
+                _ => None,
+            },
+        };
+        let html_reading = HtmlReading {
+            items: items.clone(),
+            fields: fields.clone(),
+            blocked_selector: blocked_selector.clone(),
+            list_structured: limits.list_structured,
+            max_items: limits.page_items.saturating_add(1),
+            // The browser's script reads it.
+            next_link: None,
+        };
+        let reader = PageReader {
+            want_html: html_reading.needs_structured_data(),
+            ..reading
+        };
+        self.read(reader, html_reading, url, guard, limits, started)
+            .await
+    }
+
+    /// Loads page `url` (number `page`) and judges its document: a refusal
+    /// to reach it, a redirect to a private target, its HTTP status. `Some`
+    /// when the status says the page is not to be read.
+    async fn load_page(
+        &mut self,
+        url: &Url,
+        page: i32,
+        guard: &TargetGuard,
+        stuck_timeout: Duration,
+    ) -> Result<Option<Fetched>, CrawlError> {
+        self.shown = 0;
         // A refusal left from the previous page (a late image) is not this page's.
         self.session.take_refused();
         let loaded = self.load(url, stuck_timeout).await;
@@ -126,34 +222,24 @@ impl BrowserPage<'_> {
                 guard.check(&landed).await?;
             }
             if let Some(judged) = judge_status(document.status, page, url)? {
-                return Ok(judged.with_retry_after(retry_after(document)));
+                return Ok(Some(judged.with_retry_after(retry_after(document))));
             }
         }
-        // Wait for the results, or for the page that says we are blocked.
-        let awaited = match (wait_for, blocked_selector) {
-            (Some(wait), Some(blocked)) => Some(format!("{}, {}", wait.as_str(), blocked.as_str())),
-            (Some(wait), None) => Some(wait.as_str().to_owned()),
-            (None, _) => None,
-        };
-        let html_reading = HtmlReading {
-            items: items.clone(),
-            fields: fields.clone(),
-            blocked_selector: blocked_selector.clone(),
-            list_structured: limits.list_structured,
-            max_items: limits.page_items.saturating_add(1),
-        };
-        let reader = PageReader {
-            awaited,
-            blocked: blocked_selector.as_ref().map(|b| b.as_str()),
-            wait_limit: WAIT_FOR_LIMIT.min(stuck_timeout),
-            item_selector: match items {
-                HtmlItems::Selector(selector) => Some(selector.as_str()),
-                HtmlItems::Structured(_) => None,
-            },
-            fields,
-            want_html: html_reading.needs_structured_data(),
-            bounds: self.bounds,
-        };
+        Ok(None)
+    }
+
+    /// Reads the page the session shows with `reader` (the items past those
+    /// read already, the next link), completed by `html_reading` off the runtime.
+    async fn read(
+        &mut self,
+        reader: PageReader<'_>,
+        html_reading: HtmlReading,
+        url: &Url,
+        guard: &TargetGuard,
+        limits: PageLimits,
+        started: Instant,
+    ) -> Result<Fetched, CrawlError> {
+        let stuck_timeout = limits.stuck_timeout;
         // The script answers within its wait; a page that does not answer
         // within the stuck timeout is stuck in a script of its own.
         let reading = match tokio::time::timeout(stuck_timeout, reader.read(self.session)).await {
@@ -186,11 +272,19 @@ impl BrowserPage<'_> {
         if !reading.appeared {
             tracing::info!(%url, "wait_for element never appeared; page counts as empty");
         }
-        if let Some(blocked) = blocked_selector
+        if let Some(blocked) = &html_reading.blocked_selector
             && reading.blocked
         {
             return Ok(blocked_page(blocked.as_str(), url));
         }
+        self.shown = reading.shown;
+        // Only an http(s) link is followed (and the guard checks it first).
+        let next_link = reading
+            .next
+            .as_deref()
+            .and_then(|href| Url::parse(href).ok())
+            .filter(|link| matches!(link.scheme(), "http" | "https"))
+            .map(Box::new);
         let landed = reading
             .url
             .as_deref()
@@ -211,6 +305,7 @@ impl BrowserPage<'_> {
             items: RawItems { items, base },
             next_token: None,
             structured,
+            next_link,
         })
     }
 

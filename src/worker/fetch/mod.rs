@@ -2,8 +2,10 @@
 //! plain HTTP (HTML or a JSON API). Every mode answers the same way, so the
 //! crawl around it (states, limits, retries, storage) is the same for all.
 
+mod actions;
 mod browser;
 mod http;
+mod in_place;
 mod robots;
 
 use std::{
@@ -27,6 +29,7 @@ use super::{
 use crate::{
     domain::{
         failure::FailureKind,
+        paging::Paging,
         site::{Extraction, SiteSpec},
     },
     net::target_guard::TargetGuard,
@@ -42,6 +45,8 @@ pub enum Fetched {
         next_token: Option<String>,
         /// The page's structured data, when it was asked for (the preview).
         structured: Option<StructuredListing>,
+        /// Where the page's next link goes (`next_link` paging).
+        next_link: Option<Box<Url>>,
     },
     /// A later page answered 404/410: the results ended before `max_pages`.
     PastTheEnd,
@@ -169,9 +174,7 @@ impl PageSource<'_> {
     ) -> Result<Fetched, CrawlError> {
         match (self, &spec.extraction) {
             (PageSource::Browser(browser), Extraction::Html { .. }) => {
-                let fetched = browser
-                    .fetch(&spec.extraction, url, page, limits, guard)
-                    .await?;
+                let fetched = browser.fetch(spec, url, page, limits, guard).await?;
                 expect_items(spec, page, url, fetched)
             }
             (
@@ -201,6 +204,10 @@ impl PageSource<'_> {
                     blocked_selector: blocked_selector.clone(),
                     list_structured: limits.list_structured,
                     max_items: limits.page_items.saturating_add(1),
+                    next_link: match &spec.paging {
+                        Paging::NextLink { selector } => Some(selector.clone()),
+                        _ => None,
+                    },
                 };
                 let read = off_runtime(
                     limits.extract_budget,
@@ -216,10 +223,15 @@ impl PageSource<'_> {
                         let blocked = blocked_selector.as_ref().map_or("", |b| b.as_str());
                         return Ok(blocked_page(blocked, url));
                     }
-                    HtmlRead::Items { items, structured } => Fetched::Items {
+                    HtmlRead::Items {
+                        items,
+                        structured,
+                        next_link,
+                    } => Fetched::Items {
                         items,
                         next_token: None,
                         structured,
+                        next_link,
                     },
                 };
                 client.keep_if_failed(&answer, expect_items(spec, page, url, fetched))
@@ -269,6 +281,7 @@ impl PageSource<'_> {
                     items: read.items,
                     next_token: read.next_token,
                     structured: None,
+                    next_link: None,
                 };
                 client.keep_if_failed(&answer, expect_items(spec, page, url, fetched))
             }

@@ -22,34 +22,46 @@
 //!   strips of a field, or has refuse requests, between runs.
 //! - `price_shop`: [`PriceShop`], a one-page shop writing prices, dates,
 //!   lists and links as shops do, for the value rules; a test moves a price.
+//! - `action_shop`: [`ActionShop`], a shop whose listing shows only past a
+//!   cookie banner, and whose search is a form to type into and submit.
+//! - `paged_shop`: [`PagedShop`], nine products paged by a next link, an
+//!   offset, a "load more" button and an endless scroll, a search that
+//!   repeats its page and one whose next link leads back; it counts each request.
 //! - `structured_shop`: [`StructuredShop`], a shop publishing its products
 //!   as JSON-LD, microdata and OpenGraph.
+//! - `request_counts`: [`RequestCounts`], every request a fixture server
+//!   answered, by path and query.
 //! - `polling`: [`eventually`], for what another task or process does.
 //! - `webhook_receiver`: [`WebhookReceiver`], an endpoint on 127.0.0.1 that
 //!   verifies messages with the Standard Webhooks reference library.
 //! - `tls_servers`: Postgres and Redis speaking TLS only, with certificates of
 //!   a CA the test makes ([`TestCa`], [`TlsPostgres`], [`TlsRedis`]).
 
+mod action_shop;
 mod app;
 mod changing_site;
 mod console;
 mod faults;
 mod forward_proxy;
+mod paged_shop;
 mod polling;
 mod ports;
 mod price_shop;
 mod processes;
+mod request_counts;
 mod rest;
 mod stores;
 mod structured_shop;
 mod tls_servers;
 mod webhook_receiver;
 
+pub use action_shop::ActionShop;
 pub use app::{ON_DEMAND, Roles, TEST_SESSION_KEY, TestApp, test_config};
 pub use changing_site::{ChangingSite, Look};
 pub use console::ConsoleBrowser;
 pub use faults::{CuttableProxy, OwnRedis};
 pub use forward_proxy::TestProxy;
+pub use paged_shop::PagedShop;
 pub use polling::eventually;
 pub use ports::free_port;
 pub use price_shop::PriceShop;
@@ -57,6 +69,7 @@ pub use processes::{
     RoleProcess, browser_slots, chrome_of, clean_up_after_killed_worker, descendants,
     leftovers_of_worker,
 };
+pub use request_counts::RequestCounts;
 pub use rest::post_ok;
 pub use stores::{
     TestDb, clear_queue, complete_with_one_page, count_states, database_server, dispatch_and_claim,

@@ -94,6 +94,15 @@ impl TestApp {
         self.results(&format!("run_id={run_id}")).await
     }
 
+    /// The `title` field of every result of `run`, in stored order.
+    pub async fn titles_of_run(&self, run: &Value) -> Vec<String> {
+        let results = self.results_of_run(run["id"].as_i64().unwrap()).await;
+        results
+            .iter()
+            .map(|r| r["fields"]["title"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
     /// Every result `/api/results?{query}` lists, following the cursor a
     /// few at a time.
     pub async fn results(&self, query: &str) -> Vec<Value> {
