@@ -11,17 +11,29 @@ resource "aws_cloudwatch_log_group" "ec2" {
 }
 
 locals {
+  # The scheduler's command line, as docker-compose.ec2.yaml starts it: the agent
+  # counts the processes whose command line contains it (tini's and crawlfleet's).
+  scheduler_process_pattern = "--process=scheduler"
+
   cloudwatch_agent_config = jsonencode({
     agent = { metrics_collection_interval = 60 }
     metrics = {
       namespace         = "CWAgent"
       append_dimensions = { InstanceId = "$${aws:InstanceId}" }
+      # Besides each metric with all its dimensions (a disk's device and fstype,
+      # which the alarms cannot know in advance), one with the instance alone, and
+      # the scheduler's process count with its pattern: what the alarms below name.
+      aggregation_dimensions = [["InstanceId"], ["InstanceId", "pattern"]]
       metrics_collected = {
         mem  = { measurement = ["mem_used_percent"] }
         disk = { measurement = ["used_percent"], resources = ["/"] }
-        # Redis memory for the dashboard (with datastores = "host" it runs in a
-        # container, but it is a host process).
-        procstat = [{ exe = "redis-server", measurement = ["memory_rss"] }]
+        procstat = [
+          # Redis memory for the dashboard (with datastores = "host" it runs in a
+          # container, but it is a host process).
+          { exe = "redis-server", measurement = ["memory_rss"] },
+          # The scheduler's liveness: it publishes nothing to CloudWatch itself.
+          { pattern = local.scheduler_process_pattern, measurement = ["pid_count"] },
+        ]
       }
     }
   })
@@ -127,6 +139,62 @@ resource "aws_cloudwatch_metric_alarm" "host_cpu" {
   threshold           = var.host_cpu_alarm_percent
   comparison_operator = "GreaterThanThreshold"
   treat_missing_data  = "missing"
+  alarm_actions       = local.alarm_topic
+  ok_actions          = local.alarm_topic
+}
+
+# --- the host's memory, disk and scheduler (CloudWatch agent, user data) ---------------
+
+resource "aws_cloudwatch_metric_alarm" "host_memory" {
+  alarm_name          = "${var.name}-host-memory"
+  alarm_description   = "[WARNING] The host's memory above ${var.host_memory_alarm_percent}% for 10 minutes: the next Chrome or Postgres allocation may meet the OOM killer. docs/deploy.md runbook."
+  namespace           = "CWAgent"
+  metric_name         = "mem_used_percent"
+  dimensions          = { InstanceId = aws_instance.host.id }
+  statistic           = "Average"
+  period              = 300
+  evaluation_periods  = 2
+  threshold           = var.host_memory_alarm_percent
+  comparison_operator = "GreaterThanThreshold"
+  # No data: the agent or the host is down; the status-check alarms say the latter.
+  treat_missing_data = "missing"
+  alarm_actions      = local.alarm_topic
+  ok_actions         = local.alarm_topic
+}
+
+resource "aws_cloudwatch_metric_alarm" "host_disk" {
+  alarm_name          = "${var.name}-host-disk"
+  alarm_description   = "[WARNING] The host's root file system above ${var.host_disk_alarm_percent}% for 10 minutes${local.host_datastore ? ": Postgres lives there and stops when it is full" : ""}. docs/deploy.md runbook, \"Host disk full\"."
+  namespace           = "CWAgent"
+  metric_name         = "disk_used_percent"
+  dimensions          = { InstanceId = aws_instance.host.id }
+  statistic           = "Maximum"
+  period              = 300
+  evaluation_periods  = 2
+  threshold           = var.host_disk_alarm_percent
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "missing"
+  alarm_actions       = local.alarm_topic
+  ok_actions          = local.alarm_topic
+}
+
+# The scheduler puts no metric of its own; the agent counts its processes every
+# minute (0 when there is none). Not running for 3 of 5 minutes: crashed, crash
+# looping, or its container stopped (an unhealthy one is restarted by
+# crawlfleet-autoheal first). No data: the agent or the host is down, also alarming.
+resource "aws_cloudwatch_metric_alarm" "scheduler_down" {
+  alarm_name          = "${var.name}-scheduler-down"
+  alarm_description   = "[CRITICAL] No scheduler process on the host for 3 of the last 5 minutes: no run is scheduled or taken back. docs/deploy.md runbook, \"Scheduler down\"."
+  namespace           = "CWAgent"
+  metric_name         = "procstat_lookup_pid_count"
+  dimensions          = { InstanceId = aws_instance.host.id, pattern = local.scheduler_process_pattern }
+  statistic           = "Minimum"
+  period              = 60
+  evaluation_periods  = 5
+  datapoints_to_alarm = 3
+  threshold           = 1
+  comparison_operator = "LessThanThreshold"
+  treat_missing_data  = "breaching"
   alarm_actions       = local.alarm_topic
   ok_actions          = local.alarm_topic
 }
