@@ -127,34 +127,48 @@ resource "aws_cloudwatch_metric_alarm" "host_instance_check" {
   ok_actions          = [aws_sns_topic.alarms.arn]
 }
 
-resource "aws_cloudwatch_metric_alarm" "host_cpu" {
-  alarm_name          = "${var.name}-host-cpu"
-  alarm_description   = "[WARNING] The host's CPU above ${var.host_cpu_alarm_percent}% for 15 minutes: api, scheduler and base workers${local.host_datastore ? ", Postgres and Redis" : ""} compete for it (t3: and its CPU credits run out). docs/deploy.md runbook."
-  namespace           = "AWS/EC2"
-  metric_name         = "CPUUtilization"
-  dimensions          = { InstanceId = aws_instance.host.id }
-  statistic           = "Average"
-  period              = 300
-  evaluation_periods  = 3
-  threshold           = var.host_cpu_alarm_percent
-  comparison_operator = "GreaterThanThreshold"
-  treat_missing_data  = "missing"
-  alarm_actions       = local.alarm_topic
-  ok_actions          = local.alarm_topic
+# --- the host's CPU (EC2), memory and disk (the CloudWatch agent, user data) ----------
+
+locals {
+  host_usage_alarms = {
+    cpu = {
+      namespace   = "AWS/EC2"
+      metric      = "CPUUtilization"
+      statistic   = "Average"
+      periods     = 3
+      threshold   = var.host_cpu_alarm_percent
+      description = "The host's CPU above ${var.host_cpu_alarm_percent}% for 15 minutes: api, scheduler and base workers${local.host_datastore ? ", Postgres and Redis" : ""} compete for it (t3: and its CPU credits run out)."
+    }
+    memory = {
+      namespace   = "CWAgent"
+      metric      = "mem_used_percent"
+      statistic   = "Average"
+      periods     = 2
+      threshold   = var.host_memory_alarm_percent
+      description = "The host's memory above ${var.host_memory_alarm_percent}% for 10 minutes: the next Chrome or Postgres allocation may meet the OOM killer."
+    }
+    disk = {
+      namespace   = "CWAgent"
+      metric      = "disk_used_percent"
+      statistic   = "Maximum"
+      periods     = 2
+      threshold   = var.host_disk_alarm_percent
+      description = "The host's root file system above ${var.host_disk_alarm_percent}% for 10 minutes${local.host_datastore ? ": Postgres lives there and stops when it is full" : ""}."
+    }
+  }
 }
 
-# --- the host's memory, disk and scheduler (CloudWatch agent, user data) ---------------
-
-resource "aws_cloudwatch_metric_alarm" "host_memory" {
-  alarm_name          = "${var.name}-host-memory"
-  alarm_description   = "[WARNING] The host's memory above ${var.host_memory_alarm_percent}% for 10 minutes: the next Chrome or Postgres allocation may meet the OOM killer. docs/deploy.md runbook."
-  namespace           = "CWAgent"
-  metric_name         = "mem_used_percent"
+resource "aws_cloudwatch_metric_alarm" "host_usage" {
+  for_each            = local.host_usage_alarms
+  alarm_name          = "${var.name}-host-${each.key}"
+  alarm_description   = "[WARNING] ${each.value.description} docs/deploy.md runbook."
+  namespace           = each.value.namespace
+  metric_name         = each.value.metric
   dimensions          = { InstanceId = aws_instance.host.id }
-  statistic           = "Average"
+  statistic           = each.value.statistic
   period              = 300
-  evaluation_periods  = 2
-  threshold           = var.host_memory_alarm_percent
+  evaluation_periods  = each.value.periods
+  threshold           = each.value.threshold
   comparison_operator = "GreaterThanThreshold"
   # No data: the agent or the host is down; the status-check alarms say the latter.
   treat_missing_data = "missing"
@@ -162,20 +176,10 @@ resource "aws_cloudwatch_metric_alarm" "host_memory" {
   ok_actions         = local.alarm_topic
 }
 
-resource "aws_cloudwatch_metric_alarm" "host_disk" {
-  alarm_name          = "${var.name}-host-disk"
-  alarm_description   = "[WARNING] The host's root file system above ${var.host_disk_alarm_percent}% for 10 minutes${local.host_datastore ? ": Postgres lives there and stops when it is full" : ""}. docs/deploy.md runbook, \"Host disk full\"."
-  namespace           = "CWAgent"
-  metric_name         = "disk_used_percent"
-  dimensions          = { InstanceId = aws_instance.host.id }
-  statistic           = "Maximum"
-  period              = 300
-  evaluation_periods  = 2
-  threshold           = var.host_disk_alarm_percent
-  comparison_operator = "GreaterThanThreshold"
-  treat_missing_data  = "missing"
-  alarm_actions       = local.alarm_topic
-  ok_actions          = local.alarm_topic
+# The CPU alarm of stacks made before, kept.
+moved {
+  from = aws_cloudwatch_metric_alarm.host_cpu
+  to   = aws_cloudwatch_metric_alarm.host_usage["cpu"]
 }
 
 # The scheduler puts no metric of its own; the agent counts its processes every
