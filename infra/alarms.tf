@@ -187,6 +187,59 @@ resource "aws_cloudwatch_event_target" "task_failed_to_start" {
   }
 }
 
+# --- workers that crash ------------------------------------------------------------------
+#
+# A Fargate worker whose container exits non-zero crashed (a drained worker, on
+# scale-in, a deployment or a Spot reclaim, exits 0): each crash is a message with
+# its exit code and reason, and three within 15 minutes (the service replacing a
+# task that keeps dying) a crash-loop alarm.
+
+resource "aws_cloudwatch_event_rule" "worker_crashed" {
+  name        = "${var.name}-worker-crashed"
+  description = "crawlfleet Fargate workers whose container exited non-zero"
+  event_pattern = jsonencode({
+    source        = ["aws.ecs"]
+    "detail-type" = ["ECS Task State Change"]
+    detail = {
+      clusterArn = [aws_ecs_cluster.crawlfleet.arn]
+      group      = ["service:${aws_ecs_service.worker.name}"]
+      lastStatus = ["STOPPED"]
+      containers = { exitCode = [{ numeric = [">", 0] }] }
+    }
+  })
+}
+
+resource "aws_cloudwatch_event_target" "worker_crashed" {
+  rule      = aws_cloudwatch_event_rule.worker_crashed.name
+  target_id = "alarm-topic"
+  arn       = aws_sns_topic.alarms.arn
+
+  input_transformer {
+    input_paths = {
+      exit   = "$.detail.containers[0].exitCode"
+      reason = "$.detail.stoppedReason"
+      task   = "$.detail.taskArn"
+    }
+    input_template = "\"[WARNING] ${var.name}: a Fargate worker exited with code <exit>: <reason> (<task>). Its logs: /${var.name}/workers. docs/deploy.md runbook (Workers crash).\""
+  }
+}
+
+resource "aws_cloudwatch_metric_alarm" "worker_crash_loop" {
+  alarm_name          = "${var.name}-worker-crash-loop"
+  alarm_description   = "[CRITICAL] 3 or more Fargate workers crashed within 15 minutes: a crash loop (a bad release, memory, a poisoned page). docs/deploy.md runbook, \"Workers crash\"."
+  namespace           = "AWS/Events"
+  metric_name         = "MatchedEvents"
+  dimensions          = { RuleName = aws_cloudwatch_event_rule.worker_crashed.name }
+  statistic           = "Sum"
+  period              = 900
+  evaluation_periods  = 1
+  threshold           = 3
+  comparison_operator = "GreaterThanOrEqualToThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_topic
+  ok_actions          = local.alarm_topic
+}
+
 data "aws_iam_policy_document" "alarm_topic" {
   statement {
     sid       = "AccountOwnsTheTopic"
@@ -224,7 +277,7 @@ data "aws_iam_policy_document" "alarm_topic" {
     condition {
       test     = "ArnEquals"
       variable = "aws:SourceArn"
-      values   = [aws_cloudwatch_event_rule.task_failed_to_start.arn]
+      values   = [aws_cloudwatch_event_rule.task_failed_to_start.arn, aws_cloudwatch_event_rule.worker_crashed.arn]
     }
   }
 

@@ -11,6 +11,16 @@
 #    recovers from like from a power cut): the faster way back after losing the
 #    instance.
 # A night without a dump is an alarm.
+#
+# 3. Nobody on the host can destroy a dump: the bucket has S3 Object Lock, and each
+#    dump is locked in governance mode for var.backup_lock_days from its upload.
+#    Until then no version of it can be deleted or overwritten for good, by the
+#    instance role (which may only put, and has no s3:BypassGovernanceRetention)
+#    or by anyone else without that permission; an overwrite only adds a version.
+#    Governance rather than compliance: an administrator can still bypass the lock,
+#    on purpose and logged in CloudTrail, to erase a dump (a deletion request, a
+#    dump that leaked data), which compliance mode forbids even to the root user.
+#    An uploaded dump has a CRC32 checksum, which Object Lock requires.
 
 locals {
   host_count = local.host_datastore ? 1 : 0
@@ -29,6 +39,23 @@ resource "aws_s3_bucket" "backups" {
   count         = local.host_count
   bucket        = "${var.name}-${var.aws_account_id}-${var.region}-backups"
   force_destroy = false
+}
+
+# Enabled here, not as the bucket's object_lock_enabled (which would replace a
+# bucket made before, dumps and all): S3 turns Object Lock on for an existing
+# versioned bucket. It cannot be turned off again.
+resource "aws_s3_bucket_object_lock_configuration" "backups" {
+  count               = local.host_count
+  bucket              = aws_s3_bucket.backups[0].id
+  object_lock_enabled = "Enabled"
+  rule {
+    default_retention {
+      mode = "GOVERNANCE"
+      days = var.backup_lock_days
+    }
+  }
+  # Object Lock keeps versions: versioning first.
+  depends_on = [aws_s3_bucket_versioning.backups]
 }
 
 resource "aws_s3_bucket_ownership_controls" "backups" {

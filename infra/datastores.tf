@@ -195,3 +195,76 @@ resource "aws_elasticache_replication_group" "redis" {
     ignore_changes = [auth_token, auth_token_update_strategy]
   }
 }
+
+# --- alarms --------------------------------------------------------------------------------
+#
+# RDS's and ElastiCache's essentials (the Redis memory alarm is in alarms.tf, beside
+# the host's): a busy, full or crowded Postgres, and a Redis that drops keys.
+
+locals {
+  db_alarms = {
+    cpu = {
+      metric      = "CPUUtilization"
+      statistic   = "Average"
+      period      = 300
+      periods     = 3
+      threshold   = var.db_cpu_alarm_percent
+      comparison  = "GreaterThanThreshold"
+      description = "[WARNING] RDS CPU above ${var.db_cpu_alarm_percent}% for 15 minutes: slow queries or too many workers (Performance Insights shows which)."
+    }
+    free-storage = {
+      metric      = "FreeStorageSpace"
+      statistic   = "Minimum"
+      period      = 300
+      periods     = 2
+      threshold   = var.db_free_storage_alarm_gb * 1024 * 1024 * 1024
+      comparison  = "LessThanThreshold"
+      description = "[CRITICAL] RDS has less than ${var.db_free_storage_alarm_gb} GB free for 10 minutes; storage autoscaling stops at ${var.db_allocated_storage_gb * 4} GB, and a full instance stops writing."
+    }
+    connections = {
+      metric      = "DatabaseConnections"
+      statistic   = "Maximum"
+      period      = 300
+      periods     = 2
+      threshold   = var.db_connections_alarm_threshold
+      comparison  = "GreaterThanThreshold"
+      description = "[WARNING] More than ${var.db_connections_alarm_threshold} connections to RDS for 10 minutes: near max_connections, new workers will fail to connect."
+    }
+  }
+}
+
+resource "aws_cloudwatch_metric_alarm" "db" {
+  for_each            = local.host_datastore ? {} : local.db_alarms
+  alarm_name          = "${var.name}-rds-${each.key}"
+  alarm_description   = "${each.value.description} docs/deploy.md runbook."
+  namespace           = "AWS/RDS"
+  metric_name         = each.value.metric
+  dimensions          = { DBInstanceIdentifier = aws_db_instance.postgres[0].identifier }
+  statistic           = each.value.statistic
+  period              = each.value.period
+  evaluation_periods  = each.value.periods
+  threshold           = each.value.threshold
+  comparison_operator = each.value.comparison
+  treat_missing_data  = "missing"
+  alarm_actions       = local.alarm_topic
+  ok_actions          = local.alarm_topic
+}
+
+# noeviction: Redis refuses writes rather than evicting, so any eviction means the
+# policy is not the one this file sets (and queue keys are being lost).
+resource "aws_cloudwatch_metric_alarm" "redis_evictions" {
+  count               = local.host_datastore ? 0 : (var.multi_az ? 2 : 1)
+  alarm_name          = "${var.name}-redis-evictions-${format("%03d", count.index + 1)}"
+  alarm_description   = "[CRITICAL] ElastiCache node ${format("%03d", count.index + 1)} evicted keys: its maxmemory-policy is not noeviction, and queue keys are lost. docs/deploy.md runbook, \"Redis memory pressure\"."
+  namespace           = "AWS/ElastiCache"
+  metric_name         = "Evictions"
+  dimensions          = { CacheClusterId = "${aws_elasticache_replication_group.redis[0].id}-${format("%03d", count.index + 1)}" }
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  threshold           = 0
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_topic
+  ok_actions          = local.alarm_topic
+}

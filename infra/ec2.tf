@@ -11,17 +11,29 @@ resource "aws_cloudwatch_log_group" "ec2" {
 }
 
 locals {
+  # The scheduler's command line, as docker-compose.ec2.yaml starts it: the agent
+  # counts the processes whose command line contains it (tini's and crawlfleet's).
+  scheduler_process_pattern = "--process=scheduler"
+
   cloudwatch_agent_config = jsonencode({
     agent = { metrics_collection_interval = 60 }
     metrics = {
       namespace         = "CWAgent"
       append_dimensions = { InstanceId = "$${aws:InstanceId}" }
+      # Besides each metric with all its dimensions (a disk's device and fstype,
+      # which the alarms cannot know in advance), one with the instance alone, and
+      # the scheduler's process count with its pattern: what the alarms below name.
+      aggregation_dimensions = [["InstanceId"], ["InstanceId", "pattern"]]
       metrics_collected = {
         mem  = { measurement = ["mem_used_percent"] }
         disk = { measurement = ["used_percent"], resources = ["/"] }
-        # Redis memory for the dashboard (with datastores = "host" it runs in a
-        # container, but it is a host process).
-        procstat = [{ exe = "redis-server", measurement = ["memory_rss"] }]
+        procstat = [
+          # Redis memory for the dashboard (with datastores = "host" it runs in a
+          # container, but it is a host process).
+          { exe = "redis-server", measurement = ["memory_rss"] },
+          # The scheduler's liveness: it publishes nothing to CloudWatch itself.
+          { pattern = local.scheduler_process_pattern, measurement = ["pid_count"] },
+        ]
       }
     }
   })
@@ -115,18 +127,78 @@ resource "aws_cloudwatch_metric_alarm" "host_instance_check" {
   ok_actions          = [aws_sns_topic.alarms.arn]
 }
 
-resource "aws_cloudwatch_metric_alarm" "host_cpu" {
-  alarm_name          = "${var.name}-host-cpu"
-  alarm_description   = "[WARNING] The host's CPU above ${var.host_cpu_alarm_percent}% for 15 minutes: api, scheduler and base workers${local.host_datastore ? ", Postgres and Redis" : ""} compete for it (t3: and its CPU credits run out). docs/deploy.md runbook."
-  namespace           = "AWS/EC2"
-  metric_name         = "CPUUtilization"
+# --- the host's CPU (EC2), memory and disk (the CloudWatch agent, user data) ----------
+
+locals {
+  host_usage_alarms = {
+    cpu = {
+      namespace   = "AWS/EC2"
+      metric      = "CPUUtilization"
+      statistic   = "Average"
+      periods     = 3
+      threshold   = var.host_cpu_alarm_percent
+      description = "The host's CPU above ${var.host_cpu_alarm_percent}% for 15 minutes: api, scheduler and base workers${local.host_datastore ? ", Postgres and Redis" : ""} compete for it (t3: and its CPU credits run out)."
+    }
+    memory = {
+      namespace   = "CWAgent"
+      metric      = "mem_used_percent"
+      statistic   = "Average"
+      periods     = 2
+      threshold   = var.host_memory_alarm_percent
+      description = "The host's memory above ${var.host_memory_alarm_percent}% for 10 minutes: the next Chrome or Postgres allocation may meet the OOM killer."
+    }
+    disk = {
+      namespace   = "CWAgent"
+      metric      = "disk_used_percent"
+      statistic   = "Maximum"
+      periods     = 2
+      threshold   = var.host_disk_alarm_percent
+      description = "The host's root file system above ${var.host_disk_alarm_percent}% for 10 minutes${local.host_datastore ? ": Postgres lives there and stops when it is full" : ""}."
+    }
+  }
+}
+
+resource "aws_cloudwatch_metric_alarm" "host_usage" {
+  for_each            = local.host_usage_alarms
+  alarm_name          = "${var.name}-host-${each.key}"
+  alarm_description   = "[WARNING] ${each.value.description} docs/deploy.md runbook."
+  namespace           = each.value.namespace
+  metric_name         = each.value.metric
   dimensions          = { InstanceId = aws_instance.host.id }
-  statistic           = "Average"
+  statistic           = each.value.statistic
   period              = 300
-  evaluation_periods  = 3
-  threshold           = var.host_cpu_alarm_percent
+  evaluation_periods  = each.value.periods
+  threshold           = each.value.threshold
   comparison_operator = "GreaterThanThreshold"
-  treat_missing_data  = "missing"
+  # No data: the agent or the host is down; the status-check alarms say the latter.
+  treat_missing_data = "missing"
+  alarm_actions      = local.alarm_topic
+  ok_actions         = local.alarm_topic
+}
+
+# The CPU alarm of stacks made before, kept.
+moved {
+  from = aws_cloudwatch_metric_alarm.host_cpu
+  to   = aws_cloudwatch_metric_alarm.host_usage["cpu"]
+}
+
+# The scheduler puts no metric of its own; the agent counts its processes every
+# minute (0 when there is none). Not running for 3 of 5 minutes: crashed, crash
+# looping, or its container stopped (an unhealthy one is restarted by
+# crawlfleet-autoheal first). No data: the agent or the host is down, also alarming.
+resource "aws_cloudwatch_metric_alarm" "scheduler_down" {
+  alarm_name          = "${var.name}-scheduler-down"
+  alarm_description   = "[CRITICAL] No scheduler process on the host for 3 of the last 5 minutes: no run is scheduled or taken back. docs/deploy.md runbook, \"Scheduler down\"."
+  namespace           = "CWAgent"
+  metric_name         = "procstat_lookup_pid_count"
+  dimensions          = { InstanceId = aws_instance.host.id, pattern = local.scheduler_process_pattern }
+  statistic           = "Minimum"
+  period              = 60
+  evaluation_periods  = 5
+  datapoints_to_alarm = 3
+  threshold           = 1
+  comparison_operator = "LessThanThreshold"
+  treat_missing_data  = "breaching"
   alarm_actions       = local.alarm_topic
   ok_actions          = local.alarm_topic
 }

@@ -1,5 +1,5 @@
-# 0..50 extra workers on Fargate (on-demand and Spot), in the private subnets,
-# leaving through the NAT; and the migrate task, the first step of every release.
+# 0..50 extra workers on Fargate (on-demand and Spot), in the private subnets
+# that have a NAT gateway in their AZ (network.tf), leaving through it; and the migrate task, the first step of every release.
 
 resource "aws_ecs_cluster" "crawlfleet" {
   name = var.name
@@ -83,7 +83,7 @@ resource "aws_ecs_service" "worker" {
   }
 
   network_configuration {
-    subnets          = aws_subnet.private[*].id
+    subnets          = local.worker_subnet_ids
     security_groups  = [aws_security_group.workers.id]
     assign_public_ip = false
   }

@@ -1,7 +1,8 @@
 # One VPC: public subnets (one per AZ) with the NAT gateway and the load balancer
 # only; private subnets (one per AZ) with the EC2 host, the Fargate workers and the
 # managed datastores. Every crawl, the host's base workers' and the Fargate tasks',
-# leaves through the one NAT gateway and its one Elastic IP: sites see one address.
+# leaves through the NAT gateway and its Elastic IP: sites see one address (one per
+# AZ with nat_gateway_per_az).
 
 resource "aws_vpc" "main" {
   cidr_block           = var.vpc_cidr
@@ -57,37 +58,94 @@ resource "aws_route_table_association" "public" {
   route_table_id = aws_route_table.public.id
 }
 
-# The egress address of every crawl: give it to sites that allow-list.
-resource "aws_eip" "nat" {
-  domain = "vpc"
-  tags   = { Name = "${var.name}-nat-egress" }
+# The egress addresses of the crawls: give them to sites that allow-list.
+# One NAT gateway in the first AZ by default, and the Fargate workers in that AZ
+# too (local.worker_subnet_ids): no crawl byte crosses an AZ on its way out
+# (docs/cost.md, "Cross-AZ transfer"), and sites see one address. If that AZ fails,
+# crawls stop until it is back (docs/deploy.md, runbook); the host is there anyway.
+# nat_gateway_per_az: one NAT (and Elastic IP) per AZ, each private subnet leaving
+# through its own, the workers spread over every AZ: an AZ outage takes only its
+# share, at the price of an address and a NAT's hours per AZ.
+locals {
+  nat_count = var.nat_gateway_per_az ? length(aws_subnet.private) : 1
+  # The Fargate workers' (and the migrate task's) subnets: where a NAT is.
+  worker_subnet_ids = var.nat_gateway_per_az ? aws_subnet.private[*].id : [aws_subnet.private[0].id]
 }
 
-# One NAT gateway (one AZ) on purpose: a second would mean a second egress address.
-# If its AZ fails, crawls stop until it is back (docs/deploy.md, runbook); the
-# host and the first private subnet are in the same AZ anyway.
+resource "aws_eip" "nat" {
+  count  = local.nat_count
+  domain = "vpc"
+  tags   = { Name = "${var.name}-nat-egress-${var.availability_zones[count.index]}" }
+}
+
 resource "aws_nat_gateway" "main" {
-  allocation_id = aws_eip.nat.id
-  subnet_id     = aws_subnet.public[0].id
-  tags          = { Name = var.name }
+  count         = local.nat_count
+  allocation_id = aws_eip.nat[count.index].id
+  subnet_id     = aws_subnet.public[count.index].id
+  tags          = { Name = "${var.name}-${var.availability_zones[count.index]}" }
   depends_on    = [aws_internet_gateway.main]
 }
 
 resource "aws_route_table" "private" {
+  count  = local.nat_count
   vpc_id = aws_vpc.main.id
-  tags   = { Name = "${var.name}-private" }
+  tags   = { Name = "${var.name}-private-${var.availability_zones[count.index]}" }
 }
 
 resource "aws_route" "private_nat" {
-  route_table_id         = aws_route_table.private.id
+  count                  = local.nat_count
+  route_table_id         = aws_route_table.private[count.index].id
   destination_cidr_block = "0.0.0.0/0"
-  nat_gateway_id         = aws_nat_gateway.main.id
+  nat_gateway_id         = aws_nat_gateway.main[count.index].id
 }
 
+# Each private subnet leaves through the NAT of its AZ, or the one NAT.
 resource "aws_route_table_association" "private" {
   count          = length(aws_subnet.private)
   subnet_id      = aws_subnet.private[count.index].id
-  route_table_id = aws_route_table.private.id
+  route_table_id = aws_route_table.private[var.nat_gateway_per_az ? count.index : 0].id
+}
+
+# Stacks made before the NAT had a count keep their NAT and, above all, their
+# Elastic IP (the address sites allow-list).
+moved {
+  from = aws_eip.nat
+  to   = aws_eip.nat[0]
+}
+
+moved {
+  from = aws_nat_gateway.main
+  to   = aws_nat_gateway.main[0]
+}
+
+moved {
+  from = aws_route_table.private
+  to   = aws_route_table.private[0]
+}
+
+moved {
+  from = aws_route.private_nat
+  to   = aws_route.private_nat[0]
+}
+
+# A NAT gateway holds 55,000 connections to one destination (address, port,
+# protocol) at a time; past that, new ones fail with ErrorPortAllocation: many
+# workers crawling one site. Any such error is worth a look (docs/deploy.md runbook).
+resource "aws_cloudwatch_metric_alarm" "nat_port_allocation" {
+  count               = local.nat_count
+  alarm_name          = "${var.name}-nat-port-allocation-${var.availability_zones[count.index]}"
+  alarm_description   = "[WARNING] The NAT gateway in ${var.availability_zones[count.index]} could not allocate a source port: crawls to one site fail to connect. docs/deploy.md runbook, \"NAT port allocation errors\"."
+  namespace           = "AWS/NATGateway"
+  metric_name         = "ErrorPortAllocation"
+  dimensions          = { NatGatewayId = aws_nat_gateway.main[count.index].id }
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  threshold           = 0
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_topic
+  ok_actions          = local.alarm_topic
 }
 
 # Flow logs: the evidence when a site says it blocked us, or we suspect it did.

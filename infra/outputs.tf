@@ -14,8 +14,13 @@ output "alb_dns_name" {
 }
 
 output "egress_ip" {
-  description = "Allow-list this address: every crawl, the host's base workers' and the Fargate workers', leaves from it (the NAT gateway's Elastic IP)."
-  value       = aws_eip.nat.public_ip
+  description = "Allow-list this address: every crawl, the host's base workers' and the Fargate workers', leaves from it (the NAT gateway's Elastic IP). With nat_gateway_per_az, the first AZ's: egress_ips has them all."
+  value       = aws_eip.nat[0].public_ip
+}
+
+output "egress_ips" {
+  description = "Every NAT gateway's Elastic IP: one, or one per AZ with nat_gateway_per_az. Sites that allow-list need them all."
+  value       = aws_eip.nat[*].public_ip
 }
 
 output "host_private_ip" {
@@ -85,7 +90,7 @@ output "migrate_task_definition" {
 
 output "migrate_network_configuration" {
   description = "--network-configuration of the migrate task's run-task: the workers' subnets and group."
-  value       = "awsvpcConfiguration={subnets=[${join(",", aws_subnet.private[*].id)}],securityGroups=[${aws_security_group.workers.id}],assignPublicIp=DISABLED}"
+  value       = "awsvpcConfiguration={subnets=[${join(",", local.worker_subnet_ids)}],securityGroups=[${aws_security_group.workers.id}],assignPublicIp=DISABLED}"
 }
 
 output "ssm_parameter_prefix" {

@@ -40,7 +40,7 @@ variable "tags" {
 }
 
 variable "availability_zones" {
-  description = "Two or more AZs of the region: one public and one private subnet in each of the first N (N = number of private_subnet_cidrs). The NAT gateway lives in the first."
+  description = "Two or more AZs of the region: one public and one private subnet in each of the first N (N = number of private_subnet_cidrs). The NAT gateway lives in the first (one in each with nat_gateway_per_az)."
   type        = list(string)
   default     = ["ap-northeast-2a", "ap-northeast-2c"]
 
@@ -70,7 +70,7 @@ variable "public_subnet_cidrs" {
 }
 
 variable "private_subnet_cidrs" {
-  description = "Private subnets (one per AZ): the EC2 host (first), the Fargate workers, RDS and ElastiCache. They reach the internet through the one NAT gateway."
+  description = "Private subnets (one per AZ): the EC2 host (first), the Fargate workers, RDS and ElastiCache. They reach the internet through the NAT gateway (their AZ's with nat_gateway_per_az); the Fargate workers use the subnets that have one in their AZ."
   type        = list(string)
   default     = ["10.0.2.0/24", "10.0.3.0/24"]
 
@@ -78,6 +78,12 @@ variable "private_subnet_cidrs" {
     condition     = length(var.private_subnet_cidrs) >= 2
     error_message = "private_subnet_cidrs: two or more (RDS and ElastiCache subnet groups span two AZs)."
   }
+}
+
+variable "nat_gateway_per_az" {
+  description = "false: one NAT gateway, in the first AZ, and the Fargate workers in that AZ only (no cross-AZ transfer, one egress address; that AZ down stops the crawls). true: one NAT gateway and Elastic IP per AZ, workers in every AZ (an AZ down takes its share only); each costs about $47 a month more per AZ plus its share of the traffic (docs/cost.md), and sites see one address per AZ."
+  type        = bool
+  default     = false
 }
 
 variable "egress_ports" {
@@ -209,6 +215,17 @@ variable "pg_dump_retention_days" {
   validation {
     condition     = var.pg_dump_retention_days >= 1
     error_message = "pg_dump_retention_days: at least 1."
+  }
+}
+
+variable "backup_lock_days" {
+  description = "datastores = \"host\": each nightly dump is locked (S3 Object Lock, governance mode) this many days after its upload: neither the host nor anyone without s3:BypassGovernanceRetention can delete it or overwrite it for good before then. At most pg_dump_retention_days."
+  type        = number
+  default     = 14
+
+  validation {
+    condition     = var.backup_lock_days >= 1 && var.backup_lock_days <= var.pg_dump_retention_days
+    error_message = "backup_lock_days: 1 to pg_dump_retention_days (a dump cannot be locked past its expiry)."
   }
 }
 
@@ -390,9 +407,20 @@ variable "cloudwatch_namespace" {
 }
 
 variable "alarm_email" {
-  description = "Address subscribed to the alarm topic (confirm the e-mail AWS sends). Empty: subscribe by hand."
+  description = "Who is told: subscribed to the alarm topic (confirm the e-mail AWS sends), which every alarm, the ECS task events and the budget reach. Required unless alarms_without_recipients says nobody is, on purpose."
   type        = string
   default     = ""
+
+  validation {
+    condition     = var.alarm_email == "" ? var.alarms_without_recipients : can(regex("^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$", var.alarm_email))
+    error_message = "alarm_email: set it to the address alarms go to (e.g. oncall@example.com), or set alarms_without_recipients = true to deploy alarms nobody receives until you subscribe to the topic by hand."
+  }
+}
+
+variable "alarms_without_recipients" {
+  description = "true: deploy without alarm_email, on purpose. The alarm topic then has no subscriber and every alarm goes nowhere until someone subscribes (an e-mail, a chat webhook through AWS Chatbot, a pager). For throwaway stacks."
+  type        = bool
+  default     = false
 }
 
 variable "queue_warning_threshold" {
@@ -438,9 +466,39 @@ variable "monthly_budget_usd" {
 }
 
 variable "budget_emails" {
-  description = "Addresses the budget mails; the alarm topic gets them too."
+  description = "Addresses the budget mails besides the alarm topic (which reaches alarm_email)."
   type        = list(string)
   default     = []
+}
+
+variable "host_memory_alarm_percent" {
+  description = "The host's used memory (CloudWatch agent, mem_used_percent) above this for 10 minutes: alarm."
+  type        = number
+  default     = 90
+}
+
+variable "host_disk_alarm_percent" {
+  description = "The host's root file system (CloudWatch agent, disk_used_percent of /) above this for 10 minutes: alarm. With datastores = \"host\" Postgres lives there."
+  type        = number
+  default     = 80
+}
+
+variable "db_cpu_alarm_percent" {
+  description = "datastores = \"managed\": RDS CPU above this for 15 minutes: alarm."
+  type        = number
+  default     = 80
+}
+
+variable "db_free_storage_alarm_gb" {
+  description = "datastores = \"managed\": RDS free storage below this many GB for 10 minutes: alarm (storage autoscaling grows it up to 4x db_allocated_storage_gb, then stops)."
+  type        = number
+  default     = 5
+}
+
+variable "db_connections_alarm_threshold" {
+  description = "datastores = \"managed\": RDS connections above this for 10 minutes: alarm. db.t4g.medium allows about 400 (DBInstanceClassMemory / 9531392): 50 workers x worker_db_max_connections 4 plus the host stay near 230."
+  type        = number
+  default     = 320
 }
 
 variable "log_retention_days" {

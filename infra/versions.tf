@@ -9,17 +9,11 @@ terraform {
     }
   }
 
-  # Remote state is optional: without this block the state stays in
-  # terraform.tfstate next to this file (fine for one operator; keep it safe, it
-  # holds the placeholder secrets' metadata). For a team, create the bucket and
-  # table once, uncomment, and run `terraform init -migrate-state`
-  # (docs/deploy.md, "Remote state").
-  #
-  # backend "s3" {
-  #   bucket         = "my-org-terraform-state"
-  #   key            = "crawlfleet/terraform.tfstate"
-  #   region         = "ap-northeast-2"
-  #   dynamodb_table = "terraform-locks"
-  #   encrypt        = true
-  # }
+  # The state belongs in S3, locked while one operator plans or applies:
+  # backend.tf.example is the block (S3 with a lock file next to the state, no
+  # DynamoDB table). Copy it to backend.tf, name your state bucket, run
+  # `terraform init` (docs/deploy.md, "Remote state"). Without it the state stays
+  # in terraform.tfstate here, unlocked: for one operator trying things out.
+  # scripts/check-infra runs `terraform init -backend=false`, which ignores a
+  # backend block either way.
 }

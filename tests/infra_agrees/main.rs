@@ -2,9 +2,11 @@
 //! (ecs/), docker-compose.ec2.yaml, the Dockerfile and .env.example agree with
 //! each other and with the code on the metric, the worker's command, size and
 //! concurrency, the scaling bounds and policies, the ports, the secrets and who
-//! reads them, the IAM the code needs, and a stop timeout that covers the worker's
-//! drain. Reads files only.
+//! reads them, the IAM the code needs, a stop timeout that covers the worker's
+//! drain, and alarms that watch metrics someone publishes and reach someone.
+//! Reads files only.
 
+mod alarms;
 mod backup;
 mod iam;
 mod ports;

@@ -117,7 +117,7 @@ pub fn first<'a>(body: &'a Body, name: &'a str) -> &'a Body {
 
 /// `variable` defaults, `locals`, `resource` and `data` blocks of infra/*.tf. Values
 /// evaluate to JSON as far as the checks need: literals, var.* / local.* (and
-/// their attributes), tostring(), concat(), `==` / `!=` and `? :` on what
+/// their attributes), tostring(), jsonencode() (as its value), concat(), `==` / `!=` and `? :` on what
 /// evaluates, with the variables' defaults; templates stay as written and
 /// anything else (resource attributes) becomes null.
 pub struct Terraform {
@@ -225,6 +225,10 @@ impl Terraform {
             Expression::TemplateExpr(t) => Json::from(t.to_string()),
             Expression::FuncCall(f) if f.name.name.as_str() == "tostring" => {
                 Json::from(text(&self.eval(&f.args[0])))
+            }
+            // The value itself: what the JSON says is what the checks read.
+            Expression::FuncCall(f) if f.name.name.as_str() == "jsonencode" => {
+                self.eval(&f.args[0])
             }
             Expression::FuncCall(f) if f.name.name.as_str() == "concat" => {
                 let lists: Vec<Json> = f.args.iter().map(|a| self.eval(a)).collect();
