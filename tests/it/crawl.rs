@@ -6,7 +6,8 @@ use std::time::Duration;
 use crawlfleet::{
     domain::{
         failure::{Failure, FailureKind},
-        page::{CrawledPage, PageItem, PagesRead, PagingEnd},
+        item::PageItem,
+        page::{CrawledPage, PagesRead, PagingEnd},
         run::{RunState, Trigger},
     },
     store::{self, runs::FenceError},

@@ -63,7 +63,7 @@ impl WebhookEvent {
         .expect("JSON values serialize")
     }
 
-    /// The event `event_type` (see [`WebhookEventType::of_run_state`]) of a
+    /// The event `event_type` (see [`WebhookEventType::raised_by`]) of a
     /// run that just ended; `keyword` and `site` are the names as they are now.
     pub fn run_ended(
         event_type: WebhookEventType,

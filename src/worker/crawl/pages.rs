@@ -16,7 +16,8 @@ use super::{
 use crate::domain::{
     bounds::BoundsReport,
     failure::FailureKind,
-    page::{CrawledPage, FinalPage, PageItem, PagesRead, PagingEnd},
+    item::PageItem,
+    page::{CrawledPage, FinalPage, PagesRead, PagingEnd},
     robots::paced_rate,
     run::CrawlRun,
     value::ValueReport,
