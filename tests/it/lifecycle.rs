@@ -34,16 +34,22 @@ fn superseded<T: std::fmt::Debug>(result: Result<T, FenceError>, what: &str) {
     );
 }
 
+/// A run claimed by `worker-a`, its page request in flight.
+async fn in_url_call(app: &TestApp) -> (i64, Fence) {
+    let (run_id, fence) = claimed(app, "worker-a").await;
+    store::runs::enter_url_call(app.pool(), &fence, "http://127.0.0.1/p1")
+        .await
+        .unwrap();
+    (run_id, fence)
+}
+
 /// Every fenced write, tried with a fence of another worker and with one of
 /// an earlier attempt: each is refused and the run stays exactly as it was.
 #[tokio::test]
 async fn every_fenced_move_under_a_stale_fence_changes_nothing() {
     let app = TestApp::spawn().await;
     let pool = app.pool();
-    let (run_id, fence) = claimed(&app, "worker-a").await;
-    store::runs::enter_url_call(pool, &fence, "http://127.0.0.1/p1")
-        .await
-        .unwrap();
+    let (run_id, fence) = in_url_call(&app).await;
     let before = run(pool, run_id).await;
     let items = [PageItem {
         fields: json!({"title": "one"}),
@@ -117,11 +123,7 @@ async fn every_fenced_move_under_a_stale_fence_changes_nothing() {
 async fn each_move_applies_its_transition_once() {
     let app = TestApp::spawn().await;
     let pool = app.pool();
-    let (run_id, fence) = claimed(&app, "worker-a").await;
-
-    store::runs::enter_url_call(pool, &fence, "http://127.0.0.1/p1")
-        .await
-        .unwrap();
+    let (run_id, fence) = in_url_call(&app).await;
     let refused = store::runs::page_refused(pool, &fence).await.unwrap();
     assert_eq!((refused.state, refused.refusals), (RunState::CallDone, 1));
     // Out of url_call: refused again is not a move it can make.
