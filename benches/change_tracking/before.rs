@@ -3,7 +3,7 @@
 //! completion. What change tracking is measured against.
 
 use crawlfleet::{
-    domain::page::{CrawledPage, PageItem},
+    domain::{item::PageItem, page::CrawledPage},
     store::runs::Fence,
 };
 use sqlx::PgPool;

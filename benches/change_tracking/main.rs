@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 
 use crawlfleet::{
     domain::{
-        page::{CrawledPage, PageItem, PagesRead, PagingEnd},
+        item::PageItem,
+        page::{CrawledPage, PagesRead, PagingEnd},
         run::Trigger,
     },
     store,

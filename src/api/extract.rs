@@ -12,6 +12,18 @@ use super::error::ApiError;
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
+/// Largest body of a URL list's upload (plain text, read as it streams in):
+/// room for [`crate::domain::url_list::MAX_LIST_URLS`] URLs of about 160 bytes each.
+pub const MAX_UPLOAD_BYTES: usize = 16 * 1024 * 1024;
+
+/// Whether `path` is an upload route, whose bodies may be larger than other
+/// requests' (they are bounded by [`MAX_UPLOAD_BYTES`] instead).
+fn is_upload_path(path: &str) -> bool {
+    path.strip_prefix("/api/url-lists/")
+        .and_then(|rest| rest.strip_suffix("/urls"))
+        .is_some_and(|id| !id.is_empty() && !id.contains('/'))
+}
+
 /// Middleware: a request declaring a body over [`MAX_BODY_BYTES`] (a URL
 /// list upload: its own bound) is refused
 /// with 413 before anything waits for that body (it would otherwise wait,
@@ -26,8 +38,8 @@ pub async fn refuse_oversized_declared_body(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    let limit = if super::url_lists::is_upload_path(req.uri().path()) {
-        super::url_lists::MAX_UPLOAD_BYTES
+    let limit = if is_upload_path(req.uri().path()) {
+        MAX_UPLOAD_BYTES
     } else {
         MAX_BODY_BYTES
     };

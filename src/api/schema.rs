@@ -16,7 +16,8 @@ use utoipa::{
 use crate::domain::{
     failure::FailureKind,
     page::PagingEnd,
-    run::{RunState, StopReason},
+    page::StopReason,
+    run::RunState,
     webhook::{DeliveryState, WebhookEventType},
 };
 

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{FieldError, site::CssSelector, text};
+use super::{FieldError, site::locator::CssSelector, text};
 
 /// Steps a site's actions have at most.
 pub const MAX_ACTIONS: usize = 20;

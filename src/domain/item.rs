@@ -1,10 +1,28 @@
 //! What identifies an item within its keyword and site: its URL, else the
 //! value of the field the site names as its key (`item_key`), else its
 //! content. Runs recognise an item by it: the same identity, the same item.
+//! An item as a page gives it (`PageItem`) lives here too, so a page's
+//! module uses the items' and not the other way round.
 
 use serde_json::Value;
 
-use super::{page::PageItem, text_enum::text_enum};
+use super::text_enum::text_enum;
+
+/// One item extracted from a page, ready to store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PageItem {
+    pub fields: serde_json::Value,
+    pub item_url: Option<String>,
+    pub content_hash: String,
+}
+
+impl PageItem {
+    /// What identifies the item across runs on a site whose key field is
+    /// `item_key` (see [`ItemIdentity::of`]).
+    pub fn identity(&self, item_key: Option<&str>) -> ItemIdentity {
+        ItemIdentity::of(self, item_key)
+    }
+}
 
 text_enum! {
     /// How an item was identified.

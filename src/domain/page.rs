@@ -3,24 +3,26 @@
 //! changed), and why a crawl stopped paging.
 
 use super::{
-    bounds::BoundsReport, item::ItemIdentity, run::EarlyStop, text_enum::text_enum,
+    bounds::BoundsReport,
+    item::{ItemIdentity, PageItem},
+    text_enum::text_enum,
     value::ValueReport,
 };
 
-/// One item extracted from a page, ready to store.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PageItem {
-    pub fields: serde_json::Value,
-    pub item_url: Option<String>,
-    pub content_hash: String,
+text_enum! {
+    /// Why a run stopped reading pages before its last one, and still completed
+    /// with what it read.
+    pub enum StopReason as "stop reason" {
+        /// The site's robots.txt disallows the next page for our user agent.
+        RobotsDisallowed = "robots_disallowed",
+    }
 }
 
-impl PageItem {
-    /// What identifies the item across runs on a site whose key field is
-    /// `item_key` (see [`ItemIdentity::of`]).
-    pub fn identity(&self, item_key: Option<&str>) -> ItemIdentity {
-        ItemIdentity::of(self, item_key)
-    }
+/// The first page a completed run did not read, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EarlyStop {
+    pub url: String,
+    pub reason: StopReason,
 }
 
 /// One crawled page, as the store records it.
@@ -173,6 +175,13 @@ impl PagesRead {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stop_reasons_round_trip_through_text() {
+        for reason in StopReason::ALL {
+            assert_eq!(reason.as_str().parse::<StopReason>().unwrap(), reason);
+        }
+    }
     use serde_json::json;
 
     #[test]

@@ -9,8 +9,8 @@ use utoipa::ToSchema;
 
 use super::{
     FieldError,
-    page::PageItem,
-    site::{CssSelector, RenderMode, SearchUrlTemplate},
+    item::PageItem,
+    site::{locator::CssSelector, render::RenderMode, template::SearchUrlTemplate},
     text,
 };
 

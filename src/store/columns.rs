@@ -6,6 +6,8 @@
 //! one still reads and writes the same column, and a name the reader does not
 //! know is a decode error naming the column, not a corrupt value.
 
+use std::{error::Error, str::FromStr};
+
 use sqlx::{
     Decode, Encode, Postgres, Type,
     encode::IsNull,
@@ -18,7 +20,8 @@ use crate::domain::{
     failure::FailureKind,
     item::IdentifiedBy,
     page::PagingEnd,
-    run::{AttemptOutcome, RunState, StopReason, Trigger},
+    page::StopReason,
+    run::{AttemptOutcome, RunState, Trigger},
     site::{RenderMode, RunVerdict},
     webhook::{DeliveryState, WebhookEventType},
 };
@@ -70,3 +73,27 @@ text_columns!(
     Trigger,
     WebhookEventType,
 );
+
+/// A text column read as the type it stands for.
+pub(in crate::store) fn decode<T>(column: &str, value: &str) -> sqlx::Result<T>
+where
+    T: FromStr,
+    T::Err: Error + Send + Sync + 'static,
+{
+    value.parse().map_err(|e| sqlx::Error::ColumnDecode {
+        index: column.to_owned(),
+        source: Box::new(e),
+    })
+}
+
+/// A nullable text column read as the type it stands for.
+pub(in crate::store) fn decode_optional<T>(
+    column: &str,
+    value: Option<&str>,
+) -> sqlx::Result<Option<T>>
+where
+    T: FromStr,
+    T::Err: Error + Send + Sync + 'static,
+{
+    value.map(|value| decode(column, value)).transpose()
+}

@@ -3,6 +3,7 @@
 //! secrets at rest (`sealing`). May import `domain` only; no room.
 
 pub mod columns;
+pub mod fence;
 pub mod items;
 pub mod keywords;
 pub mod leader;

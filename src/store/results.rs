@@ -7,7 +7,7 @@ use sqlx::{PgPool, types::Json};
 
 use std::collections::BTreeMap;
 
-use super::{listing::Listing, runs::row::decode_optional};
+use super::{columns::decode_optional, listing::Listing};
 use crate::domain::{
     change::{Change, FieldDiff},
     site::{FieldSpec, item_field_names},

@@ -2,8 +2,8 @@
 
 use sqlx::PgPool;
 
-use super::runs::Fence;
-use crate::store::sealing::Sealed;
+use super::fence::Fence;
+use crate::{domain::run::RunState, store::sealing::Sealed};
 
 /// What site `site_id`'s kept session is bound to: no other site's opens.
 pub fn bound_to(site_id: i64) -> Vec<u8> {
@@ -35,7 +35,7 @@ pub async fn save(
            SELECT $1, $2, $3, $4
            WHERE EXISTS (SELECT 1 FROM crawl_runs
                          WHERE id = $4 AND site_id = $1 AND attempt = $5 AND worker_id = $6
-                           AND state IN ('running', 'url_call', 'call_done'))
+                           AND state = ANY($7))
            ON CONFLICT (site_id) DO UPDATE
            SET nonce = EXCLUDED.nonce, sealed = EXCLUDED.sealed,
                saved_by_run = EXCLUDED.saved_by_run, saved_at = now()"#,
@@ -44,7 +44,8 @@ pub async fn save(
         session.sealed,
         fence.run_id,
         fence.attempt,
-        fence.worker_id
+        fence.worker_id,
+        &RunState::HELD as &[RunState]
     )
     .execute(pool)
     .await?;

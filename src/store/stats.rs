@@ -5,6 +5,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
+use crate::domain::run::RunState;
+
 /// Runs by state: the backlog and the last hour.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct QueueCounts {
@@ -41,7 +43,8 @@ pub async fn queue_counts(pool: &PgPool) -> sqlx::Result<QueueCounts> {
              COALESCE(EXTRACT(EPOCH FROM now() - min(queued_at) FILTER (WHERE state = 'queued')), 0)::bigint
                AS "oldest_queued_age_secs!"
            FROM crawl_runs
-           WHERE state IN ('queued', 'running', 'url_call', 'call_done')"#
+           WHERE state = ANY($1)"#,
+        &RunState::ACTIVE as &[RunState]
     )
     .fetch_one(pool)
     .await?;
@@ -63,7 +66,8 @@ pub async fn queue_counts(pool: &PgPool) -> sqlx::Result<QueueCounts> {
 /// Runs queued or in progress (the scaling metric `QueueWaitingJobs`).
 pub async fn backlog(pool: &PgPool) -> sqlx::Result<i64> {
     sqlx::query_scalar!(
-        r#"SELECT count(*) AS "n!" FROM crawl_runs WHERE state IN ('queued', 'running', 'url_call', 'call_done')"#
+        r#"SELECT count(*) AS "n!" FROM crawl_runs WHERE state = ANY($1)"#,
+        &RunState::ACTIVE as &[RunState]
     )
     .fetch_one(pool)
     .await
@@ -109,10 +113,11 @@ pub async fn workers_seen(pool: &PgPool) -> sqlx::Result<Vec<WorkerSeen>> {
         WorkerSeen,
         r#"SELECT w.id, w.host, w.concurrency, w.http_concurrency, w.started_at, w.last_seen_at,
                   (SELECT count(*) FROM crawl_runs r
-                   WHERE r.worker_id = w.id AND r.state IN ('running', 'url_call', 'call_done')) AS "in_flight!"
+                   WHERE r.worker_id = w.id AND r.state = ANY($1)) AS "in_flight!"
            FROM workers w
            WHERE w.last_seen_at > now() - interval '1 minute'
-           ORDER BY w.id"#
+           ORDER BY w.id"#,
+        &RunState::HELD as &[RunState]
     )
     .fetch_all(pool)
     .await

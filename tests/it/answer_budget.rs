@@ -2,7 +2,7 @@
 //! says so (`cut_at_bytes`), and its cursor goes on from the last row sent:
 //! following it lists every row once, in order, however large the rows.
 
-use crawlfleet::domain::page::PageItem;
+use crawlfleet::domain::item::PageItem;
 use serde_json::{Value, json};
 
 use crate::support::{ON_DEMAND, Roles, TestApp, complete_with_one_page};

@@ -6,7 +6,8 @@ use std::time::Duration;
 use crawlfleet::{
     domain::{
         failure::{Failure, FailureKind},
-        page::{CrawledPage, PageItem, PagesRead, PagingEnd},
+        item::PageItem,
+        page::{CrawledPage, PagesRead, PagingEnd},
         run::{RunState, Trigger},
     },
     store::{self, runs::FenceError},
@@ -102,7 +103,7 @@ async fn a_single_static_page_and_a_slow_paged_search_are_crawled() {
 }
 
 /// A worker that claimed a run, for driving the fenced writes by hand.
-async fn claimed(app: &TestApp, worker: &str) -> (i64, store::runs::Fence) {
+pub(crate) async fn claimed(app: &TestApp, worker: &str) -> (i64, store::runs::Fence) {
     let site = app.create_site(app.site_body("shop", "/search")).await;
     let keyword = app.create_keyword("fence", &[site], ON_DEMAND).await;
     let queued = store::runs::queue_for_keyword(app.pool(), keyword, Trigger::Manual, None, 3)

@@ -23,6 +23,7 @@ mod hostile_input;
 mod identity;
 mod incremental;
 mod isolation;
+mod lifecycle;
 mod listing_filters;
 mod live;
 mod loopback;

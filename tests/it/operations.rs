@@ -209,7 +209,7 @@ async fn retention_deletes_old_runs_with_their_results_and_keeps_recent_ones() {
     let new = app.create_keyword("new", &[site], ON_DEMAND).await;
     for keyword in [old, new] {
         let run = app.crawl(keyword).await[0];
-        let item = crawlfleet::domain::page::PageItem {
+        let item = crawlfleet::domain::item::PageItem {
             fields: json!({"title": "t"}),
             item_url: None,
             content_hash: "h".into(),

@@ -4,7 +4,7 @@
 use crawlfleet::{
     domain::{
         failure::{Failure, FailureKind},
-        page::PageItem,
+        item::PageItem,
     },
     store,
 };

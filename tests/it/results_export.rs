@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use axum::body::Body;
 use crawlfleet::{
-    domain::page::{CrawledPage, PageItem, PagesRead, PagingEnd},
+    domain::{
+        item::PageItem,
+        page::{CrawledPage, PagesRead, PagingEnd},
+    },
     store,
 };
 use futures::StreamExt;

@@ -10,7 +10,8 @@ use crate::{
     domain::{
         failure::FailureKind,
         page::PagingEnd,
-        run::{Attempt, AttemptOutcome, CrawlRun, RunHealth, RunState, StopReason},
+        page::StopReason,
+        run::{Attempt, AttemptOutcome, CrawlRun, RunHealth, RunState},
     },
     store::runs::QueueOutcome,
 };

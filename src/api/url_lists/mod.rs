@@ -4,8 +4,6 @@
 
 mod upload;
 
-pub use upload::{MAX_UPLOAD_BYTES, is_upload_path};
-
 use axum::{Json, extract::State, http::StatusCode};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

@@ -18,7 +18,11 @@ use serde::Serialize;
 use url::Url;
 use utoipa::ToSchema;
 
-use super::super::{ApiError, AppState, error::ErrorBody, extract::Id};
+use super::super::{
+    ApiError, AppState,
+    error::ErrorBody,
+    extract::{Id, MAX_UPLOAD_BYTES},
+};
 use crate::{
     domain::url_list::{LineNotes, Upload},
     store::{
@@ -26,18 +30,6 @@ use crate::{
         url_lists::{UploadMode, Written},
     },
 };
-
-/// Largest upload body: room for [`crate::domain::url_list::MAX_LIST_URLS`]
-/// URLs of about 160 bytes each.
-pub const MAX_UPLOAD_BYTES: usize = 16 * 1024 * 1024;
-
-/// Whether `path` is an upload route, whose bodies may be larger than other
-/// requests' (they are bounded by [`MAX_UPLOAD_BYTES`] instead).
-pub fn is_upload_path(path: &str) -> bool {
-    path.strip_prefix("/api/url-lists/")
-        .and_then(|rest| rest.strip_suffix("/urls"))
-        .is_some_and(|id| !id.is_empty() && !id.contains('/'))
-}
 
 /// What an upload did: the list's URLs after it, and the lines it did not take.
 #[derive(Debug, Serialize, ToSchema)]

@@ -3,11 +3,12 @@
 mod expectations;
 mod extraction;
 mod identity;
-mod locator;
+pub(in crate::domain) mod locator;
 mod masked;
+pub(in crate::domain) mod render;
 mod standing;
 mod structured;
-mod template;
+pub(in crate::domain) mod template;
 
 use std::collections::BTreeMap;
 
@@ -22,6 +23,7 @@ pub use extraction::{
 pub use identity::{Identity, MASK, ProxyUrl};
 pub use locator::{CssSelector, JsonPointer};
 pub use masked::restore_masked;
+pub use render::RenderMode;
 pub use standing::{RunVerdict, SiteStatus, Streak};
 pub use structured::{
     MAX_PATH_STEPS, OPEN_GRAPH_PREFIXES, PathAlternative, PathStart, SchemaType, Step,
@@ -34,7 +36,6 @@ use super::{
     action::{self, ActionInput, parse_actions},
     paging::{Paging, PagingInput},
     text,
-    text_enum::text_enum,
 };
 use extraction::ExtractionInput;
 
@@ -44,37 +45,6 @@ pub const DEFAULT_MAX_CONCURRENT_RUNS: i32 = 3;
 pub const DEFAULT_MAX_PAGES: i32 = 100;
 /// Longest site name.
 const MAX_NAME_CHARS: usize = 200;
-
-text_enum! {
-    /// How pages of a site are fetched.
-    #[derive(Default)]
-    pub enum RenderMode as "render mode" {
-        /// Headless Chrome: pages that need JavaScript.
-        #[default]
-        Browser = "browser",
-        /// A plain HTTP GET and the same CSS extraction: no browser at all.
-        Http = "http",
-        /// A JSON API: items and fields by JSON pointers, paged by token or number.
-        Json = "json",
-    }
-}
-
-impl RenderMode {
-    pub fn parse(mode: &str) -> Result<Self, FieldError> {
-        text::check(mode, "render", 20)?;
-        RenderMode::ALL
-            .into_iter()
-            .find(|m| m.as_str() == mode)
-            .ok_or_else(|| {
-                FieldError::new(
-                    "render",
-                    format!(
-                        "unknown render mode {mode:?}; supported: \"browser\", \"http\", \"json\""
-                    ),
-                )
-            })
-    }
-}
 
 /// How hard the fleet may press on a site, across every worker.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -63,7 +63,7 @@ impl WebhookEvent {
         .expect("JSON values serialize")
     }
 
-    /// The event `event_type` (see [`WebhookEventType::of_run_state`]) of a
+    /// The event `event_type` (see [`WebhookEventType::raised_by`]) of a
     /// run that just ended; `keyword` and `site` are the names as they are now.
     pub fn run_ended(
         event_type: WebhookEventType,
@@ -320,9 +320,9 @@ pub(crate) mod tests {
         degraded.refusals = 2;
         degraded.items_new = 1;
         degraded.items_removed = 1;
-        degraded.stopped_early = Some(crate::domain::run::EarlyStop {
+        degraded.stopped_early = Some(crate::domain::page::EarlyStop {
             url: "https://shop.example/?p=2".into(),
-            reason: crate::domain::run::StopReason::RobotsDisallowed,
+            reason: crate::domain::page::StopReason::RobotsDisallowed,
         });
         let item = |item_id, change| ItemChange {
             item_id,

@@ -12,7 +12,11 @@ mod links;
 mod schedule;
 mod secret;
 
-use super::{run::RunState, text_enum::text_enum};
+use super::{
+    change::ChangeSummary,
+    run::{RunHealth, RunState, SiteTransition},
+    text_enum::text_enum,
+};
 
 pub use endpoint::{Webhook, WebhookInput, WebhookSpec};
 #[cfg(test)]
@@ -46,14 +50,44 @@ text_enum! {
 }
 
 impl WebhookEventType {
-    /// The event of a run that just entered `state`: `run.completed` or
-    /// `run.failed`; `None` for any other state (a retried attempt is no event).
-    pub fn of_run_state(state: RunState) -> Option<Self> {
-        match state {
-            RunState::Completed => Some(WebhookEventType::RunCompleted),
-            RunState::Failed => Some(WebhookEventType::RunFailed),
-            _ => None,
+    /// The events a run's end raises, in the order they are recorded: the
+    /// run ended in `state` with `health`, changed its site as `site` says
+    /// (only when it did change it) and found `changes`. `run.completed` or
+    /// `run.failed`; then `run.degraded`; `site.blocked` or `site.recovered`;
+    /// `items.new`, `items.changed`, `items.removed` for each kind it found
+    /// any of. Nothing for any other state (a retried attempt, a release, a
+    /// cancel is no event).
+    pub fn raised_by(
+        state: RunState,
+        health: Option<&RunHealth>,
+        site: Option<SiteTransition>,
+        changes: Option<&ChangeSummary>,
+    ) -> Vec<Self> {
+        let ended = match state {
+            RunState::Completed => WebhookEventType::RunCompleted,
+            RunState::Failed => WebhookEventType::RunFailed,
+            _ => return Vec::new(),
+        };
+        let mut raised = vec![ended];
+        if let Some(RunHealth::Degraded { .. }) = health {
+            raised.push(WebhookEventType::RunDegraded);
         }
+        raised.extend(site.map(|site| match site {
+            SiteTransition::Blocked => WebhookEventType::SiteBlocked,
+            SiteTransition::Recovered => WebhookEventType::SiteRecovered,
+        }));
+        if let Some(changes) = changes {
+            for (event_type, count) in [
+                (WebhookEventType::ItemsNew, changes.new),
+                (WebhookEventType::ItemsChanged, changes.changed),
+                (WebhookEventType::ItemsRemoved, changes.removed),
+            ] {
+                if count > 0 {
+                    raised.push(event_type);
+                }
+            }
+        }
+        raised
     }
 
     /// The names, as an error message lists them.
@@ -91,14 +125,76 @@ mod tests {
     }
 
     #[test]
-    fn only_a_run_that_ended_completed_or_failed_is_an_event() {
+    fn only_a_run_that_ended_completed_or_failed_raises_events() {
+        let changes = ChangeSummary {
+            new: 2,
+            removed: 1,
+            ..ChangeSummary::default()
+        };
+        let blocked = Some(SiteTransition::Blocked);
         for state in RunState::ALL {
-            let expected = match state {
-                RunState::Completed => Some(WebhookEventType::RunCompleted),
-                RunState::Failed => Some(WebhookEventType::RunFailed),
-                _ => None,
-            };
-            assert_eq!(WebhookEventType::of_run_state(state), expected, "{state}");
+            let raised = WebhookEventType::raised_by(state, None, blocked, Some(&changes));
+            match state {
+                RunState::Completed | RunState::Failed => assert!(!raised.is_empty(), "{state}"),
+                _ => assert_eq!(raised, [], "{state}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_run_end_raises_its_own_event_then_degraded_site_and_item_events() {
+        use WebhookEventType::*;
+        let degraded = RunHealth::Degraded {
+            reason: "no items".to_owned(),
+            blocked: true,
+        };
+        let changes = ChangeSummary {
+            new: 2,
+            removed: 1,
+            ..ChangeSummary::default()
+        };
+        let cases = [
+            (
+                RunState::Completed,
+                Some(&RunHealth::Healthy),
+                None,
+                None,
+                vec![RunCompleted],
+            ),
+            (
+                RunState::Completed,
+                Some(&degraded),
+                Some(SiteTransition::Blocked),
+                Some(&changes),
+                vec![
+                    RunCompleted,
+                    RunDegraded,
+                    SiteBlocked,
+                    ItemsNew,
+                    ItemsRemoved,
+                ],
+            ),
+            (
+                RunState::Completed,
+                Some(&RunHealth::Healthy),
+                Some(SiteTransition::Recovered),
+                Some(&ChangeSummary::default()),
+                vec![RunCompleted, SiteRecovered],
+            ),
+            (
+                RunState::Failed,
+                None,
+                Some(SiteTransition::Blocked),
+                None,
+                vec![RunFailed, SiteBlocked],
+            ),
+        ];
+        for (state, health, site, changes, expected) in cases {
+            assert_eq!(
+                WebhookEventType::raised_by(state, health, site, changes),
+                expected,
+                "{state} {health:?} {site:?}"
+            );
         }
     }
 }

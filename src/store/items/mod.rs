@@ -8,7 +8,7 @@ pub(super) mod tracking;
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
-use super::runs::row::decode;
+use super::columns::decode;
 use crate::domain::{change::FieldDiff, item::IdentifiedBy};
 
 /// An item as last seen.

@@ -11,9 +11,10 @@ use crate::{
     domain::{
         change::{CHANGE_SAMPLES, Change, ChangeSummary, FieldDiff, ItemChange},
         page::CrawledPage,
+        run::RunState,
         site::Expectations,
     },
-    store::runs::{Fence, row::decode},
+    store::{columns::decode, fence::Fence},
 };
 
 /// What storing one page did.
@@ -36,7 +37,8 @@ pub(in crate::store) struct PageWritten {
 }
 
 /// Judges and stores one page's items and its results, if the fence still
-/// holds (the run's row is locked for the rest of the transaction); `None`
+/// holds in one of the states `held_in` (the run's row is locked for the
+/// rest of the transaction); `None`
 /// when it does not, and then nothing is written.
 ///
 /// One statement: the items are compared by content hash in SQL; only an
@@ -50,6 +52,7 @@ pub(in crate::store) struct PageWritten {
 pub(in crate::store) async fn record_page(
     conn: &mut PgConnection,
     fence: &Fence,
+    held_in: &[RunState],
     crawled: &CrawledPage<'_>,
     last: bool,
 ) -> sqlx::Result<Option<PageWritten>> {
@@ -76,7 +79,7 @@ pub(in crate::store) async fn record_page(
                SELECT r.keyword_id, r.site_id, r.refusals, s.expect_min_items, s.expect_required_fields,
                       s.expect_max_empty_runs
                FROM crawl_runs r JOIN sites s ON s.id = r.site_id
-               WHERE r.id = $1 AND r.attempt = $2 AND r.worker_id = $3 AND r.state = 'url_call'
+               WHERE r.id = $1 AND r.attempt = $2 AND r.worker_id = $3 AND r.state = ANY($14)
                FOR UPDATE OF r
            ),
            listed AS MATERIALIZED (
@@ -204,6 +207,7 @@ pub(in crate::store) async fn record_page(
         &hashes,
         &before,
         last,
+        held_in as &[RunState],
     )
     .fetch_one(&mut *conn)
     .await?;

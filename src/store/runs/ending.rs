@@ -1,22 +1,24 @@
-//! How an attempt ends, each write fenced on (run, attempt, worker) and
-//! closing the attempt's record: completed, failed (retried or not, by the
-//! failure's kind), or handed back by a draining worker. A run that ends
-//! completed or failed records its webhook event in the same transaction.
+//! How an attempt ends, each decided as a `Transition` (`domain::run`) and
+//! applied once, fenced on (run, attempt, worker) in the states it may
+//! leave, closing the attempt's record: completed, failed (retried or not,
+//! by the failure's kind), or handed back by a draining worker. A run that
+//! ends completed or failed records its webhook events in the same
+//! transaction.
 
 use sqlx::{PgConnection, PgPool};
 
 use super::{
     fenced::{Fence, FenceError},
-    health::{self, SiteTransition},
+    health,
     row::{RunRow, maybe_run, run_row},
 };
 use crate::{
     domain::{
         change::ChangeSummary,
         failure::{Failure, FailureKind},
-        page::{FinalPage, PagesRead},
-        run::{AttemptOutcome, CrawlRun, RunHealth, RunState, retry_backoff},
-        site::RunTally,
+        page::PagesRead,
+        run::{AttemptOutcome, CrawlRun, RunState, SiteTransition, Transition},
+        site::{Expectations, RunTally},
         webhook::{WebhookEvent, WebhookEventType},
     },
     store::{
@@ -46,137 +48,90 @@ run_row!(
     }
 );
 
-/// Ends the attempt as completed, judged against the site's expectations
-/// (`health`); results of pages past the last one crawled (left by an
-/// earlier attempt that went further) are removed. When the crawl read every
-/// page, the items of its keyword/site it did not find are removed
-/// (`items::tracking::settle`); the run records why its paging ended (where,
-/// when robots.txt stopped it) and what it found, in the same transaction.
-/// The last page, when the crawl left it unstored, is stored in it too.
+/// What the completion knows of the held run once its row is locked.
+struct Held {
+    keyword_id: i64,
+    site_id: i64,
+    refusals: i32,
+    expectations: Expectations,
+    /// Results the run has, on every page it read.
+    items: i32,
+    /// The URL the attempt ended on.
+    last_url: Option<String>,
+    /// The last page, when the completion stored it: its number and results.
+    stored_page: Option<(i32, usize)>,
+}
+
+/// Ends the attempt as completed, judged against the site's expectations.
+/// The last page, when the crawl left it unstored, is stored first (fenced
+/// in `url_call`); otherwise the run must be between pages. Results of pages
+/// past the last one (left by an earlier attempt that went further) are
+/// removed. When the crawl read every page, the items of its keyword/site it
+/// did not find are removed (`items::tracking::settle`). Then one guarded
+/// statement writes the run (why its paging ended, where robots.txt stopped
+/// it, what it found, its health), closes its attempt's record and changes
+/// its site's blocked state when the verdict does; all in one transaction.
 pub async fn complete(
     pool: &PgPool,
     fence: &Fence,
     pages: PagesRead,
 ) -> Result<Completion, FenceError> {
-    if let Some(last) = &pages.unstored {
-        return complete_with_page(pool, fence, &pages, last).await;
-    }
+    let with_last_page = pages.unstored.is_some();
+    let from = Transition::completes_from(with_last_page);
     let mut tx = pool.begin().await?;
-    // Held (fenced, row locked) and the URL the attempt ended on, in one read.
-    let held = sqlx::query!(
-        r#"SELECT current_url, keyword_id, site_id FROM crawl_runs
-           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state IN ('running', 'call_done')
-           FOR UPDATE"#,
-        fence.run_id,
-        fence.attempt,
-        fence.worker_id
-    )
-    .fetch_optional(&mut *tx)
-    .await?
-    .ok_or_else(|| fence.superseded())?;
-    sqlx::query!(
-        "DELETE FROM crawl_results WHERE run_id = $1 AND page > $2",
-        fence.run_id,
-        pages.last_page
-    )
-    .execute(&mut *tx)
-    .await?;
-    let changes = settle(
-        &mut tx,
-        fence.run_id,
-        (held.keyword_id, held.site_id),
-        pages.read_every_page(),
-    )
-    .await?;
-    let mut run: CrawlRun = sqlx::query_as!(
-        RunRow,
-        r#"UPDATE crawl_runs
-           SET state = 'completed', finished_at = now(), state_changed_at = now(), current_url = NULL,
-               error = NULL, error_kind = NULL, items_found = (SELECT count(*) FROM crawl_results WHERE run_id = $1),
-               items_new = $2, items_changed = $3, items_removed = $4, paging_ended = $5,
-               stopped_at_url = $6, stop_reason = $7
-           WHERE id = $1
-           RETURNING *"#,
-        fence.run_id,
-        changes.new,
-        changes.changed,
-        changes.removed,
-        pages.end.as_str(),
-        pages.stopped.as_ref().map(|stop| stop.url.as_str()),
-        pages.stopped.as_ref().map(|stop| stop.reason.as_str()),
-    )
-    .fetch_one(&mut *tx)
-    .await?
-    .try_into()?;
-    let (health, site) = health::judge_completed(&mut tx, run.id, pages.health_notes()).await?;
-    run.health = Some(health);
-    close_attempt(
-        &mut tx,
-        fence,
-        AttemptOutcome::Completed,
-        None,
-        None,
-        held.current_url.as_deref(),
-    )
-    .await?;
-    record_ending(&mut tx, &run, Some(&changes), site).await?;
-    tx.commit().await?;
-    Ok(Completion {
-        run,
-        changes,
-        stored_page: None,
-    })
-}
-
-/// [`complete`] with the last page: it is stored (fenced: the run must be
-/// in `url_call` for this attempt and worker, and its row stays locked),
-/// the results of pages after it dropped, the changes settled, the run
-/// judged, and the run, its attempt's record and its site's blocked state
-/// written in one statement, all in one transaction.
-async fn complete_with_page(
-    pool: &PgPool,
-    fence: &Fence,
-    pages: &PagesRead,
-    last: &FinalPage,
-) -> Result<Completion, FenceError> {
-    let crawled = last.crawled();
-    let mut tx = pool.begin().await?;
-    let written = record_page(&mut tx, fence, &crawled, true)
-        .await?
-        .ok_or_else(|| fence.superseded())?;
-    let pair = (written.keyword_id, written.site_id);
+    let held = match &pages.unstored {
+        Some(last) => {
+            let crawled = last.crawled();
+            let written = record_page(&mut tx, fence, from, &crawled, true)
+                .await?
+                .ok_or_else(|| fence.superseded())?;
+            Held {
+                keyword_id: written.keyword_id,
+                site_id: written.site_id,
+                refusals: written.refusals,
+                expectations: written.expectations,
+                items: written.run_results as i32,
+                last_url: Some(last.url.clone()),
+                stored_page: Some((last.page, written.stored as usize)),
+            }
+        }
+        None => hold_between_pages(&mut tx, fence, from, pages.last_page).await?,
+    };
+    let pair = (held.keyword_id, held.site_id);
     let changes = settle(&mut tx, fence.run_id, pair, pages.read_every_page()).await?;
     let tally = RunTally {
-        items: written.run_results as i32,
-        refusals: written.refusals,
+        items: held.items,
+        refusals: held.refusals,
         bounded: pages.bounded.notes(),
         unparsed: pages.values.notes(),
         ..RunTally::default()
     };
-    let health = health::judge(&mut tx, fence.run_id, pair, &written.expectations, tally).await?;
-    let blocks = matches!(health, RunHealth::Degraded { blocked: true, .. });
+    let health = health::judge(&mut tx, fence.run_id, pair, &held.expectations, tally).await?;
+    let done = Transition::complete(fence.attempt, with_last_page, health);
     let row = sqlx::query_as!(
         CompletedRow,
         r#"WITH run AS (
                UPDATE crawl_runs
-               SET state = 'completed', finished_at = now(), state_changed_at = now(), heartbeat_at = now(),
-                   current_url = NULL, error = NULL, error_kind = NULL, pages_crawled = $4,
-                   items_found = $5, items_new = $6, items_changed = $7, items_removed = $8,
-                   paging_ended = $9, stopped_at_url = $10, stop_reason = $11, health = $12,
-                   health_reason = $13
-               WHERE id = $1
+               SET state = $4, finished_at = now(), state_changed_at = now(), heartbeat_at = now(),
+                   current_url = NULL, error = NULL, error_kind = NULL,
+                   pages_crawled = COALESCE($5, pages_crawled),
+                   items_found = $6, items_new = $7, items_changed = $8, items_removed = $9,
+                   paging_ended = $10, stopped_at_url = $11, stop_reason = $12, health = $13,
+                   health_reason = $14
+               WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($15)
                RETURNING *
            ),
            closed AS (
                UPDATE crawl_attempts
-               SET ended_at = now(), outcome = 'completed', reason = NULL, error_kind = NULL, last_url = $14
+               SET ended_at = now(), outcome = $16, reason = NULL, error_kind = NULL, last_url = $17
                WHERE run_id = $1 AND attempt = $2 AND worker_id = $3 AND ended_at IS NULL
+                 AND EXISTS (SELECT 1 FROM run)
            ),
-           -- Blocked since this run, or healthy again: changed on those transitions only.
+           -- The site's standing as the verdict says ($18: blocked, or
+           -- recovered), changed only if it was not so already.
            site AS (
-               UPDATE sites SET blocked_since = CASE WHEN $15 THEN now() END
-               WHERE id = (SELECT site_id FROM run)
-                 AND (($15 AND blocked_since IS NULL) OR ($16 AND blocked_since IS NOT NULL))
+               UPDATE sites SET blocked_since = CASE WHEN $18 THEN now() END
+               WHERE id = (SELECT site_id FROM run) AND $19 AND (blocked_since IS NULL) = $18
                RETURNING blocked_since IS NOT NULL AS blocked
            )
            SELECT run.*, (SELECT blocked FROM site) AS "blocked_now?",
@@ -185,25 +140,29 @@ async fn complete_with_page(
         fence.run_id,
         fence.attempt,
         fence.worker_id,
-        last.page,
-        written.run_results as i32,
+        done.to as RunState,
+        held.stored_page.map(|(page, _)| page),
+        held.items,
         changes.new,
         changes.changed,
         changes.removed,
         pages.end.as_str(),
         pages.stopped.as_ref().map(|stop| stop.url.as_str()),
         pages.stopped.as_ref().map(|stop| stop.reason.as_str()),
-        health.as_str(),
-        health.reason(),
-        crawled.url,
-        blocks,
-        health == RunHealth::Healthy,
+        done.health.as_ref().map(|health| health.as_str()),
+        done.health.as_ref().and_then(|health| health.reason()),
+        done.from as &[RunState],
+        done.closes.map(AttemptOutcome::as_str),
+        held.last_url,
+        done.site == Some(SiteTransition::Blocked),
+        done.site.is_some(),
     )
-    .fetch_one(&mut *tx)
-    .await?;
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or_else(|| fence.superseded())?;
     let (row, (blocked_now, listened)) = row.into_parts();
     let mut run: CrawlRun = row.try_into()?;
-    run.health = Some(health);
+    run.health = done.health;
     let site = blocked_now.map(|blocked| match blocked {
         true => SiteTransition::Blocked,
         false => SiteTransition::Recovered,
@@ -215,57 +174,133 @@ async fn complete_with_page(
     Ok(Completion {
         run,
         changes,
-        stored_page: Some((last.page, written.stored as usize)),
+        stored_page: held.stored_page,
     })
 }
 
-/// Ends a failed attempt: back to `queued` for the next attempt after a backoff,
-/// or `failed` when this was the last attempt or no later attempt can succeed
-/// ([`FailureKind::may_succeed_later`]).
+/// Locks the held run (fenced, in one of `from`) whose last page was stored
+/// already, and drops the results of pages after `last_page`.
+async fn hold_between_pages(
+    tx: &mut PgConnection,
+    fence: &Fence,
+    from: &[RunState],
+    last_page: i32,
+) -> Result<Held, FenceError> {
+    let held = sqlx::query!(
+        r#"WITH held AS MATERIALIZED (
+               SELECT r.current_url, r.keyword_id, r.site_id, r.refusals, s.expect_min_items,
+                      s.expect_required_fields, s.expect_max_empty_runs
+               FROM crawl_runs r JOIN sites s ON s.id = r.site_id
+               WHERE r.id = $1 AND r.attempt = $2 AND r.worker_id = $3 AND r.state = ANY($4)
+               FOR UPDATE OF r
+           ),
+           dropped AS (
+               DELETE FROM crawl_results
+               WHERE run_id = $1 AND page > $5 AND EXISTS (SELECT 1 FROM held)
+               RETURNING 1
+           )
+           -- The statement sees the results as they were before it: those
+           -- it drops are taken off.
+           SELECT held.*,
+                  ((SELECT count(*) FROM crawl_results WHERE run_id = $1)
+                    - (SELECT count(*) FROM dropped))::int AS "items!"
+           FROM held"#,
+        fence.run_id,
+        fence.attempt,
+        fence.worker_id,
+        from as &[RunState],
+        last_page
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or_else(|| fence.superseded())?;
+    Ok(Held {
+        keyword_id: held.keyword_id,
+        site_id: held.site_id,
+        refusals: held.refusals,
+        expectations: Expectations {
+            min_items: held.expect_min_items,
+            required_fields: held.expect_required_fields,
+            max_empty_runs: held.expect_max_empty_runs,
+        },
+        items: held.items,
+        last_url: held.current_url,
+        stored_page: None,
+    })
+}
+
+/// What a failing or released attempt knows of its held run once its row
+/// is locked.
+struct HeldAttempt {
+    site_id: i64,
+    max_attempts: i32,
+    current_url: Option<String>,
+}
+
+/// Locks the run `fence` holds, in any held state.
+async fn hold(tx: &mut PgConnection, fence: &Fence) -> Result<HeldAttempt, FenceError> {
+    sqlx::query_as!(
+        HeldAttempt,
+        r#"SELECT site_id, max_attempts, current_url FROM crawl_runs
+           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($4)
+           FOR UPDATE"#,
+        fence.run_id,
+        fence.attempt,
+        fence.worker_id,
+        &RunState::HELD as &[RunState]
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or_else(|| fence.superseded())
+}
+
+/// Ends a failed attempt as [`Transition::fail`] decides: back to `queued`
+/// for the next attempt after a backoff, or `failed` when this was the last
+/// attempt or no later attempt can succeed ([`FailureKind::may_succeed_later`]).
 pub async fn fail_attempt(
     pool: &PgPool,
     fence: &Fence,
     failure: &Failure,
 ) -> Result<CrawlRun, FenceError> {
-    let permanent = !failure.kind.may_succeed_later();
-    let backoff = retry_backoff(fence.attempt + 1);
     let mut tx = pool.begin().await?;
+    let held = hold(&mut tx, fence).await?;
+    let failed = Transition::fail(fence.attempt, held.max_attempts, failure.kind);
     let run = sqlx::query_as!(
         RunRow,
         r#"UPDATE crawl_runs
-           SET state = CASE WHEN $5 OR attempt >= max_attempts THEN 'failed' ELSE 'queued' END,
-               finished_at = CASE WHEN $5 OR attempt >= max_attempts THEN now() END,
-               not_before = CASE WHEN $5 OR attempt >= max_attempts THEN NULL
-                                 ELSE now() + make_interval(secs => $6) END,
-               attempt = CASE WHEN $5 OR attempt >= max_attempts THEN attempt ELSE attempt + 1 END,
-               worker_id = CASE WHEN $5 OR attempt >= max_attempts THEN worker_id END,
-               dispatched_at = NULL, error = $4, error_kind = $7, state_changed_at = now()
-           WHERE id = $1 AND attempt = $2 AND worker_id = $3
-             AND state IN ('running', 'url_call', 'call_done')
+           SET state = $4, attempt = $5, not_before = now() + make_interval(secs => $6),
+               worker_id = CASE WHEN $7 THEN worker_id END,
+               finished_at = CASE WHEN $8 THEN now() END,
+               dispatched_at = NULL, error = $9, error_kind = $10, state_changed_at = now()
+           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($11)
            RETURNING *"#,
         fence.run_id,
         fence.attempt,
         fence.worker_id,
+        failed.to as RunState,
+        failed.attempt,
+        failed.not_before.map(|wait| wait.as_secs_f64()),
+        failed.keeps_worker(),
+        failed.ends_run(),
         failure.message,
-        permanent,
-        backoff.as_secs_f64(),
-        failure.kind.as_str()
+        failure.kind as FailureKind,
+        failed.from as &[RunState]
     )
     .fetch_optional(&mut *tx)
     .await
     .and_then(maybe_run)?
     .ok_or_else(|| fence.superseded())?;
-    let site = match run.state == RunState::Failed && failure.kind == FailureKind::Blocked {
-        true => health::blocked(&mut tx, run.site_id).await?,
-        false => None,
+    let site = match failed.site {
+        Some(change) => health::change_standing(&mut tx, held.site_id, change).await?,
+        None => None,
     };
     close_attempt(
         &mut tx,
         fence,
-        AttemptOutcome::Failed,
+        failed.closes,
         Some(&failure.message),
         Some(failure.kind),
-        run.current_url.as_deref(),
+        held.current_url.as_deref(),
     )
     .await?;
     record_ending(&mut tx, &run, None, site).await?;
@@ -277,37 +312,32 @@ pub async fn fail_attempt(
 /// (the worker is draining: the crawl did not fail).
 pub async fn release(pool: &PgPool, fence: &Fence) -> Result<CrawlRun, FenceError> {
     let mut tx = pool.begin().await?;
-    let last_url = sqlx::query_scalar!(
-        r#"SELECT current_url FROM crawl_runs
-           WHERE id = $1 AND attempt = $2 AND worker_id = $3
-             AND state IN ('running', 'url_call', 'call_done')
-           FOR UPDATE"#,
-        fence.run_id,
-        fence.attempt,
-        fence.worker_id
-    )
-    .fetch_optional(&mut *tx)
-    .await?
-    .ok_or_else(|| fence.superseded())?;
+    let held = hold(&mut tx, fence).await?;
+    let released = Transition::release(fence.attempt);
     let run = sqlx::query_as!(
         RunRow,
         r#"UPDATE crawl_runs
-           SET state = 'queued', worker_id = NULL, dispatched_at = NULL, not_before = NULL,
+           SET state = $4, worker_id = NULL, dispatched_at = NULL, not_before = NULL,
                current_url = NULL, state_changed_at = now()
-           WHERE id = $1
+           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($5)
            RETURNING *"#,
-        fence.run_id
+        fence.run_id,
+        fence.attempt,
+        fence.worker_id,
+        released.to as RunState,
+        released.from as &[RunState]
     )
-    .fetch_one(&mut *tx)
-    .await?
-    .try_into()?;
+    .fetch_optional(&mut *tx)
+    .await
+    .and_then(maybe_run)?
+    .ok_or_else(|| fence.superseded())?;
     close_attempt(
         &mut tx,
         fence,
-        AttemptOutcome::Released,
+        released.closes,
         Some("worker drained"),
         None,
-        last_url.as_deref(),
+        held.current_url.as_deref(),
     )
     .await?;
     tx.commit().await?;
@@ -326,7 +356,7 @@ async fn record_ending(
     changes: Option<&ChangeSummary>,
     site: Option<SiteTransition>,
 ) -> sqlx::Result<()> {
-    if WebhookEventType::of_run_state(run.state).is_none() {
+    if WebhookEventType::raised_by(run.state, run.health.as_ref(), site, changes).is_empty() {
         return Ok(());
     }
     // Most fleets have no endpoint, or none on: then every run ends with
@@ -342,16 +372,18 @@ async fn record_ending(
     record_events(tx, run, changes, site).await
 }
 
-/// [`record_ending`] once it is known that an endpoint listens.
+/// [`record_ending`] once it is known that an endpoint listens: the events
+/// [`WebhookEventType::raised_by`] names, each built by its payload.
 async fn record_events(
     tx: &mut PgConnection,
     run: &CrawlRun,
     changes: Option<&ChangeSummary>,
     site: Option<SiteTransition>,
 ) -> sqlx::Result<()> {
-    let Some(event_type) = WebhookEventType::of_run_state(run.state) else {
+    let raised = WebhookEventType::raised_by(run.state, run.health.as_ref(), site, changes);
+    if raised.is_empty() {
         return Ok(());
-    };
+    }
     let names = sqlx::query!(
         "SELECT k.keyword, s.name FROM keywords k, sites s WHERE k.id = $1 AND s.id = $2",
         run.keyword_id,
@@ -361,22 +393,33 @@ async fn record_events(
     .await?;
     let (keyword, site_name) = (names.keyword.as_str(), names.name.as_str());
     let links = &webhooks::ApiLinks;
-    let mut events = vec![WebhookEvent::run_ended(
-        event_type, run, keyword, site_name, links,
-    )];
-    if let Some(RunHealth::Degraded { .. }) = run.health {
-        events.push(WebhookEvent::run_degraded(run, keyword, site_name, links));
-    }
-    if let Some(transition) = site {
-        let blocked = transition == SiteTransition::Blocked;
-        events.push(WebhookEvent::site_changed(
-            blocked, run, keyword, site_name, links,
-        ));
-    }
-    if let Some(changes) = changes {
-        events.extend(WebhookEvent::items_found(
-            run, keyword, site_name, changes, links,
-        ));
+    let items = changes
+        .map(|changes| WebhookEvent::items_found(run, keyword, site_name, changes, links))
+        .unwrap_or_default();
+    let mut events = Vec::with_capacity(raised.len());
+    for event_type in raised {
+        match event_type {
+            WebhookEventType::RunCompleted | WebhookEventType::RunFailed => events.push(
+                WebhookEvent::run_ended(event_type, run, keyword, site_name, links),
+            ),
+            WebhookEventType::RunDegraded => {
+                events.push(WebhookEvent::run_degraded(run, keyword, site_name, links))
+            }
+            WebhookEventType::SiteBlocked | WebhookEventType::SiteRecovered => {
+                let blocked = event_type == WebhookEventType::SiteBlocked;
+                events.push(WebhookEvent::site_changed(
+                    blocked, run, keyword, site_name, links,
+                ));
+            }
+            WebhookEventType::ItemsNew
+            | WebhookEventType::ItemsChanged
+            | WebhookEventType::ItemsRemoved => events.extend(
+                items
+                    .iter()
+                    .filter(|event| event.event_type == event_type)
+                    .cloned(),
+            ),
+        }
     }
     for event in &events {
         webhooks::record(tx, event).await?;
@@ -386,9 +429,9 @@ async fn record_events(
 
 /// Closes the open attempt record of a fence.
 async fn close_attempt(
-    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    tx: &mut PgConnection,
     fence: &Fence,
-    outcome: AttemptOutcome,
+    outcome: Option<AttemptOutcome>,
     reason: Option<&str>,
     error_kind: Option<FailureKind>,
     last_url: Option<&str>,
@@ -400,12 +443,12 @@ async fn close_attempt(
         fence.run_id,
         fence.attempt,
         fence.worker_id,
-        outcome.as_str(),
+        outcome.map(AttemptOutcome::as_str),
         reason,
         error_kind.map(FailureKind::as_str),
         last_url
     )
-    .execute(&mut **tx)
+    .execute(&mut *tx)
     .await?;
     Ok(())
 }

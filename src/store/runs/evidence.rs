@@ -3,7 +3,10 @@
 
 use sqlx::PgPool;
 
-use super::fenced::{Fence, FenceError};
+use crate::{
+    domain::run::RunState,
+    store::fence::{Fence, FenceError},
+};
 
 /// Longest HTML kept (bytes); a longer page is cut at a character boundary.
 pub const MAX_EVIDENCE_HTML: usize = 2 * 1024 * 1024;
@@ -52,8 +55,7 @@ pub async fn keep_evidence(
     let kept = sqlx::query!(
         r#"INSERT INTO attempt_evidence (run_id, attempt, page_url, html, screenshot)
            SELECT id, attempt, $4, $5, $6 FROM crawl_runs
-           WHERE id = $1 AND attempt = $2 AND worker_id = $3
-             AND state IN ('running', 'url_call', 'call_done')
+           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($7)
            ON CONFLICT (run_id, attempt) DO UPDATE
            SET page_url = EXCLUDED.page_url, html = EXCLUDED.html,
                screenshot = EXCLUDED.screenshot, captured_at = now()"#,
@@ -63,6 +65,7 @@ pub async fn keep_evidence(
         evidence.page_url,
         evidence.html,
         evidence.screenshot.as_deref(),
+        &RunState::HELD as &[RunState],
     )
     .execute(pool)
     .await?;

@@ -6,38 +6,14 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
 use super::row::{RunRow, maybe_run, run_row};
+pub use crate::store::fence::{Fence, FenceError};
 use crate::{
-    domain::{page::CrawledPage, run::CrawlRun},
+    domain::{
+        page::CrawledPage,
+        run::{CrawlRun, RunState, Transition},
+    },
     store::items::tracking::record_page,
 };
-
-/// The identity every worker write is conditional on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fence {
-    pub run_id: i64,
-    pub attempt: i32,
-    pub worker_id: String,
-}
-
-/// A worker write that did not land.
-#[derive(Debug, thiserror::Error)]
-pub enum FenceError {
-    /// The attempt is no longer this worker's (retried elsewhere, cancelled,
-    /// deleted): stop the crawl at once.
-    #[error("run {run_id} attempt {attempt} is no longer held by this worker")]
-    Superseded { run_id: i64, attempt: i32 },
-    #[error(transparent)]
-    Database(#[from] sqlx::Error),
-}
-
-impl Fence {
-    pub(super) fn superseded(&self) -> FenceError {
-        FenceError::Superseded {
-            run_id: self.run_id,
-            attempt: self.attempt,
-        }
-    }
-}
 
 /// A run a worker holds, with what its crawl needs to start: the keyword's
 /// text and the version of its site (`sites.updated_at`, which a worker's
@@ -72,13 +48,14 @@ pub async fn claim(
     attempt: i32,
     worker_id: &str,
 ) -> sqlx::Result<Option<ClaimedRun>> {
+    let claim = Transition::claim(attempt);
     let row = sqlx::query_as!(
         ClaimRow,
         r#"WITH claimed AS (
                UPDATE crawl_runs
-               SET state = 'running', worker_id = $3, started_at = now(), heartbeat_at = now(),
+               SET state = $4, worker_id = $3, started_at = now(), heartbeat_at = now(),
                    state_changed_at = now(), dispatched_at = NULL, pages_crawled = 0, current_url = NULL
-               WHERE id = $1 AND attempt = $2 AND state = 'queued' AND dispatched_at IS NOT NULL
+               WHERE id = $1 AND attempt = $2 AND state = ANY($5) AND dispatched_at IS NOT NULL
                RETURNING *
            ),
            opened AS (
@@ -90,8 +67,10 @@ pub async fn claim(
            JOIN keywords k ON k.id = c.keyword_id
            JOIN sites s ON s.id = c.site_id"#,
         run_id,
-        attempt,
-        worker_id
+        claim.attempt,
+        worker_id,
+        claim.to as RunState,
+        claim.from as &[RunState]
     )
     .fetch_optional(pool)
     .await?;
@@ -117,16 +96,19 @@ pub async fn enter_url_call(
     fence: &Fence,
     url: &str,
 ) -> Result<CrawlRun, FenceError> {
+    let call = Transition::enter_url_call(fence.attempt);
     sqlx::query_as!(
         RunRow,
         r#"UPDATE crawl_runs
-           SET state = 'url_call', current_url = $4, state_changed_at = now(), heartbeat_at = now()
-           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state IN ('running', 'call_done')
+           SET state = $4, current_url = $5, state_changed_at = now(), heartbeat_at = now()
+           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($6)
            RETURNING *"#,
         fence.run_id,
         fence.attempt,
         fence.worker_id,
-        url
+        call.to as RunState,
+        url,
+        call.from as &[RunState]
     )
     .fetch_optional(pool)
     .await
@@ -138,11 +120,11 @@ pub async fn enter_url_call(
 pub async fn is_held(pool: &PgPool, fence: &Fence) -> sqlx::Result<bool> {
     sqlx::query_scalar!(
         r#"SELECT EXISTS (SELECT 1 FROM crawl_runs
-           WHERE id = $1 AND attempt = $2 AND worker_id = $3
-             AND state IN ('running', 'url_call', 'call_done')) AS "held!""#,
+           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($4)) AS "held!""#,
         fence.run_id,
         fence.attempt,
-        fence.worker_id
+        fence.worker_id,
+        &RunState::HELD as &[RunState]
     )
     .fetch_one(pool)
     .await
@@ -152,11 +134,11 @@ pub async fn is_held(pool: &PgPool, fence: &Fence) -> sqlx::Result<bool> {
 pub async fn heartbeat(pool: &PgPool, fence: &Fence) -> Result<(), FenceError> {
     let done = sqlx::query!(
         r#"UPDATE crawl_runs SET heartbeat_at = now()
-           WHERE id = $1 AND attempt = $2 AND worker_id = $3
-             AND state IN ('running', 'url_call', 'call_done')"#,
+           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($4)"#,
         fence.run_id,
         fence.attempt,
-        fence.worker_id
+        fence.worker_id,
+        &RunState::HELD as &[RunState]
     )
     .execute(pool)
     .await?;
@@ -187,26 +169,34 @@ pub async fn store_page(
     fence: &Fence,
     crawled: &CrawledPage<'_>,
 ) -> Result<StoredPage, FenceError> {
+    let stored = Transition::store_page(fence.attempt);
     let mut tx = pool.begin().await?;
-    let written = record_page(&mut tx, fence, crawled, false)
+    // Locks the row when the fence holds in `stored.from`; the update below
+    // is guarded again, so the two cannot disagree.
+    let written = record_page(&mut tx, fence, stored.from, crawled, false)
         .await?
         .ok_or_else(|| fence.superseded())?;
     let run = sqlx::query_as!(
         RunRow,
         r#"UPDATE crawl_runs
-           SET state = 'call_done', pages_crawled = $2, state_changed_at = now(), heartbeat_at = now(),
+           SET state = $4, pages_crawled = $5, state_changed_at = now(), heartbeat_at = now(),
                items_found = (SELECT count(*) FROM crawl_results WHERE run_id = $1),
-               items_new = items_new + $3, items_changed = items_changed + $4
-           WHERE id = $1
+               items_new = items_new + $6, items_changed = items_changed + $7
+           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($8)
            RETURNING *"#,
         fence.run_id,
+        fence.attempt,
+        fence.worker_id,
+        stored.to as RunState,
         crawled.page,
         written.new as i32,
-        written.changed as i32
+        written.changed as i32,
+        stored.from as &[RunState]
     )
-    .fetch_one(&mut *tx)
-    .await?
-    .try_into()?;
+    .fetch_optional(&mut *tx)
+    .await
+    .and_then(maybe_run)?
+    .ok_or_else(|| fence.superseded())?;
     tx.commit().await?;
     Ok(StoredPage {
         run,
@@ -220,16 +210,18 @@ pub async fn store_page(
 /// `url_call` while it waits out the site's pause, so the watchdog does not
 /// take a patient crawl for a stuck one.
 pub async fn page_refused(pool: &PgPool, fence: &Fence) -> Result<CrawlRun, FenceError> {
+    let refused = Transition::page_refused(fence.attempt);
     sqlx::query_as!(
         RunRow,
         r#"UPDATE crawl_runs
-           SET state = 'call_done', state_changed_at = now(), heartbeat_at = now(),
-               refusals = refusals + 1
-           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = 'url_call'
+           SET state = $4, state_changed_at = now(), heartbeat_at = now(), refusals = refusals + 1
+           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($5)
            RETURNING *"#,
         fence.run_id,
         fence.attempt,
-        fence.worker_id
+        fence.worker_id,
+        refused.to as RunState,
+        refused.from as &[RunState]
     )
     .fetch_optional(pool)
     .await

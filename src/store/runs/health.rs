@@ -1,83 +1,22 @@
-//! A run's health, judged in the transaction that ends it: a completed run
-//! against its site's expectations, and whether the site now blocks us or
-//! has stopped blocking us (`sites.blocked_since`), changed only on those
-//! transitions so an operator hears of each once.
+//! What judging a run's end reads and writes, in the transaction that ends
+//! it: a completed run's tally against its site's expectations (the verdict
+//! is `Expectations::judge`), and the site's standing (`sites.blocked_since`)
+//! changed as `Transition::site` says, only on a change, so an operator hears
+//! of each once.
 
-use sqlx::{Postgres, Transaction};
+use sqlx::PgConnection;
 
 use crate::domain::{
-    run::RunHealth,
+    run::{RunHealth, SiteTransition},
     site::{Expectations, RunTally},
 };
-
-/// What a run's end changed about its site.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SiteTransition {
-    /// The site started refusing us with this run.
-    Blocked,
-    /// A healthy run after the site had been blocking us.
-    Recovered,
-}
-
-/// Judges completed run `run_id` against its site's expectations, what the
-/// crawl bounds left out of it and the values that did not parse (`notes`:
-/// `PagesRead::health_notes`), and stores the verdict on the run.
-pub(super) async fn judge_completed(
-    tx: &mut Transaction<'_, Postgres>,
-    run_id: i64,
-    (bounded, unparsed): (Vec<String>, Vec<String>),
-) -> sqlx::Result<(RunHealth, Option<SiteTransition>)> {
-    let run = sqlx::query!(
-        r#"SELECT r.keyword_id, r.site_id, r.items_found, r.refusals,
-                  s.expect_min_items, s.expect_required_fields, s.expect_max_empty_runs
-           FROM crawl_runs r JOIN sites s ON s.id = r.site_id
-           WHERE r.id = $1"#,
-        run_id
-    )
-    .fetch_one(&mut **tx)
-    .await?;
-    let expectations = Expectations {
-        min_items: run.expect_min_items,
-        required_fields: run.expect_required_fields,
-        max_empty_runs: run.expect_max_empty_runs,
-    };
-    let tally = RunTally {
-        items: run.items_found,
-        refusals: run.refusals,
-        bounded,
-        unparsed,
-        ..RunTally::default()
-    };
-    let health = judge(
-        tx,
-        run_id,
-        (run.keyword_id, run.site_id),
-        &expectations,
-        tally,
-    )
-    .await?;
-    sqlx::query!(
-        "UPDATE crawl_runs SET health = $2, health_reason = $3 WHERE id = $1",
-        run_id,
-        health.as_str(),
-        health.reason()
-    )
-    .execute(&mut **tx)
-    .await?;
-    let transition = match &health {
-        RunHealth::Healthy => recovered(tx, run.site_id).await?,
-        RunHealth::Degraded { blocked: true, .. } => blocked(tx, run.site_id).await?,
-        RunHealth::Degraded { blocked: false, .. } => None,
-    };
-    Ok((health, transition))
-}
 
 /// Judges completing run `run_id` of (keyword, site) against `expectations`:
 /// `tally` holds its items and refusals; what else the expectations ask
 /// about (empty required fields, the empty runs before it) is read here,
 /// only when they ask.
 pub(super) async fn judge(
-    tx: &mut Transaction<'_, Postgres>,
+    tx: &mut PgConnection,
     run_id: i64,
     (keyword_id, site_id): (i64, i64),
     expectations: &Expectations,
@@ -93,7 +32,7 @@ pub(super) async fn judge(
             run_id,
             &expectations.required_fields
         )
-        .fetch_all(&mut **tx)
+        .fetch_all(&mut *tx)
         .await?
         {
             tally.missing.insert(row.field, row.missing);
@@ -104,6 +43,9 @@ pub(super) async fn judge(
     {
         // The keyword's runs on the site just before this one, newest first,
         // as far as the limit needs: how many of them in a row were empty.
+        // The state is written out: it is the predicate of the partial index
+        // this reads (crawl_runs_keyword_site_finished), which a bound
+        // parameter would not match (tests/it/lifecycle.rs holds them equal).
         let before = sqlx::query_scalar!(
             r#"SELECT items_found FROM crawl_runs
                WHERE keyword_id = $1 AND site_id = $2 AND state = 'completed' AND id <> $3
@@ -114,39 +56,29 @@ pub(super) async fn judge(
             run_id,
             i64::from(max) + 1
         )
-        .fetch_all(&mut **tx)
+        .fetch_all(&mut *tx)
         .await?;
         tally.empty_before = before.iter().take_while(|&&items| items == 0).count() as i32;
     }
     Ok(expectations.judge(&tally))
 }
 
-/// Marks site `site_id` as blocking us, unless it already was.
-pub(super) async fn blocked(
-    tx: &mut Transaction<'_, Postgres>,
+/// Changes site `site_id`'s standing as a run's end says (`change`), only
+/// if it was not so already; the change when it happened, so each is told once.
+pub(super) async fn change_standing(
+    tx: &mut PgConnection,
     site_id: i64,
+    change: SiteTransition,
 ) -> sqlx::Result<Option<SiteTransition>> {
+    let blocks = change == SiteTransition::Blocked;
     let changed = sqlx::query!(
-        "UPDATE sites SET blocked_since = now() WHERE id = $1 AND blocked_since IS NULL",
-        site_id
+        r#"UPDATE sites SET blocked_since = CASE WHEN $2 THEN now() END
+           WHERE id = $1 AND (blocked_since IS NULL) = $2"#,
+        site_id,
+        blocks
     )
-    .execute(&mut **tx)
+    .execute(&mut *tx)
     .await?
     .rows_affected();
-    Ok((changed > 0).then_some(SiteTransition::Blocked))
-}
-
-/// Marks site `site_id` as no longer blocking us, if it was.
-async fn recovered(
-    tx: &mut Transaction<'_, Postgres>,
-    site_id: i64,
-) -> sqlx::Result<Option<SiteTransition>> {
-    let changed = sqlx::query!(
-        "UPDATE sites SET blocked_since = NULL WHERE id = $1 AND blocked_since IS NOT NULL",
-        site_id
-    )
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
-    Ok((changed > 0).then_some(SiteTransition::Recovered))
+    Ok((changed > 0).then_some(change))
 }

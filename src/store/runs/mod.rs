@@ -17,7 +17,6 @@ pub use dispatch::*;
 pub use ending::*;
 pub use evidence::*;
 pub use fenced::*;
-pub use health::SiteTransition;
 pub use scheduled::*;
 
 use std::time::Duration;
@@ -27,11 +26,13 @@ use sqlx::PgPool;
 
 use super::listing::Listing;
 
-use crate::domain::{
-    failure::FailureKind,
-    run::{Attempt, CrawlRun, RunState, Trigger},
+use crate::{
+    domain::{
+        failure::FailureKind,
+        run::{Attempt, AttemptOutcome, CrawlRun, RunState, Transition, Trigger},
+    },
+    store::columns::decode,
 };
-pub(super) use row::decode;
 use row::{AttemptRow, RunRow, maybe_run, runs};
 
 /// What asking for a crawl did, site by site.
@@ -78,6 +79,10 @@ async fn queue_in(
     skip_completed_since: Option<DateTime<Utc>>,
     default_max_attempts: i32,
 ) -> sqlx::Result<Option<QueueOutcome>> {
+    // The states written out below are predicates of partial indexes the
+    // queries read (crawl_runs_keyword_site_finished, crawl_runs_one_active),
+    // which a bound parameter would not match; tests/it/lifecycle.rs holds
+    // them equal to `RunState::ACTIVE`.
     // FOR SHARE: a concurrent delete of the keyword waits for us, not the reverse.
     let exists = sqlx::query_scalar!(
         "SELECT id FROM keywords WHERE id = $1 FOR SHARE",
@@ -116,19 +121,21 @@ async fn queue_in(
     let queued = sqlx::query_as!(
         RunRow,
         r#"INSERT INTO crawl_runs (keyword_id, site_id, state, trigger, priority, max_attempts)
-           SELECT k.id, ks.site_id, 'queued', $2, k.priority, COALESCE(s.max_attempts, $4)
+           SELECT k.id, ks.site_id, $5, $2, k.priority, COALESCE(s.max_attempts, $4)
            FROM keywords k
            JOIN keyword_sites ks ON ks.keyword_id = k.id
            JOIN sites s ON s.id = ks.site_id
            WHERE k.id = $1 AND s.enabled AND NOT (ks.site_id = ANY($3::bigint[]))
            ORDER BY ks.site_id
-           ON CONFLICT (keyword_id, site_id) WHERE state IN ('queued', 'running', 'url_call', 'call_done')
-           DO NOTHING
+           -- The only unique index a new run can break is the one over the
+           -- active states (crawl_runs_one_active): a pair with an active run.
+           ON CONFLICT DO NOTHING
            RETURNING *"#,
         keyword_id,
         trigger.as_str(),
         &skipped.iter().map(|r| r.site_id).collect::<Vec<_>>(),
-        default_max_attempts
+        default_max_attempts,
+        RunState::Queued as RunState
     )
     .fetch_all(&mut **tx)
     .await
@@ -223,38 +230,54 @@ pub async fn count_by_state(pool: &PgPool) -> sqlx::Result<Vec<(RunState, i64)>>
 /// the run after the attempt (unchanged when it had already ended). A worker
 /// crawling it notices at its next fenced write.
 pub async fn cancel(pool: &PgPool, id: i64) -> sqlx::Result<Option<CrawlRun>> {
-    let mut tx = pool.begin().await?;
-    let cancelled = sqlx::query_as!(
-        RunRow,
-        r#"UPDATE crawl_runs
-           SET state = 'cancelled', finished_at = now(), state_changed_at = now(), dispatched_at = NULL
-           WHERE id = $1 AND state IN ('queued', 'running', 'url_call', 'call_done')
-           RETURNING *"#,
-        id
-    )
-    .fetch_optional(&mut *tx)
-    .await
-    .and_then(maybe_run)?;
-    let Some(run) = cancelled else {
-        tx.rollback().await?;
-        return get(pool, id).await;
-    };
-    sqlx::query!(
-        r#"UPDATE crawl_attempts SET ended_at = now(), outcome = 'cancelled', reason = 'cancelled by a user',
-                  error_kind = $2
-           WHERE run_id = $1 AND ended_at IS NULL"#,
-        id,
-        FailureKind::Cancelled.as_str()
-    )
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(Some(run))
+    loop {
+        let Some(run) = get(pool, id).await? else {
+            return Ok(None);
+        };
+        let cancel = Transition::cancel(run.attempt);
+        if !cancel.from.contains(&run.state) {
+            return Ok(Some(run));
+        }
+        let mut tx = pool.begin().await?;
+        // Guarded on the attempt read: a run that moved on meanwhile (a retry
+        // queued another attempt) is read and judged again.
+        let cancelled = sqlx::query_as!(
+            RunRow,
+            r#"UPDATE crawl_runs
+               SET state = $3, finished_at = now(), state_changed_at = now(), dispatched_at = NULL
+               WHERE id = $1 AND attempt = $2 AND state = ANY($4)
+               RETURNING *"#,
+            id,
+            cancel.attempt,
+            cancel.to as RunState,
+            cancel.from as &[RunState]
+        )
+        .fetch_optional(&mut *tx)
+        .await
+        .and_then(maybe_run)?;
+        let Some(run) = cancelled else {
+            tx.rollback().await?;
+            continue;
+        };
+        sqlx::query!(
+            r#"UPDATE crawl_attempts SET ended_at = now(), outcome = $2, reason = 'cancelled by a user',
+                      error_kind = $3
+               WHERE run_id = $1 AND ended_at IS NULL"#,
+            id,
+            cancel.closes.map(AttemptOutcome::as_str),
+            FailureKind::Cancelled.as_str()
+        )
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        return Ok(Some(run));
+    }
 }
 
-/// Queues a failed or cancelled run again with a fresh attempt budget. `Ok(None)`
-/// when there is no such run; [`RetryRefused`] when it has not ended that way
-/// or its keyword/site already has another active run.
+/// Queues a failed or cancelled run again with a fresh attempt budget (the
+/// site's attempts, else `default_max_attempts`). `Ok(None)` when there is
+/// no such run; [`RetryRefused`] when it has not ended that way or its
+/// keyword/site already has another active run.
 pub async fn retry(
     pool: &PgPool,
     id: i64,
@@ -263,22 +286,28 @@ pub async fn retry(
     let Some(run) = get(pool, id).await? else {
         return Ok(None);
     };
-    if !matches!(run.state, RunState::Failed | RunState::Cancelled) {
+    let budget = sqlx::query_scalar!("SELECT max_attempts FROM sites WHERE id = $1", run.site_id)
+        .fetch_optional(pool)
+        .await?
+        .flatten()
+        .unwrap_or(default_max_attempts);
+    let Some(retry) = Transition::retry(run.state, run.attempt, budget) else {
         return Ok(Some(Err(RetryRefused::NotEnded(run.state.as_str()))));
-    }
-    // Attempt numbers keep counting (the history stays readable); the budget
-    // is the site's attempts again, counted from the next one.
+    };
     let retried = sqlx::query_as!(
         RunRow,
         r#"UPDATE crawl_runs
-           SET state = 'queued', attempt = attempt + 1,
-               max_attempts = attempt + COALESCE((SELECT max_attempts FROM sites WHERE sites.id = site_id), $2),
+           SET state = $3, attempt = $4, max_attempts = $5,
                worker_id = NULL, not_before = NULL, dispatched_at = NULL, finished_at = NULL,
                error = NULL, error_kind = NULL, queued_at = now(), state_changed_at = now()
-           WHERE id = $1 AND state IN ('failed', 'cancelled')
+           WHERE id = $1 AND attempt = $2 AND state = ANY($6)
            RETURNING *"#,
         id,
-        default_max_attempts
+        run.attempt,
+        retry.to as RunState,
+        retry.attempt,
+        retry.max_attempts,
+        retry.from as &[RunState]
     )
     .fetch_optional(pool)
     .await
@@ -324,9 +353,9 @@ pub async fn attempts(pool: &PgPool, run_id: i64) -> sqlx::Result<Vec<Attempt>> 
 pub async fn delete_finished_before(pool: &PgPool, older_than: Duration) -> sqlx::Result<u64> {
     let done = sqlx::query!(
         r#"DELETE FROM crawl_runs
-           WHERE state IN ('completed', 'failed', 'skipped', 'cancelled')
-             AND finished_at < now() - make_interval(secs => $1)"#,
-        older_than.as_secs_f64()
+           WHERE state = ANY($2) AND finished_at < now() - make_interval(secs => $1)"#,
+        older_than.as_secs_f64(),
+        &RunState::ENDED as &[RunState]
     )
     .execute(pool)
     .await?;

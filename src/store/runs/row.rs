@@ -2,11 +2,15 @@
 //! domain's run and attempt: the text columns the state machine branches on
 //! become their types here, once.
 
-use std::{error::Error, str::FromStr};
-
 use chrono::{DateTime, Utc};
 
-use crate::domain::run::{Attempt, CrawlRun, EarlyStop, RunHealth};
+use crate::{
+    domain::{
+        page::EarlyStop,
+        run::{Attempt, CrawlRun, RunHealth},
+    },
+    store::columns::{decode, decode_optional},
+};
 
 /// Declares a row of every column of `crawl_runs` (what `RETURNING *` reads)
 /// and, for a query that returns more beside them, those `extra` columns;
@@ -72,30 +76,6 @@ run_row!(
     #[derive(sqlx::FromRow)]
     RunRow {}
 );
-
-/// A text column read as the type it stands for.
-pub(in crate::store) fn decode<T>(column: &str, value: &str) -> sqlx::Result<T>
-where
-    T: FromStr,
-    T::Err: Error + Send + Sync + 'static,
-{
-    value.parse().map_err(|e| sqlx::Error::ColumnDecode {
-        index: column.to_owned(),
-        source: Box::new(e),
-    })
-}
-
-/// A nullable text column read as the type it stands for.
-pub(in crate::store) fn decode_optional<T>(
-    column: &str,
-    value: Option<&str>,
-) -> sqlx::Result<Option<T>>
-where
-    T: FromStr,
-    T::Err: Error + Send + Sync + 'static,
-{
-    value.map(|value| decode(column, value)).transpose()
-}
 
 impl TryFrom<RunRow> for CrawlRun {
     type Error = sqlx::Error;

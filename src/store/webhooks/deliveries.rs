@@ -5,7 +5,7 @@ use sqlx::{PgConnection, PgPool};
 
 use crate::{
     domain::webhook::{DeliveryState, WebhookEventType},
-    store::runs::decode,
+    store::columns::decode,
 };
 
 /// A message to one endpoint, with its attempts.

@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
 
 use super::{
-    runs::decode,
+    columns::decode,
     sealing::{self, Sealed, SessionKey},
 };
 use crate::domain::webhook::{Webhook, WebhookEventType, WebhookSecret, WebhookSpec};

@@ -14,7 +14,7 @@ use super::{SecretError, open_secret};
 use crate::{
     domain::webhook::{DeliveryState, MessageId, WebhookSecret},
     store::{
-        runs::decode,
+        columns::decode,
         sealing::{Sealed, SessionKey},
     },
 };

@@ -12,7 +12,7 @@ use crate::{
     config::CrawlBoundsSettings,
     domain::{
         bounds::{Bound, BoundsReport, CrawlBounds, cut_to_chars, is_web_url},
-        page::PageItem,
+        item::PageItem,
         site::FieldSpec,
         value::MAX_LIST_VALUES,
     },

@@ -21,7 +21,8 @@ use super::{
 use crate::domain::{
     bounds::BoundsReport,
     failure::FailureKind,
-    page::{CrawledPage, FinalPage, PageItem, PagesRead, PagingEnd},
+    item::PageItem,
+    page::{CrawledPage, FinalPage, PagesRead, PagingEnd},
     paging::repeats,
     robots::paced_rate,
     run::CrawlRun,

@@ -18,8 +18,8 @@ use crate::worker::error::CrawlError;
 use crate::{
     domain::{
         failure::FailureKind,
+        page::{EarlyStop, StopReason},
         robots::{RobotsFile, RobotsRules, agent_token, paced_rate, robots_url},
-        run::{EarlyStop, StopReason},
         site::{Identity, SiteSpec},
     },
     net::target_guard::TargetGuard,

@@ -30,7 +30,7 @@ pub use structured::StructuredListing;
 pub use typing::{RawItems, TypedItem, typed_for_preview, typed_page};
 
 use crate::domain::{
-    page::PageItem,
+    item::PageItem,
     site::FieldSpec,
     value::{collapse_whitespace, js_trim},
 };

@@ -15,7 +15,7 @@ use url::Url;
 use super::{ReadError, budget::ExtractBudget, off_runtime, page_item};
 use crate::domain::{
     bounds::cut_to_chars,
-    page::PageItem,
+    item::PageItem,
     site::FieldSpec,
     value::{ValueContext, ValueReport},
 };

@@ -7,7 +7,8 @@ use crawlfleet::{
     domain::{
         change::{Change, FieldDiff},
         failure::{Failure, FailureKind},
-        page::{CrawledPage, PageItem, PagesRead, PagingEnd},
+        item::PageItem,
+        page::{CrawledPage, PagesRead, PagingEnd},
         run::Trigger,
     },
     store::{

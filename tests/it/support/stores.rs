@@ -5,7 +5,10 @@
 use std::collections::HashMap;
 
 use crawlfleet::{
-    domain::page::{CrawledPage, PageItem, PagesRead, PagingEnd},
+    domain::{
+        item::PageItem,
+        page::{CrawledPage, PagesRead, PagingEnd},
+    },
     queue, store,
 };
 use sqlx::{Connection, PgConnection, PgPool};

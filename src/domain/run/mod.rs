@@ -1,9 +1,19 @@
-//! The crawl run state machine (docs/design.md, "Crawl run state machine").
+//! The crawl run state machine (docs/design.md, "Crawl run state machine"):
+//! a run, its states and its attempts (here), and every move between the
+//! states, decided as a value the store applies guarded (`transition`).
+
+mod transition;
+
+pub use transition::{SiteTransition, Transition, rescued_as};
 
 use chrono::{DateTime, Utc};
 use rand::Rng;
 
-use super::{failure::FailureKind, page::PagingEnd, text_enum::text_enum};
+use super::{
+    failure::FailureKind,
+    page::{EarlyStop, PagingEnd},
+    text_enum::text_enum,
+};
 
 text_enum! {
     /// Where a crawl run is in its life.
@@ -27,10 +37,7 @@ text_enum! {
 impl RunState {
     /// Active runs hold the keyword/site pair: at most one at a time.
     pub fn is_active(self) -> bool {
-        matches!(
-            self,
-            RunState::Queued | RunState::Running | RunState::UrlCall | RunState::CallDone
-        )
+        RunState::ACTIVE.contains(&self)
     }
 }
 
@@ -116,22 +123,6 @@ impl RunHealth {
 }
 
 text_enum! {
-    /// Why a run stopped reading pages before its last one, and still completed
-    /// with what it read.
-    pub enum StopReason as "stop reason" {
-        /// The site's robots.txt disallows the next page for our user agent.
-        RobotsDisallowed = "robots_disallowed",
-    }
-}
-
-/// The first page a completed run did not read, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EarlyStop {
-    pub url: String,
-    pub reason: StopReason,
-}
-
-text_enum! {
     /// How an attempt ended.
     pub enum AttemptOutcome as "attempt outcome" {
         Completed = "completed",
@@ -183,9 +174,6 @@ mod tests {
         }
         for outcome in AttemptOutcome::ALL {
             assert_eq!(outcome.as_str().parse::<AttemptOutcome>().unwrap(), outcome);
-        }
-        for reason in StopReason::ALL {
-            assert_eq!(reason.as_str().parse::<StopReason>().unwrap(), reason);
         }
     }
 
