@@ -188,7 +188,10 @@ async fn an_operator_sets_a_site_up_from_the_structured_data_its_preview_lists()
 
     // Saved again from the form it fills (with the title): nothing is lost.
     browser.click("#save-site").await;
-    browser.wait_for_text(".toast", "Site saved").await;
+    // The newest toast: the creation's may still be shown above it.
+    browser
+        .wait_for_text(".toast:last-of-type", "Site saved")
+        .await;
     let (_, again) = app.get(&format!("/api/sites/{}", site["id"])).await;
     assert_eq!(again["structured_items"], "Product", "{again}");
     assert_eq!(again["fields"], site["fields"]);
