@@ -11,6 +11,7 @@ use super::{
     runs::QueueOutcomeView,
 };
 use crate::{
+    api::view::view,
     domain::{FieldError, keyword::KeywordInput, run::Trigger, schedule::KeywordSchedule},
     store::{
         self,
@@ -122,31 +123,41 @@ async fn crawl(
     Ok((StatusCode::ACCEPTED, Json(outcome.into())))
 }
 
-/// A stored keyword, as the API shows it.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = Keyword)]
-pub struct KeywordView {
-    pub id: i64,
-    pub keyword: String,
-    pub site_ids: Vec<i64>,
-    /// 6-field cron expression, seconds first, read on the clocks of `timezone`.
-    pub schedule: String,
-    /// IANA time zone of the schedule.
-    #[schema(example = "Asia/Seoul")]
-    pub timezone: String,
-    /// Each fire is delayed by this keyword's own share of this window, the
-    /// same every time (derived from its id).
-    pub jitter_secs: i32,
-    pub enabled: bool,
-    pub priority: i32,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-    /// The next 5 times the keyword fires (UTC, jitter included), from now;
-    /// empty while the keyword is disabled.
-    pub next_fire_times: Vec<DateTime<Utc>>,
-    /// The same times on the keyword's clocks: RFC 3339 with the zone's
-    /// offset then (`2026-11-26T06:00:00+09:00`).
-    pub next_fire_times_local: Vec<String>,
+view! {
+    /// A stored keyword, as the API shows it (its next fire times count from now).
+    #[derive(Debug, Clone, Serialize, ToSchema)]
+    #[schema(as = Keyword)]
+    pub struct KeywordView from (from: Keyword) {
+        let (next_fire_times, next_fire_times_local) = next_fire_times(
+            from.id,
+            from.enabled,
+            &from.schedule,
+            &from.timezone,
+            from.jitter_secs,
+        );
+    } {
+        id: i64 = from.id,
+        keyword: String = from.keyword,
+        site_ids: Vec<i64> = from.site_ids,
+        /// 6-field cron expression, seconds first, read on the clocks of `timezone`.
+        schedule: String = from.schedule,
+        /// IANA time zone of the schedule.
+        #[schema(example = "Asia/Seoul")]
+        timezone: String = from.timezone,
+        /// Each fire is delayed by this keyword's own share of this window, the
+        /// same every time (derived from its id).
+        jitter_secs: i32 = from.jitter_secs,
+        enabled: bool = from.enabled,
+        priority: i32 = from.priority,
+        created_at: DateTime<Utc> = from.created_at,
+        updated_at: DateTime<Utc> = from.updated_at,
+        /// The next 5 times the keyword fires (UTC, jitter included), from now;
+        /// empty while the keyword is disabled.
+        next_fire_times: Vec<DateTime<Utc>> = next_fire_times,
+        /// The same times on the keyword's clocks: RFC 3339 with the zone's
+        /// offset then (`2026-11-26T06:00:00+09:00`).
+        next_fire_times_local: Vec<String> = next_fire_times_local,
+    }
 }
 
 /// Fire times a keyword shows ahead.
@@ -171,32 +182,5 @@ pub(super) fn next_fire_times(
             .map(|fire| (fire.at, schedule.zone().local_rfc3339(fire.at)))
             .unzip(),
         None => (Vec::new(), Vec::new()),
-    }
-}
-
-/// The keyword as of now (its next fire times count from now).
-impl From<Keyword> for KeywordView {
-    fn from(from: Keyword) -> Self {
-        let (next_fire_times, next_fire_times_local) = next_fire_times(
-            from.id,
-            from.enabled,
-            &from.schedule,
-            &from.timezone,
-            from.jitter_secs,
-        );
-        KeywordView {
-            next_fire_times,
-            next_fire_times_local,
-            id: from.id,
-            keyword: from.keyword,
-            site_ids: from.site_ids,
-            schedule: from.schedule,
-            timezone: from.timezone,
-            jitter_secs: from.jitter_secs,
-            enabled: from.enabled,
-            priority: from.priority,
-            created_at: from.created_at,
-            updated_at: from.updated_at,
-        }
     }
 }

@@ -102,7 +102,7 @@ async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<RunDetai
         run: run.into(),
         attempts: attempts
             .into_iter()
-            .map(|attempt| AttemptView::new(id, attempt))
+            .map(|attempt| AttemptView::from((id, attempt)))
             .collect(),
     }))
 }

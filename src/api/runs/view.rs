@@ -79,44 +79,32 @@ view! {
     }
 }
 
-/// One attempt of a run, as the API shows it.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = Attempt)]
-pub struct AttemptView {
-    pub attempt: i32,
-    pub worker_id: String,
-    pub started_at: DateTime<Utc>,
-    pub ended_at: Option<DateTime<Utc>>,
-    /// completed, failed, released (handed back by a draining worker) or cancelled.
-    pub outcome: Option<&'static str>,
-    pub reason: Option<String>,
-    /// Why the attempt failed, as a program matches on it.
-    pub error_kind: Option<FailureKind>,
-    pub last_url: Option<String>,
-    /// Where the HTML of the page the attempt failed on is (when kept).
-    pub html_url: Option<String>,
-    /// Where its screenshot is (browser mode, when kept).
-    pub screenshot_url: Option<String>,
-}
-
-impl AttemptView {
-    /// Attempt `attempt` of run `run_id`.
-    pub fn new(run_id: i64, attempt: Attempt) -> Self {
+view! {
+    /// One attempt of a run (of the run whose id comes with it), as the API shows it.
+    #[derive(Debug, Clone, Serialize, ToSchema)]
+    #[schema(as = Attempt)]
+    pub struct AttemptView from (of_run: (i64, Attempt)) {
+        let (run_id, attempt) = of_run;
         let kept = |yes: bool, what: &str| {
             yes.then(|| format!("/api/runs/{run_id}/attempts/{}/{what}", attempt.attempt))
         };
-        AttemptView {
-            html_url: kept(attempt.kept_html, "html"),
-            screenshot_url: kept(attempt.kept_screenshot, "screenshot"),
-            attempt: attempt.attempt,
-            worker_id: attempt.worker_id,
-            started_at: attempt.started_at,
-            ended_at: attempt.ended_at,
-            outcome: attempt.outcome.map(AttemptOutcome::as_str),
-            reason: attempt.reason,
-            error_kind: attempt.error_kind,
-            last_url: attempt.last_url,
-        }
+        let html_url = kept(attempt.kept_html, "html");
+        let screenshot_url = kept(attempt.kept_screenshot, "screenshot");
+    } {
+        attempt: i32 = attempt.attempt,
+        worker_id: String = attempt.worker_id,
+        started_at: DateTime<Utc> = attempt.started_at,
+        ended_at: Option<DateTime<Utc>> = attempt.ended_at,
+        /// completed, failed, released (handed back by a draining worker) or cancelled.
+        outcome: Option<&'static str> = attempt.outcome.map(AttemptOutcome::as_str),
+        reason: Option<String> = attempt.reason,
+        /// Why the attempt failed, as a program matches on it.
+        error_kind: Option<FailureKind> = attempt.error_kind,
+        last_url: Option<String> = attempt.last_url,
+        /// Where the HTML of the page the attempt failed on is (when kept).
+        html_url: Option<String> = html_url,
+        /// Where its screenshot is (browser mode, when kept).
+        screenshot_url: Option<String> = screenshot_url,
     }
 }
 

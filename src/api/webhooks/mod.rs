@@ -21,7 +21,7 @@ use crate::{
     },
     store::{self, webhooks::WriteError},
 };
-use view::{WebhookBody, WebhookView};
+use view::WebhookView;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -72,15 +72,15 @@ async fn check_endpoint(state: &AppState, spec: &WebhookSpec) -> Result<(), ApiE
 
 /// Create a webhook endpoint; the response shows its secret in full, the
 /// only one that does.
-#[utoipa::path(post, path = "/webhooks", tag = "webhooks", security(("bearer" = [])), request_body = WebhookBody,
+#[utoipa::path(post, path = "/webhooks", tag = "webhooks", security(("bearer" = [])), request_body = WebhookInput,
     responses((status = 201, body = WebhookView),
               (status = 422, description = "A rule broken (a URL the SSRF guard refuses, an unknown event...); `field` names it", body = ErrorBody),
               (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn create(
     State(state): State<AppState>,
-    ApiJson(body): ApiJson<WebhookBody>,
+    ApiJson(input): ApiJson<WebhookInput>,
 ) -> Result<(StatusCode, Json<WebhookView>), ApiError> {
-    let spec = WebhookInput::from(body).parse()?;
+    let spec = input.parse()?;
     check_endpoint(&state, &spec).await?;
     let secret = spec.secret.clone().unwrap_or_else(WebhookSecret::generate);
     let webhook =
@@ -128,15 +128,15 @@ async fn show(
 /// shows it); `enabled: true` turns a disabled endpoint back on and sends
 /// what waited.
 #[utoipa::path(put, path = "/webhooks/{id}", tag = "webhooks", security(("bearer" = [])), params(("id" = i64, Path)),
-    request_body = WebhookBody,
+    request_body = WebhookInput,
     responses((status = 200, body = WebhookView), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody),
               (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn update(
     State(state): State<AppState>,
     Id(id): Id,
-    ApiJson(body): ApiJson<WebhookBody>,
+    ApiJson(input): ApiJson<WebhookInput>,
 ) -> Result<Json<WebhookView>, ApiError> {
-    let spec = WebhookInput::from(body).parse()?;
+    let spec = input.parse()?;
     check_endpoint(&state, &spec).await?;
     let webhook = store::webhooks::update(&state.pool, id, &spec, state.session_key.as_ref())
         .await?

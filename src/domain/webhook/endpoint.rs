@@ -2,7 +2,9 @@
 //! stored.
 
 use chrono::{DateTime, Utc};
+use serde::Deserialize;
 use url::Url;
+use utoipa::ToSchema;
 
 use super::{MASKED_SECRET, WebhookEventType, WebhookSecret};
 use crate::domain::{FieldError, text};
@@ -17,15 +19,36 @@ const MAX_FILTER_IDS: usize = 1000;
 /// An endpoint as a client sends it. Filters left empty let every site or
 /// keyword through; `secret` left out is generated on creation and kept on
 /// replacement (as is the masked form a response shows).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct WebhookInput {
+    /// Where messages are POSTed: an http(s) URL the SSRF guard lets through.
     pub url: String,
+    /// The events it is told about (at least one).
+    #[schema(value_type = Vec<WebhookEventType>)]
     pub events: Vec<String>,
+    /// Only events about these sites; empty or left out: every site.
+    #[serde(default)]
     pub site_ids: Vec<i64>,
+    /// Only events about these keywords; empty or left out: every keyword
+    /// (events about no keyword, like site.blocked, pass).
+    #[serde(default)]
     pub keyword_ids: Vec<i64>,
+    /// The signing secret, `whsec_` and 24 to 64 bytes in base64. Left out:
+    /// generated on creation, kept on replacement (as is `whsec_***`, the
+    /// masked form responses show); a new one rotates it.
+    #[serde(default)]
     pub secret: Option<String>,
+    #[serde(default)]
     pub description: String,
+    /// False: no new message is queued for it and nothing is sent. Turning
+    /// it back on sends what waited.
+    #[serde(default = "enabled_by_default")]
     pub enabled: bool,
+}
+
+fn enabled_by_default() -> bool {
+    true
 }
 
 /// An endpoint that passed every rule but the store's (the filter ids exist)
