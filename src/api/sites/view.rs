@@ -12,10 +12,10 @@ use crate::{
     domain::{
         action::{ActionInput, Step},
         paging::PagingInput,
-        site::{ExpectationsInput, FieldSpec, JsonInput, ProxyUrl, Site},
+        site::{ExpectationsInput, FieldSpec, JsonInput, ProxyUrl, Site, Streak},
         value::{DateInput, NumberInput, ValueKind},
     },
-    store::sites::{SiteHealth, Window},
+    store::sites::{RunItems, SiteHealth, Window},
 };
 
 view! {
@@ -138,125 +138,88 @@ view! {
     }
 }
 
-/// How a site is doing: its status in one word, its last success, its
-/// success, degraded and blocked rates over the last 24 hours and 7 days, its
-/// current streak, and the items its last completed runs found.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = SiteHealth)]
-pub struct SiteHealthView {
-    pub site_id: i64,
-    pub name: String,
-    /// `healthy`, `degraded` (its last runs completed below its `expect`),
-    /// `failing` (its last runs failed), `blocked` (it refuses us), or
-    /// `unknown` (no run ended yet).
-    pub status: String,
-    /// Since when the site refuses us; cleared by the next healthy run.
-    pub blocked_since: Option<DateTime<Utc>>,
-    /// When a run of the site last completed healthy.
-    pub last_success_at: Option<DateTime<Utc>>,
-    /// Runs that ended (completed or failed) in the last 24 hours.
-    pub runs_ended_24h: i64,
-    /// Of those, the share that completed (null when none ended).
-    pub success_rate_24h: Option<f64>,
-    /// Attempts of the runs that ended in the last 24 hours.
-    pub attempts_ended_24h: i64,
-    /// Of those, the share the site refused on every try (`blocked`; null when none ended).
-    pub blocked_rate_24h: Option<f64>,
-    pub last_24h: HealthWindowView,
-    pub last_7d: HealthWindowView,
-    /// The site's last ended runs that went the same way (null before any ended).
-    pub streak: Option<StreakView>,
-    /// The last 20 completed runs, oldest first: the site's yield over time.
-    pub recent_runs: Vec<RunItemsView>,
+view! {
+    /// How a site is doing: its status in one word, its last success, its
+    /// success, degraded and blocked rates over the last 24 hours and 7 days, its
+    /// current streak, and the items its last completed runs found.
+    #[derive(Debug, Clone, Serialize, ToSchema)]
+    #[schema(as = SiteHealth)]
+    pub struct SiteHealthView from (health: SiteHealth) {
+        let day = health.last_24h;
+    } {
+        site_id: i64 = health.site_id,
+        name: String = health.name,
+        /// `healthy`, `degraded` (its last runs completed below its `expect`),
+        /// `failing` (its last runs failed), `blocked` (it refuses us), or
+        /// `unknown` (no run ended yet).
+        status: String = health.status.as_str().to_owned(),
+        /// Since when the site refuses us; cleared by the next healthy run.
+        blocked_since: Option<DateTime<Utc>> = health.blocked_since,
+        /// When a run of the site last completed healthy.
+        last_success_at: Option<DateTime<Utc>> = health.last_success_at,
+        /// Runs that ended (completed or failed) in the last 24 hours.
+        runs_ended_24h: i64 = day.runs_ended,
+        /// Of those, the share that completed (null when none ended).
+        success_rate_24h: Option<f64> = share(day.runs_completed, day.runs_ended),
+        /// Attempts of the runs that ended in the last 24 hours.
+        attempts_ended_24h: i64 = day.attempts_ended,
+        /// Of those, the share the site refused on every try (`blocked`; null when none ended).
+        blocked_rate_24h: Option<f64> = share(day.attempts_blocked, day.attempts_ended),
+        last_24h: HealthWindowView = day.into(),
+        last_7d: HealthWindowView = health.last_7d.into(),
+        /// The site's last ended runs that went the same way (null before any ended).
+        streak: Option<StreakView> = health.streak.map(StreakView::from),
+        /// The last 20 completed runs, oldest first: the site's yield over time.
+        recent_runs: Vec<RunItemsView> =
+            health.recent_runs.into_iter().map(RunItemsView::from).collect(),
+    }
 }
 
-/// How a site's runs ended over a span of time; rates are null when no run ended.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = HealthWindow)]
-pub struct HealthWindowView {
-    pub runs_ended: i64,
-    pub runs_completed: i64,
-    pub runs_degraded: i64,
-    /// Completed runs (healthy or degraded) among those that ended.
-    pub success_rate: Option<f64>,
-    /// Degraded runs among those that ended.
-    pub degraded_rate: Option<f64>,
-    pub attempts_ended: i64,
-    /// Attempts the site refused on every try (`blocked`) among those that ended.
-    pub blocked_rate: Option<f64>,
+view! {
+    /// How a site's runs ended over a span of time; rates are null when no run ended.
+    #[derive(Debug, Clone, Serialize, ToSchema)]
+    #[schema(as = HealthWindow)]
+    pub struct HealthWindowView from (window: Window) {} {
+        runs_ended: i64 = window.runs_ended,
+        runs_completed: i64 = window.runs_completed,
+        runs_degraded: i64 = window.runs_degraded,
+        /// Completed runs (healthy or degraded) among those that ended.
+        success_rate: Option<f64> = share(window.runs_completed, window.runs_ended),
+        /// Degraded runs among those that ended.
+        degraded_rate: Option<f64> = share(window.runs_degraded, window.runs_ended),
+        attempts_ended: i64 = window.attempts_ended,
+        /// Attempts the site refused on every try (`blocked`) among those that ended.
+        blocked_rate: Option<f64> = share(window.attempts_blocked, window.attempts_ended),
+    }
 }
 
-/// The site's last ended runs that went the same way, newest first.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = Streak)]
-pub struct StreakView {
-    /// `healthy`, `degraded` or `failed`.
-    pub verdict: String,
-    /// How many (counted over the last 1000 ended runs).
-    pub runs: i64,
-    /// When the first run of the streak ended.
-    pub since: DateTime<Utc>,
+view! {
+    /// The site's last ended runs that went the same way, newest first.
+    #[derive(Debug, Clone, Serialize, ToSchema)]
+    #[schema(as = Streak)]
+    pub struct StreakView from (streak: Streak) {} {
+        /// `healthy`, `degraded` or `failed`.
+        verdict: String = streak.verdict.as_str().to_owned(),
+        /// How many (counted over the last 1000 ended runs).
+        runs: i64 = streak.runs,
+        /// When the first run of the streak ended.
+        since: DateTime<Utc> = streak.since,
+    }
 }
 
-/// The items one completed run found.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = RunItems)]
-pub struct RunItemsView {
-    pub run_id: i64,
-    pub finished_at: DateTime<Utc>,
-    pub items_found: i32,
-    /// Completed below the site's expectations.
-    pub degraded: bool,
+view! {
+    /// The items one completed run found.
+    #[derive(Debug, Clone, Serialize, ToSchema)]
+    #[schema(as = RunItems)]
+    pub struct RunItemsView from (run: RunItems) {} {
+        run_id: i64 = run.run_id,
+        finished_at: DateTime<Utc> = run.finished_at,
+        items_found: i32 = run.items_found,
+        /// Completed below the site's expectations.
+        degraded: bool = run.degraded,
+    }
 }
 
 fn share(part: i64, whole: i64) -> Option<f64> {
     (whole > 0).then(|| part as f64 / whole as f64)
-}
-
-impl From<Window> for HealthWindowView {
-    fn from(window: Window) -> Self {
-        HealthWindowView {
-            runs_ended: window.runs_ended,
-            runs_completed: window.runs_completed,
-            runs_degraded: window.runs_degraded,
-            success_rate: share(window.runs_completed, window.runs_ended),
-            degraded_rate: share(window.runs_degraded, window.runs_ended),
-            attempts_ended: window.attempts_ended,
-            blocked_rate: share(window.attempts_blocked, window.attempts_ended),
-        }
-    }
-}
-
-impl From<SiteHealth> for SiteHealthView {
-    fn from(health: SiteHealth) -> Self {
-        let day = health.last_24h;
-        SiteHealthView {
-            site_id: health.site_id,
-            name: health.name,
-            status: health.status.as_str().to_owned(),
-            blocked_since: health.blocked_since,
-            last_success_at: health.last_success_at,
-            runs_ended_24h: day.runs_ended,
-            success_rate_24h: share(day.runs_completed, day.runs_ended),
-            attempts_ended_24h: day.attempts_ended,
-            blocked_rate_24h: share(day.attempts_blocked, day.attempts_ended),
-            last_24h: day.into(),
-            last_7d: health.last_7d.into(),
-            streak: health.streak.map(|streak| StreakView {
-                verdict: streak.verdict.as_str().to_owned(),
-                runs: streak.runs,
-                since: streak.since,
-            }),
-            recent_runs: health
-                .recent_runs
-                .into_iter()
-                .map(|run| RunItemsView {
-                    run_id: run.run_id,
-                    finished_at: run.finished_at,
-                    items_found: run.items_found,
-                    degraded: run.degraded,
-                })
-                .collect(),
-        }
-    }
 }
