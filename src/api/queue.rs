@@ -9,11 +9,12 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{ApiError, AppState, error::ErrorBody};
 use crate::{
+    api::view::view,
     events::QueueStats,
     ops::metrics::metrics,
     store::{
         self,
-        stats::{QueueCounts, WorkerSeen},
+        stats::{MinuteCounts, QueueCounts, WorkerSeen},
     },
 };
 
@@ -44,14 +45,16 @@ async fn show(State(state): State<AppState>) -> Result<Json<QueueReport>, ApiErr
 /// Minutes of history the overview charts.
 const HISTORY_MINUTES: i32 = 60;
 
-/// Runs that ended in one minute.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = MinuteCounts)]
-pub struct MinuteCountsView {
-    /// The minute's start.
-    pub minute: DateTime<Utc>,
-    pub completed: i64,
-    pub failed: i64,
+view! {
+    /// Runs that ended in one minute.
+    #[derive(Debug, Serialize, ToSchema)]
+    #[schema(as = MinuteCounts)]
+    pub struct MinuteCountsView from (m: MinuteCounts) {} {
+        /// The minute's start.
+        minute: DateTime<Utc> = m.minute,
+        completed: i64 = m.completed,
+        failed: i64 = m.failed,
+    }
 }
 
 /// Runs completed and failed in each of the last 60 minutes, oldest first,
@@ -61,14 +64,7 @@ pub struct MinuteCountsView {
 async fn history(State(state): State<AppState>) -> Result<Json<Vec<MinuteCountsView>>, ApiError> {
     let minutes = store::stats::finished_per_minute(&state.pool, HISTORY_MINUTES).await?;
     Ok(Json(
-        minutes
-            .into_iter()
-            .map(|m| MinuteCountsView {
-                minute: m.minute,
-                completed: m.completed,
-                failed: m.failed,
-            })
-            .collect(),
+        minutes.into_iter().map(MinuteCountsView::from).collect(),
     ))
 }
 
@@ -121,65 +117,39 @@ pub(super) async fn refresh_gauges(pool: &sqlx::PgPool) {
     m.queue_workers.set(workers.len() as i64);
 }
 
-/// Runs by state, as the queue endpoint shows them.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = QueueCounts)]
-pub struct QueueCountsView {
-    pub queued: i64,
-    /// Of `queued`: job message in Redis, not yet claimed.
-    pub dispatched: i64,
-    /// Of `queued`: waiting out a retry backoff.
-    pub delayed: i64,
-    pub running: i64,
-    pub url_call: i64,
-    pub call_done: i64,
-    pub completed_last_hour: i64,
-    pub failed_last_hour: i64,
-    /// Age of the oldest queued run, in seconds (0 when none).
-    pub oldest_queued_age_secs: i64,
-}
-
-impl From<QueueCounts> for QueueCountsView {
-    fn from(from: QueueCounts) -> Self {
-        QueueCountsView {
-            queued: from.queued,
-            dispatched: from.dispatched,
-            delayed: from.delayed,
-            running: from.running,
-            url_call: from.url_call,
-            call_done: from.call_done,
-            completed_last_hour: from.completed_last_hour,
-            failed_last_hour: from.failed_last_hour,
-            oldest_queued_age_secs: from.oldest_queued_age_secs,
-        }
+view! {
+    /// Runs by state, as the queue endpoint shows them.
+    #[derive(Debug, Clone, Serialize, ToSchema)]
+    #[schema(as = QueueCounts)]
+    pub struct QueueCountsView from (from: QueueCounts) {} {
+        queued: i64 = from.queued,
+        /// Of `queued`: job message in Redis, not yet claimed.
+        dispatched: i64 = from.dispatched,
+        /// Of `queued`: waiting out a retry backoff.
+        delayed: i64 = from.delayed,
+        running: i64 = from.running,
+        url_call: i64 = from.url_call,
+        call_done: i64 = from.call_done,
+        completed_last_hour: i64 = from.completed_last_hour,
+        failed_last_hour: i64 = from.failed_last_hour,
+        /// Age of the oldest queued run, in seconds (0 when none).
+        oldest_queued_age_secs: i64 = from.oldest_queued_age_secs,
     }
 }
 
-/// A worker seen in the last minute, with what it holds.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = WorkerSeen)]
-pub struct WorkerSeenView {
-    pub id: String,
-    pub host: String,
-    /// Browser crawls at once.
-    pub concurrency: i32,
-    /// Plain HTTP and JSON crawls at once.
-    pub http_concurrency: i32,
-    pub in_flight: i64,
-    pub started_at: DateTime<Utc>,
-    pub last_seen_at: DateTime<Utc>,
-}
-
-impl From<WorkerSeen> for WorkerSeenView {
-    fn from(from: WorkerSeen) -> Self {
-        WorkerSeenView {
-            id: from.id,
-            host: from.host,
-            concurrency: from.concurrency,
-            http_concurrency: from.http_concurrency,
-            in_flight: from.in_flight,
-            started_at: from.started_at,
-            last_seen_at: from.last_seen_at,
-        }
+view! {
+    /// A worker seen in the last minute, with what it holds.
+    #[derive(Debug, Clone, Serialize, ToSchema)]
+    #[schema(as = WorkerSeen)]
+    pub struct WorkerSeenView from (from: WorkerSeen) {} {
+        id: String = from.id,
+        host: String = from.host,
+        /// Browser crawls at once.
+        concurrency: i32 = from.concurrency,
+        /// Plain HTTP and JSON crawls at once.
+        http_concurrency: i32 = from.http_concurrency,
+        in_flight: i64 = from.in_flight,
+        started_at: DateTime<Utc> = from.started_at,
+        last_seen_at: DateTime<Utc> = from.last_seen_at,
     }
 }
