@@ -1,5 +1,6 @@
-//! The peer: `crawlee_shop.mjs` under node, one process per concurrency,
-//! fed batches of URLs on stdin and answering each with its figures.
+//! The peer: one of scripts/peers' Crawlee scripts under node, one process
+//! per concurrency, fed batches of URLs on stdin and answering each with its
+//! figures.
 
 use std::{path::Path, process::Stdio, time::Duration};
 
@@ -17,10 +18,10 @@ pub struct Crawlee {
 }
 
 impl Crawlee {
-    /// Starts the script in `peers_dir` (where its node_modules are).
-    pub fn start(peers_dir: &Path, concurrency: usize) -> Crawlee {
+    /// Starts `script` in `peers_dir` (where its node_modules are).
+    pub fn start(peers_dir: &Path, script: &str, concurrency: usize) -> Crawlee {
         let mut child = Command::new("node")
-            .arg("crawlee_shop.mjs")
+            .arg(script)
             .arg(concurrency.to_string())
             .current_dir(peers_dir)
             // Crawlee's own logging at info costs CPU the figures should not carry.

@@ -15,11 +15,15 @@ use crate::{
 /// The demo site's JavaScript-rendered search as a crawlfleet site, allowed
 /// as many runs at once and requests per second as the benchmark needs.
 pub async fn demo_shop_site(app: &TestApp, delay_ms: u64) -> i64 {
+    app.create_site(demo_shop_spec(app, delay_ms)).await
+}
+
+fn demo_shop_spec(app: &TestApp, delay_ms: u64) -> Value {
     let field = |selector: &str, attr: Option<&str>| match attr {
         Some(attr) => json!({"selector": selector, "attr": attr}),
         None => json!({"selector": selector}),
     };
-    app.create_site(json!({
+    json!({
         "name": "bench-demo-shop",
         "search_url": format!(
             "{}/js-search?q={{keyword}}&page={{page}}&delay_ms={delay_ms}",
@@ -37,8 +41,26 @@ pub async fn demo_shop_site(app: &TestApp, delay_ms: u64) -> i64 {
         "max_pages": 3,
         "max_concurrent_runs": 50,
         "max_requests_per_sec": 1000.0,
-    }))
-    .await
+    })
+}
+
+/// The demo shop's search as `demo_shop_site` reads it, and each product's
+/// own page, read in the browser for its title and price when the product is
+/// new or its list values changed.
+pub async fn demo_catalog_site(app: &TestApp, delay_ms: u64) -> i64 {
+    let mut site = demo_shop_spec(app, delay_ms);
+    site["name"] = json!("bench-demo-catalog");
+    site["fields"]["link"] = json!({"selector": "a.title", "attr": "href", "link": true});
+    site["detail"] = json!({
+        "url_field": "link",
+        "fields": {
+            "name": {"selector": "h1"},
+            "detail_price": {"selector": ".price"},
+        },
+        "render": "browser",
+        "read": "new_or_changed",
+    });
+    app.create_site(site).await
 }
 
 /// A worker process with `concurrency` browser slots, its Chrome the one

@@ -1,6 +1,17 @@
 //! crawlfleet against Crawlee's PuppeteerCrawler, side by side on one
-//! workload: the demo shop's JavaScript-rendered search, paged (keywords x 3
-//! pages, 5 products a page), in the system Chromium. For each concurrency,
+//! workload (BENCH_WORKLOAD), in the system Chromium:
+//!
+//! - `search`: the demo shop's JavaScript-rendered search, paged (keywords x 3
+//!   pages, 5 products a page);
+//! - `detail`: the same list pages, then each product's own page, read for
+//!   its title and price (crawlfleet: the site's `detail` setting; Crawlee:
+//!   `enqueueLinks` into a detail handler). After the rounds of a
+//!   concurrency, each tool crawls its last round's keywords again with
+//!   nothing changed, and the product pages each asks for are counted at the
+//!   shop (crawlfleet reads a product's page again only when its list values
+//!   changed; a new Crawlee run keeps no memory of the last).
+//!
+//! For each concurrency,
 //! rounds alternate which tool goes first; each batch is measured as pages
 //! per second, CPU seconds per page of the tool's whole process tree (the
 //! worker and every Chrome process; node and its Chrome) and the tree's
@@ -13,8 +24,11 @@
 //!
 //!   scripts/bench-peers     (installs the peer, then runs this)
 //!
+//! Pages are counted at the shop for both tools (list pages and product
+//! pages alike).
+//!
 //! Settings (environment): PEERS_DIR (where scripts/bench-peers installed
-//! Crawlee and its script; required), BENCH_CONCURRENCY (1,2,4),
+//! Crawlee and its scripts; required), BENCH_WORKLOAD (search), BENCH_CONCURRENCY (1,2,4),
 //! BENCH_ROUNDS (3), BENCH_KEYWORDS (20), BENCH_DELAY_MS (100: how long the
 //! page's script waits before it fetches its results).
 
@@ -42,6 +56,47 @@ fn setting<T: std::str::FromStr>(name: &str, default: T) -> T {
                 .unwrap_or_else(|_| panic!("{name}={v:?} is not understood"))
         })
         .unwrap_or(default)
+}
+
+/// What both tools read.
+#[derive(Clone, Copy, PartialEq)]
+enum Workload {
+    /// List pages only.
+    Search,
+    /// List pages, then every product's page.
+    Detail,
+}
+
+impl Workload {
+    fn from_setting() -> Workload {
+        match setting::<String>("BENCH_WORKLOAD", "search".into()).as_str() {
+            "search" => Workload::Search,
+            "detail" => Workload::Detail,
+            other => panic!("BENCH_WORKLOAD={other:?}: search or detail"),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Workload::Search => "search",
+            Workload::Detail => "detail",
+        }
+    }
+
+    fn peer_script(self) -> &'static str {
+        match self {
+            Workload::Search => "crawlee_shop.mjs",
+            Workload::Detail => "crawlee_detail.mjs",
+        }
+    }
+
+    /// Product pages a batch of `keywords` reads when every product is new.
+    fn details(self, keywords: usize) -> u64 {
+        match self {
+            Workload::Search => 0,
+            Workload::Detail => keywords as u64 * PAGES_PER_KEYWORD * ITEMS_PER_PAGE,
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -133,18 +188,27 @@ async fn main() {
     let rounds: usize = setting("BENCH_ROUNDS", 3);
     let keywords: usize = setting("BENCH_KEYWORDS", 20);
     let delay_ms: u64 = setting("BENCH_DELAY_MS", 100);
+    let workload = Workload::from_setting();
 
     machine::print(&peers_dir);
     println!(
-        "workload    {keywords} keywords x {PAGES_PER_KEYWORD} pages of /js-search (delay_ms={delay_ms}), \
-{rounds} rounds per concurrency, order alternating\n"
+        "workload    {}: {keywords} keywords x {PAGES_PER_KEYWORD} pages of /js-search (delay_ms={delay_ms}){}, \
+{rounds} rounds per concurrency, order alternating\n",
+        workload.name(),
+        match workload {
+            Workload::Search => String::new(),
+            Workload::Detail => format!(" and their {} product pages", workload.details(keywords)),
+        }
     );
     let app = TestApp::spawn_with(Roles::scheduler_only(), |c| {
         // Production's pace of dispatch, not the tests' quicker one.
         c.scheduler.dispatch_interval_ms = 250;
     })
     .await;
-    let site = fleet::demo_shop_site(&app, delay_ms).await;
+    let site = match workload {
+        Workload::Search => fleet::demo_shop_site(&app, delay_ms).await,
+        Workload::Detail => fleet::demo_catalog_site(&app, delay_ms).await,
+    };
     let base = app.site.base_url();
 
     println!(
@@ -152,10 +216,11 @@ async fn main() {
         "tool", "c", "round", "pages", "secs", "pages/s", "cpu-s/page", "peak MiB", "commands/p"
     );
     let mut all: Vec<Figures> = Vec::new();
+    let mut reruns: Vec<String> = Vec::new();
     for &concurrency in &concurrencies {
         let worker = fleet::worker(&app, concurrency);
         let metrics = worker.listening_on("health and metrics listening").await;
-        let mut peer = crawlee::Crawlee::start(&peers_dir, concurrency);
+        let mut peer = crawlee::Crawlee::start(&peers_dir, workload.peer_script(), concurrency);
 
         let warm: Vec<String> = (0..concurrency.max(2))
             .map(|i| format!("warm-c{concurrency}-{i}"))
@@ -164,6 +229,9 @@ async fn main() {
         fleet::crawl(&app, &warm_ids).await;
         peer.crawl(&peer_urls(&base, &warm, delay_ms)).await;
 
+        // Each tool's last batch, crawled again at the end with nothing changed.
+        let mut last_names: Vec<String> = Vec::new();
+        let mut last_ids: Vec<i64> = Vec::new();
         for round in 0..rounds {
             let order = if round % 2 == 0 {
                 [Tool::Crawlee, Tool::Crawlfleet]
@@ -176,22 +244,27 @@ async fn main() {
                     .collect();
                 const COMMANDS: &str = "crawlfleet_browser_commands_per_page";
                 let commands_before = fleet::histogram(&app, metrics, COMMANDS).await;
+                let shop_before = ShopCount::read(&app);
                 let (batch, cpu_secs, peak_pss_mib) = match tool {
                     Tool::Crawlee => {
                         let urls = peer_urls(&base, &names, delay_ms);
+                        last_names = names;
                         measured(peer.pid(), peer.crawl(&urls)).await
                     }
                     Tool::Crawlfleet => {
                         let ids = fleet::keywords(&app, site, &names).await;
-                        measured(worker.pid(), fleet::crawl(&app, &ids)).await
+                        let measured = measured(worker.pid(), fleet::crawl(&app, &ids)).await;
+                        last_ids = ids;
+                        measured
                     }
                 };
+                let shop = ShopCount::read(&app).since(&shop_before);
                 let expected_pages = keywords as u64 * PAGES_PER_KEYWORD;
                 assert_eq!(batch.failed, 0, "{}: no page failed", tool.name());
                 assert_eq!(
-                    batch.pages,
-                    expected_pages,
-                    "{}: every page read",
+                    (batch.pages, shop.lists),
+                    (expected_pages, expected_pages),
+                    "{}: every list page read, once",
                     tool.name()
                 );
                 assert_eq!(
@@ -200,11 +273,17 @@ async fn main() {
                     "{}: every item read",
                     tool.name()
                 );
+                assert_eq!(
+                    shop.details,
+                    workload.details(keywords),
+                    "{}: every product page read, once",
+                    tool.name()
+                );
                 let commands_after = fleet::histogram(&app, metrics, COMMANDS).await;
                 let figures = Figures {
                     tool,
                     concurrency,
-                    pages: batch.pages,
+                    pages: shop.lists + shop.details,
                     secs: batch.secs,
                     cpu_secs,
                     peak_pss_mib,
@@ -230,6 +309,18 @@ async fn main() {
                 all.push(figures);
             }
         }
+        if workload == Workload::Detail {
+            let before = ShopCount::read(&app);
+            let again = peer.crawl(&peer_urls(&base, &last_names, delay_ms)).await;
+            let crawlee = ShopCount::read(&app).since(&before);
+            let before = ShopCount::read(&app);
+            let ours = fleet::crawl(&app, &last_ids).await;
+            let crawlfleet = ShopCount::read(&app).since(&before);
+            reruns.push(format!(
+                "{concurrency:>3} {:>14} {:>14} {:>10.2} {:>10.2}",
+                crawlfleet.details, crawlee.details, ours.secs, again.secs
+            ));
+        }
         let left = tree::members(peer.pid());
         peer.stop().await;
         kill_all(&left);
@@ -244,7 +335,41 @@ async fn main() {
         machine::load()
     );
     summary(&all, &concurrencies);
+    if !reruns.is_empty() {
+        println!(
+            "\nthe last batch crawled again, nothing changed: product pages asked for, and seconds"
+        );
+        println!(
+            "{:>3} {:>14} {:>14} {:>10} {:>10}",
+            "c", "crawlfleet", "crawlee", "secs cf", "crawlee"
+        );
+        for line in reruns {
+            println!("{line}");
+        }
+    }
     app.stop().await;
+}
+
+/// Pages the shop served: search pages and product pages.
+struct ShopCount {
+    lists: u64,
+    details: u64,
+}
+
+impl ShopCount {
+    fn read(app: &TestApp) -> ShopCount {
+        ShopCount {
+            lists: app.site.hits("/js-search"),
+            details: app.site.hits("/product/"),
+        }
+    }
+
+    fn since(self, before: &ShopCount) -> ShopCount {
+        ShopCount {
+            lists: self.lists - before.lists,
+            details: self.details - before.details,
+        }
+    }
 }
 
 /// Whatever of the peer's tree outlived it (a Chrome its node left behind).
