@@ -95,13 +95,11 @@ pub struct DatabaseSettings {
     #[arg(long, env = "DATABASE_SSLROOTCERT")]
     pub database_sslrootcert: Option<PathBuf>,
 
-    /// The same CA as PEM text, instead of a file (carried to the connection
-    /// in the URL's `sslrootcert_pem`, see `store::connect_options`).
-    #[arg(
-        long,
-        env = "DATABASE_SSLROOTCERT_PEM",
-        conflicts_with = "database_sslrootcert"
-    )]
+    /// The same CA as PEM text, instead of a file: when both are given, this
+    /// one (a task definition names the image's RDS bundle whatever the mode;
+    /// with the host's datastores it adds the host's CA as text). Carried to
+    /// the connection in the URL's `sslrootcert_pem` (`store::connect_options`).
+    #[arg(long, env = "DATABASE_SSLROOTCERT_PEM")]
     pub database_sslrootcert_pem: Option<String>,
 
     /// How long a starting process waits for Postgres to answer (containers
@@ -160,7 +158,10 @@ impl DatabaseSettings {
         if let Some(mode) = self.database_sslmode {
             query.push(("sslmode".into(), mode.as_str().into()));
         }
-        if let Some(root) = &self.database_sslrootcert {
+        if let Some(pem) = &self.database_sslrootcert_pem {
+            check_pem("DATABASE_SSLROOTCERT_PEM", pem)?;
+            query.push((ROOT_CERT_PEM_PARAMETER.into(), pem.clone()));
+        } else if let Some(root) = &self.database_sslrootcert {
             if !root.is_file() {
                 bail!(
                     "DATABASE_SSLROOTCERT {} is not a readable file",
@@ -168,10 +169,6 @@ impl DatabaseSettings {
                 );
             }
             query.push(("sslrootcert".into(), root.display().to_string()));
-        }
-        if let Some(pem) = &self.database_sslrootcert_pem {
-            check_pem("DATABASE_SSLROOTCERT_PEM", pem)?;
-            query.push((ROOT_CERT_PEM_PARAMETER.into(), pem.clone()));
         }
         url.set_query(None);
         if !query.is_empty() {
@@ -219,8 +216,8 @@ pub struct RedisSettings {
     #[arg(long, env = "REDIS_CA_CERT")]
     pub redis_ca_cert: Option<PathBuf>,
 
-    /// The same CA as PEM text, instead of a file.
-    #[arg(long, env = "REDIS_CA_CERT_PEM", conflicts_with = "redis_ca_cert")]
+    /// The same CA as PEM text, instead of a file: when both are given, this one.
+    #[arg(long, env = "REDIS_CA_CERT_PEM")]
     pub redis_ca_cert_pem: Option<String>,
 }
 
@@ -255,6 +252,7 @@ impl RedisSettings {
             let _ = url.set_password(Some(password));
         }
         if let Some(ca) = &self.redis_ca_cert
+            && self.redis_ca_cert_pem.is_none()
             && !ca.is_file()
         {
             bail!("REDIS_CA_CERT {} is not a readable file", ca.display());
@@ -268,11 +266,11 @@ impl RedisSettings {
     /// The CA that signs the Redis server's certificate, as PEM bytes, when one
     /// is given (else the system's roots are trusted).
     pub fn root_cert(&self) -> anyhow::Result<Option<Vec<u8>>> {
-        match (&self.redis_ca_cert, &self.redis_ca_cert_pem) {
-            (Some(ca), _) => std::fs::read(ca)
+        match (&self.redis_ca_cert_pem, &self.redis_ca_cert) {
+            (Some(pem), _) => Ok(Some(pem.clone().into_bytes())),
+            (None, Some(ca)) => std::fs::read(ca)
                 .with_context(|| format!("reading REDIS_CA_CERT {}", ca.display()))
                 .map(Some),
-            (None, Some(pem)) => Ok(Some(pem.clone().into_bytes())),
             (None, None) => Ok(None),
         }
     }
@@ -337,6 +335,8 @@ mod tests {
     fn a_ca_given_as_text_rides_in_the_url_and_must_be_a_certificate() {
         let settings = DatabaseSettings {
             database_sslmode: Some(SslMode::VerifyFull),
+            // A file that is not there: the text wins, the file is not looked at.
+            database_sslrootcert: Some("/nonexistent/rds-ca-bundle.pem".into()),
             database_sslrootcert_pem: Some(PEM.into()),
             ..database(Some("postgres://a@db.internal/c?sslrootcert=/old.pem"))
         };
@@ -351,7 +351,7 @@ mod tests {
                 ("sslmode".to_owned(), "verify-full".to_owned()),
                 (ROOT_CERT_PEM_PARAMETER.to_owned(), PEM.to_owned())
             ],
-            "the file the URL named is replaced by the text given"
+            "the files the URL and DATABASE_SSLROOTCERT named give way to the text"
         );
         for bad in [
             "",
@@ -370,6 +370,7 @@ mod tests {
         }
         let redis = RedisSettings {
             url: Some("rediss://h:6379".into()),
+            redis_ca_cert: Some("/nonexistent/ca.pem".into()),
             redis_ca_cert_pem: Some(PEM.into()),
             ..RedisSettings::default()
         };

@@ -177,17 +177,19 @@ async fn a_ca_given_as_text_is_trusted_like_its_file_and_a_strangers_is_refused(
     let cert = ca.server_cert();
     let pg = TlsPostgres::start(&cert, PG_PASSWORD).await;
     let redis = TlsRedis::start(&cert, &ca, REDIS_PASSWORD).await;
-    let ca_file = CaFile::of(&ca);
     let app = TestApp::spawn_without_browsers(Roles::default(), |_| {}).await;
 
     let migrated = migrate_with(&pg, Ca::Text(ca.pem()), false).await;
     assert_eq!(migrated.code, Some(0), "{}", migrated.said);
 
-    // Every role, the CA as text for both datastores and no file named: the api
-    // listens only once Postgres and Redis answered over TLS.
+    // Every role, the CA as text for both datastores beside a file of someone
+    // else's (as a task definition names the image's RDS bundle in every mode):
+    // the text wins. The api listens only once Postgres and Redis answered over
+    // TLS.
+    let stranger = TestCa::new("someone else's CA");
+    let stranger_file = CaFile::of(&stranger);
     let as_text = |pem: &str| {
-        let mut env = tls_fleet_env(&pg, &redis, &ca_file.path, &LOGIN);
-        env.retain(|(name, _)| !matches!(*name, "DATABASE_SSLROOTCERT" | "REDIS_CA_CERT"));
+        let mut env = tls_fleet_env(&pg, &redis, &stranger_file.path, &LOGIN);
         env.push(("DATABASE_SSLROOTCERT_PEM", pem.to_owned()));
         env.push(("REDIS_CA_CERT_PEM", pem.to_owned()));
         env
@@ -199,7 +201,6 @@ async fn a_ca_given_as_text_is_trusted_like_its_file_and_a_strangers_is_refused(
     assert_eq!(fleet.terminate(Duration::from_secs(30)).await, 0);
 
     // Someone else's CA as text: refused, for Postgres and for Redis.
-    let stranger = TestCa::new("someone else's CA");
     let refused = migrate_with(&pg, Ca::Text(stranger.pem()), true).await;
     assert_eq!(refused.code, Some(2), "{}", refused.said);
     assert!(
