@@ -30,7 +30,7 @@ locals {
   # (TLS only) and pgBackRest's settings.
   host_files = concat(
     local.compose_files,
-    local.host_datastore ? ["postgres-init.sh", "postgres-hba.conf", "pgbackrest.conf"] : [],
+    local.host_datastore ? ["postgres-init.sh", "postgres-hba.conf", "pgbackrest.conf", "postgres.Dockerfile"] : [],
   )
 }
 

@@ -94,6 +94,14 @@ fn the_hosts_postgres_serves_tls_alone_and_archives_every_minute_with_pgbackrest
         postgres_setting("archive_command"),
         "pgbackrest --stanza=crawlfleet archive-push %p"
     );
+    // The image archiving runs in has pgBackRest, built from the file the host
+    // gets (infra/ssm.tf's host files).
+    assert_eq!(postgres["build"]["dockerfile"], "postgres.Dockerfile");
+    assert!(
+        read("postgres.Dockerfile")
+            .contains("apt-get install -y --no-install-recommends pgbackrest")
+    );
+    assert!(read("infra/ssm.tf").contains("\"pgbackrest.conf\", \"postgres.Dockerfile\""));
     let conf = read("pgbackrest.conf");
     assert!(
         conf.contains("\n[crawlfleet]\n"),
