@@ -69,6 +69,14 @@ data "aws_iam_policy_document" "ec2" {
   }
 
   statement {
+    sid = "AgentNamesTheGroup"
+    # The CloudWatch agent's ${aws:AutoScalingGroupName} (ec2.tf) comes from the
+    # instance's tags. DescribeTags has no resource-level permissions.
+    actions   = ["ec2:DescribeTags"]
+    resources = ["*"]
+  }
+
+  statement {
     sid       = "HandTheApiItsMetricsRole"
     actions   = ["sts:AssumeRole"]
     resources = [aws_iam_role.api_metrics.arn]
