@@ -133,12 +133,7 @@ resource "aws_lb_target_group" "api" {
   }
 }
 
-resource "aws_lb_target_group_attachment" "api" {
-  count            = local.alb_count
-  target_group_arn = aws_lb_target_group.api[0].arn
-  target_id        = aws_instance.host.id
-  port             = local.api_port
-}
+# The host registers itself: the auto-scaling group names this target group (ec2.tf).
 
 resource "aws_lb_listener" "https" {
   count             = local.alb_count

@@ -21,6 +21,18 @@
 #    on purpose and logged in CloudTrail, to erase a dump (a deletion request, a
 #    dump that leaked data), which compliance mode forbids even to the root user.
 #    An uploaded dump has a CRC32 checksum, which Object Lock requires.
+#
+# 4. Continuous archiving (pgBackRest, pgbackrest.conf): Postgres hands every WAL
+#    segment, at least every archive_timeout (60 s), to pgBackRest, which puts it
+#    under pgbackrest/ in the same bucket; the host takes a full backup every
+#    night. Together: Postgres restored to any moment of the last 7 nights, losing
+#    at most the last minute (scripts/pitr-drill measures it). pgBackRest runs in
+#    the Postgres container, out of the instance role's reach (hop limit 1), with
+#    an hour's credentials of the role pg_archive, which may use pgbackrest/ and
+#    nothing else; pgBackRest sends Content-MD5 on every upload, which Object Lock
+#    requires. Its own retention deletes what expired (a delete marker: the locked
+#    version stays its backup_lock_days), the lifecycle rule below then the
+#    versions no longer current.
 
 locals {
   host_count = local.host_datastore ? 1 : 0
@@ -30,6 +42,12 @@ locals {
   # <prefix>/YYYY-MM-DDTHHMMSSZ.dump (scripts/pg-backup's names), the instance role
   # may put there alone, and the lifecycle rule expires what is there.
   pg_dump_prefix = "pg_dump"
+  # Where pgBackRest keeps its repository in the bucket (pgbackrest.conf): the WAL
+  # archive and the nightly full backups. Only the role pg_archive may use it.
+  pg_archive_prefix = "pgbackrest"
+  # Where the host mounts its data volume (ec2.tf): DATA_DIR of
+  # docker-compose.datastores.yaml.
+  data_dir = "/srv/${var.name}"
 }
 
 resource "aws_s3_bucket" "backups" {
@@ -114,6 +132,23 @@ resource "aws_s3_bucket_lifecycle_configuration" "backups" {
   }
 
   rule {
+    id     = "pg-archive-expired-versions"
+    status = "Enabled"
+    filter {
+      prefix = "${local.pg_archive_prefix}/"
+    }
+    # pgBackRest expires what it no longer needs itself (repo1-retention-full);
+    # what it deleted or overwrote stays a noncurrent version, locked for
+    # backup_lock_days, and goes once that is over.
+    noncurrent_version_expiration {
+      noncurrent_days = var.backup_lock_days + 1
+    }
+    expiration {
+      expired_object_delete_marker = true
+    }
+  }
+
+  rule {
     id     = "abort-incomplete-uploads"
     status = "Enabled"
     filter {}
@@ -165,9 +200,47 @@ resource "aws_cloudwatch_metric_alarm" "pg_dump_missing" {
   ok_actions          = local.alarm_topic
 }
 
+# pgBackRest's nightly full backup (crawlfleet-pg-backup) puts how long it took
+# when it succeeded: none for 26 hours is an alarm, like the dump's.
+resource "aws_cloudwatch_metric_alarm" "pg_backup_missing" {
+  count               = local.host_count
+  alarm_name          = "${var.name}-pg-backup-missing"
+  alarm_description   = "[WARNING] No nightly pgBackRest full backup succeeded for 26 hours: point-in-time recovery starts from an older one and replays more WAL. journalctl -u crawlfleet-pg-backup on the host (docs/deploy.md)."
+  namespace           = local.host_metric_namespace
+  metric_name         = "PgBackupSeconds"
+  statistic           = "SampleCount"
+  period              = 3600
+  evaluation_periods  = 26
+  threshold           = 1
+  comparison_operator = "LessThanThreshold"
+  treat_missing_data  = "breaching"
+  alarm_actions       = local.alarm_topic
+  ok_actions          = local.alarm_topic
+}
+
+# The WAL archive failing (crawlfleet-pg-archive-check, every 5 minutes): what a
+# lost host would lose grows from a minute to everything since the last archived
+# segment, and pg_wal fills the data volume. 15 minutes of it, or of no check at
+# all (the host or its timer is down), is an alarm.
+resource "aws_cloudwatch_metric_alarm" "pg_archive_failing" {
+  count               = local.host_count
+  alarm_name          = "${var.name}-pg-archive-failing"
+  alarm_description   = "[CRITICAL] Postgres's WAL archive (pgBackRest to S3) has been failing for 15 minutes: a lost host would lose everything since. docker compose logs postgres on the host (docs/deploy.md runbook)."
+  namespace           = local.host_metric_namespace
+  metric_name         = "PgArchiveFailing"
+  statistic           = "Minimum"
+  period              = 300
+  evaluation_periods  = 3
+  threshold           = 1
+  comparison_operator = "GreaterThanOrEqualToThreshold"
+  treat_missing_data  = "breaching"
+  alarm_actions       = local.alarm_topic
+  ok_actions          = local.alarm_topic
+}
+
 resource "aws_dlm_lifecycle_policy" "host" {
   count              = local.host_count
-  description        = "${var.name} host volume daily"
+  description        = "${var.name} data volume daily"
   execution_role_arn = aws_iam_role.dlm[0].arn
   state              = "ENABLED"
 

@@ -7,6 +7,6 @@ resource "aws_cloudwatch_dashboard" "crawler" {
     CLOUDWATCH_NAMESPACE = var.cloudwatch_namespace
     CLUSTER_NAME         = aws_ecs_cluster.crawlfleet.name
     SERVICE_NAME         = aws_ecs_service.worker.name
-    EC2_INSTANCE_ID      = aws_instance.host.id
+    HOST_GROUP_NAME      = aws_autoscaling_group.host.name
   })
 }

@@ -69,9 +69,100 @@ data "aws_iam_policy_document" "ec2" {
   }
 
   statement {
+    sid = "AgentNamesTheGroup"
+    # The CloudWatch agent's ${aws:AutoScalingGroupName} (ec2.tf) comes from the
+    # instance's tags. DescribeTags has no resource-level permissions.
+    actions   = ["ec2:DescribeTags"]
+    resources = ["*"]
+  }
+
+  statement {
     sid       = "HandTheApiItsMetricsRole"
     actions   = ["sts:AssumeRole"]
     resources = [aws_iam_role.api_metrics.arn]
+  }
+
+  dynamic "statement" {
+    for_each = local.host_datastore ? [1] : []
+    content {
+      sid       = "HandPgBackRestItsArchiveRole"
+      actions   = ["sts:AssumeRole"]
+      resources = [aws_iam_role.pg_archive[0].arn]
+    }
+  }
+
+  # The data volume (ec2.tf): found by its tag, attached to this instance (a
+  # replaced host's volume may still show as attached to the dead one: detached
+  # by force). Only a volume with the tag, only to an instance of the host's group.
+  dynamic "statement" {
+    for_each = local.host_datastore ? [1] : []
+    content {
+      sid       = "FindTheDataVolume"
+      actions   = ["ec2:DescribeVolumes", "ec2:DescribeInstances"]
+      resources = ["*"] # Describe* has no resource-level permissions.
+    }
+  }
+  dynamic "statement" {
+    for_each = local.host_datastore ? [1] : []
+    content {
+      sid       = "AttachTheDataVolume"
+      actions   = ["ec2:AttachVolume", "ec2:DetachVolume"]
+      resources = ["arn:aws:ec2:${var.region}:${var.aws_account_id}:volume/*"]
+      condition {
+        test     = "StringEquals"
+        variable = "aws:ResourceTag/${local.data_volume_tag}"
+        values   = [var.name]
+      }
+    }
+  }
+  dynamic "statement" {
+    for_each = local.host_datastore ? [1] : []
+    content {
+      sid       = "ToTheHostsInstance"
+      actions   = ["ec2:AttachVolume", "ec2:DetachVolume"]
+      resources = ["arn:aws:ec2:${var.region}:${var.aws_account_id}:instance/*"]
+      condition {
+        test     = "StringEquals"
+        variable = "aws:ResourceTag/aws:autoscaling:groupName"
+        values   = ["${var.name}-host"]
+      }
+    }
+  }
+  # Attaching a volume encrypted with the project's key: EBS takes a grant for it.
+  dynamic "statement" {
+    for_each = local.host_datastore ? [1] : []
+    content {
+      sid       = "EbsUsesTheKeyForTheVolume"
+      actions   = ["kms:CreateGrant"]
+      resources = [aws_kms_key.crawlfleet.arn]
+      condition {
+        test     = "Bool"
+        variable = "kms:GrantIsForAWSResource"
+        values   = ["true"]
+      }
+    }
+  }
+  # Its name in the private zone (ec2.tf), that record alone.
+  dynamic "statement" {
+    for_each = local.host_datastore ? [1] : []
+    content {
+      sid       = "PointTheDatastoresNameAtItself"
+      actions   = ["route53:ChangeResourceRecordSets"]
+      resources = [aws_route53_zone.internal[0].arn]
+      condition {
+        test     = "ForAllValues:StringEquals"
+        variable = "route53:ChangeResourceRecordSetsNormalizedRecordNames"
+        values   = [local.datastores_host_name]
+      }
+    }
+  }
+  dynamic "statement" {
+    for_each = local.host_datastore ? [1] : []
+    content {
+      sid       = "PublishTheDatastoresCa"
+      actions   = ["ssm:PutParameter"]
+      resources = [aws_ssm_parameter.datastores_ca[0].arn]
+    }
   }
 
   dynamic "statement" {
@@ -98,6 +189,7 @@ data "aws_iam_policy_document" "ec2" {
       [for p in aws_ssm_parameter.secret : p.arn],
       [for p in aws_ssm_parameter.compose_file : p.arn],
       [aws_ssm_parameter.host_env.arn, aws_ssm_parameter.postgres_user.arn],
+      [for p in aws_ssm_parameter.datastores_ca : p.arn],
     )
   }
 
@@ -228,6 +320,7 @@ data "aws_iam_policy_document" "ecs_execution" {
     resources = concat(
       [aws_ssm_parameter.postgres_user.arn],
       [for name in ["postgres-password", "redis-password", "session-key", "session-key-previous"] : aws_ssm_parameter.secret[name].arn],
+      [for p in aws_ssm_parameter.datastores_ca : p.arn],
     )
   }
 
@@ -302,6 +395,66 @@ resource "aws_iam_role_policy" "flow_logs" {
   name   = "write-flow-logs"
   role   = aws_iam_role.flow_logs.id
   policy = data.aws_iam_policy_document.flow_logs.json
+}
+
+# --- pgBackRest's WAL archive (backup.tf) ------------------------------------------------
+#
+# Assumed by the host every 15 minutes for an hour (crawlfleet-pg-archive-credentials)
+# and handed to pgBackRest in the Postgres container alone: the repository's
+# prefix of the backup bucket, and the key it is encrypted with.
+
+data "aws_iam_policy_document" "pg_archive_assume" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "AWS"
+      identifiers = [aws_iam_role.ec2.arn]
+    }
+  }
+}
+
+resource "aws_iam_role" "pg_archive" {
+  count                = local.host_count
+  name                 = "${var.name}-pg-archive"
+  assume_role_policy   = data.aws_iam_policy_document.pg_archive_assume.json
+  max_session_duration = 3600
+}
+
+data "aws_iam_policy_document" "pg_archive" {
+  count = local.host_count
+
+  statement {
+    sid       = "ListTheRepository"
+    actions   = ["s3:ListBucket"]
+    resources = [aws_s3_bucket.backups[0].arn]
+    condition {
+      test     = "StringLike"
+      variable = "s3:prefix"
+      values   = [local.pg_archive_prefix, "${local.pg_archive_prefix}/*"]
+    }
+  }
+
+  statement {
+    sid = "UseTheRepository"
+    # Delete: pgBackRest's retention. With versioning and the lock that only adds
+    # a delete marker; the locked version stays (no s3:BypassGovernanceRetention,
+    # no s3:DeleteObjectVersion).
+    actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+    resources = ["${aws_s3_bucket.backups[0].arn}/${local.pg_archive_prefix}/*"]
+  }
+
+  statement {
+    sid       = "TheBucketsKey"
+    actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
+    resources = [aws_kms_key.crawlfleet.arn]
+  }
+}
+
+resource "aws_iam_role_policy" "pg_archive" {
+  count  = local.host_count
+  name   = "pgbackrest-repository"
+  role   = aws_iam_role.pg_archive[0].id
+  policy = data.aws_iam_policy_document.pg_archive[0].json
 }
 
 # --- EBS snapshots (backup.tf) ----------------------------------------------------------

@@ -26,19 +26,31 @@ locals {
   # Parameter Store (ssm.tf: postgres-user). The host's containers reach the
   # host-mode datastores by their compose names, everything else by address.
   database_env = {
-    DATABASE_HOST = local.host_datastore ? var.ec2_private_ip : aws_db_instance.postgres[0].address
+    # Host: its name in the VPC's private zone, which follows the host when it is
+    # replaced (ec2.tf), and is in its datastores' certificate.
+    DATABASE_HOST = local.host_datastore ? local.datastores_host_name : aws_db_instance.postgres[0].address
     DATABASE_PORT = "5432"
     DATABASE_NAME = "crawlfleet"
-    # Host: Postgres in a container on the VPC's private network, without TLS.
-    DATABASE_SSLMODE = local.host_datastore ? "disable" : "verify-full"
+    # TLS in both modes, the server's name checked. Host: against the host's own
+    # CA (DATABASE_SSLROOTCERT_PEM below for the tasks, a file on the host).
+    DATABASE_SSLMODE = "verify-full"
     # Always given (the image carries it), so every mode's tasks have the same names.
     DATABASE_SSLROOTCERT = local.rds_ca_bundle
   }
   redis_env = {
-    REDIS_HOST = local.host_datastore ? var.ec2_private_ip : aws_elasticache_replication_group.redis[0].primary_endpoint_address
+    REDIS_HOST = local.host_datastore ? local.datastores_host_name : aws_elasticache_replication_group.redis[0].primary_endpoint_address
     REDIS_PORT = "6379"
-    REDIS_TLS  = local.host_datastore ? "false" : "true"
+    REDIS_TLS  = "true"
   }
+  # Host: the datastores' CA, as text from Parameter Store (the host publishes it),
+  # for the tasks; it wins over DATABASE_SSLROOTCERT's file. Managed: none (RDS's
+  # bundle is in the image, ElastiCache's CA in the system roots).
+  database_ca_secrets = local.host_datastore ? [
+    { name = "DATABASE_SSLROOTCERT_PEM", valueFrom = aws_ssm_parameter.datastores_ca[0].arn },
+  ] : []
+  redis_ca_secrets = local.host_datastore ? [
+    { name = "REDIS_CA_CERT_PEM", valueFrom = aws_ssm_parameter.datastores_ca[0].arn },
+  ] : []
   # As task environment (written out, so tests/infra_agrees/ can read them).
   database_environment = [
     { name = "DATABASE_HOST", value = local.database_env.DATABASE_HOST },
@@ -79,7 +91,7 @@ locals {
       { name = "SESSION_KEY", valueFrom = aws_ssm_parameter.secret["session-key"].arn },
       ], var.session_key_previous ? [
       { name = "SESSION_KEY_PREVIOUS", valueFrom = aws_ssm_parameter.secret["session-key-previous"].arn },
-    ] : [])
+    ] : [], local.database_ca_secrets, local.redis_ca_secrets)
     portMappings = [
       { containerPort = var.worker_metrics_port, protocol = "tcp" },
     ]
@@ -111,10 +123,10 @@ locals {
     environment = concat([
       { name = "LOG_FORMAT", value = "json" },
     ], local.database_environment)
-    secrets = [
+    secrets = concat([
       { name = "DATABASE_USER", valueFrom = aws_ssm_parameter.postgres_user.arn },
       { name = "DATABASE_PASSWORD", valueFrom = aws_ssm_parameter.secret["postgres-password"].arn },
-    ]
+    ], local.database_ca_secrets)
     logConfiguration = {
       logDriver = "awslogs"
       options = {

@@ -5,7 +5,7 @@ output "api_url" {
 
 output "ssm_port_forward_command" {
   description = "Reach the api (and /ws) from your machine through Session Manager: no port is open to the internet."
-  value       = "aws ssm start-session --region ${var.region} --target ${aws_instance.host.id} --document-name AWS-StartPortForwardingSession --parameters portNumber=${local.api_port},localPortNumber=${local.api_port}"
+  value       = "aws ssm start-session --region ${var.region} --target $(${local.host_instance_command}) --document-name AWS-StartPortForwardingSession --parameters portNumber=${local.api_port},localPortNumber=${local.api_port}"
 }
 
 output "alb_dns_name" {
@@ -23,14 +23,24 @@ output "egress_ips" {
   value       = aws_eip.nat[*].public_ip
 }
 
-output "host_private_ip" {
-  description = "The EC2 host's address (private subnet, no public address)."
-  value       = aws_instance.host.private_ip
+locals {
+  # The host is whichever instance its auto-scaling group runs now.
+  host_instance_command = "aws autoscaling describe-auto-scaling-groups --region ${var.region} --auto-scaling-group-names ${aws_autoscaling_group.host.name} --query 'AutoScalingGroups[0].Instances[?LifecycleState==`InService`].InstanceId' --output text"
 }
 
-output "host_instance_id" {
-  description = "For Session Manager and Run Command (crawlfleet-deploy)."
-  value       = aws_instance.host.id
+output "host_group_name" {
+  description = "The host's auto-scaling group (one instance, replaced when it fails)."
+  value       = aws_autoscaling_group.host.name
+}
+
+output "host_instance_command" {
+  description = "Prints the host's instance id, for Session Manager and Run Command (crawlfleet-deploy): HOST=$(...)."
+  value       = local.host_instance_command
+}
+
+output "data_volume_id" {
+  description = "datastores = \"host\": the volume Postgres lives on, kept when the host is replaced; null with managed datastores."
+  value       = local.host_datastore ? aws_ebs_volume.data[0].id : null
 }
 
 output "database_host" {

@@ -26,10 +26,11 @@ locals {
   )
   # Every file crawlfleet-deploy writes into /opt/crawlfleet from git: the compose
   # files, and with Postgres on the host the script that makes its roles on first
-  # start (mounted into /docker-entrypoint-initdb.d).
+  # start (mounted into /docker-entrypoint-initdb.d), who may connect how
+  # (TLS only) and pgBackRest's settings.
   host_files = concat(
     local.compose_files,
-    local.host_datastore ? ["postgres-init.sh"] : [],
+    local.host_datastore ? ["postgres-init.sh", "postgres-hba.conf", "pgbackrest.conf", "postgres.Dockerfile"] : [],
   )
 }
 
@@ -67,6 +68,23 @@ resource "aws_ssm_parameter" "secret" {
   }
 }
 
+# The CA of the host's datastores (datastores = "host"): made by the host at its
+# first boot and kept on the data volume, published here by the host (its role may
+# put this parameter alone), read by the Fargate workers and the migrate task as
+# DATABASE_SSLROOTCERT_PEM and REDIS_CA_CERT_PEM. A certificate, not a secret.
+resource "aws_ssm_parameter" "datastores_ca" {
+  #checkov:skip=CKV2_AWS_34:A CA certificate is public; a String, so the execution role reads it without KMS.
+  count       = local.host_count
+  name        = local.datastores_ca_parameter
+  description = "The CA certificate (PEM) of the host's Postgres and Redis: put by the host at its first boot."
+  type        = "String"
+  value       = local.secret_placeholder
+
+  lifecycle {
+    ignore_changes = [value]
+  }
+}
+
 # The EC2 host's configuration, not secret and fully managed here: the compose files
 # (with host datastores also postgres-init.sh) and the non-secret half of its .env. crawlfleet-deploy on the host reads them on
 # every run, so changing them is `terraform apply` + one command on the host, with
@@ -96,7 +114,10 @@ resource "aws_ssm_parameter" "host_env" {
     "CRAWLFLEET_IMAGE=${local.image}",
     "WORKER_REPLICAS=${var.base_worker_replicas}",
     "REDIS_MAXMEMORY=${var.redis_maxmemory}",
-    "PRIVATE_BIND_IP=${var.ec2_private_ip}",
+    # The host's address changes when it is replaced: every address, which its
+    # security group narrows to the workers.
+    "PRIVATE_BIND_IP=0.0.0.0",
+    "DATA_DIR=${local.data_dir}",
     "AWS_REGION=${var.region}",
     "AWS_LOG_GROUP=${aws_cloudwatch_log_group.ec2.name}",
     "CLOUDWATCH_NAMESPACE=${var.cloudwatch_namespace}",

@@ -159,14 +159,14 @@ variable "ec2_ami" {
   default     = "resolve:ssm:/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id"
 }
 
-variable "ec2_private_ip" {
-  description = "Fixed private IP of the host, in the first private subnet: with datastores = \"host\" the Fargate workers reach Postgres and Redis there."
-  type        = string
-  default     = "10.0.2.10"
+variable "ec2_root_volume_gb" {
+  description = "Size of the host's root volume: the OS, Docker and its images (Postgres lives on the data volume)."
+  type        = number
+  default     = 30
 }
 
-variable "ec2_root_volume_gb" {
-  description = "Size of the host's root volume (with datastores = \"host\", Postgres data lives on it)."
+variable "data_volume_gb" {
+  description = "datastores = \"host\": size of the data volume Postgres lives on (gp3, kept when the host is replaced; grows online)."
   type        = number
   default     = 50
 }
@@ -189,7 +189,7 @@ variable "redis_maxmemory" {
 }
 
 variable "snapshot_retention_days" {
-  description = "datastores = \"host\": daily EBS snapshots of the host (Postgres data) kept this many days."
+  description = "datastores = \"host\": daily EBS snapshots of the data volume (Postgres) kept this many days."
   type        = number
   default     = 7
 }

@@ -28,7 +28,7 @@ PLACEHOLDERS = {
     "CLOUDWATCH_NAMESPACE": "CrawlerService",
     "CLUSTER_NAME": "crawlfleet",
     "SERVICE_NAME": "crawlfleet-worker",
-    "EC2_INSTANCE_ID": "i-0123456789abcdef0",
+    "HOST_GROUP_NAME": "crawlfleet-host",
     "DATABASE_HOST": "crawlfleet.abcdefghijkl.ap-northeast-2.rds.amazonaws.com",
     "DATABASE_SSLMODE": "verify-full",
     "REDIS_HOST": "master.crawlfleet.abcdef.apn2.cache.amazonaws.com",

@@ -80,7 +80,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Stop
             .await
             .stop_as(StopKind::Failed)?;
     }
-    let redis = queue::client(&common.redis_url, common.redis.redis_ca_cert.as_deref())
+    let redis = common
+        .redis
+        .root_cert()
+        .and_then(|root_cert| queue::client_with_root_cert(&common.redis_url, root_cert))
         .stop_as(StopKind::Config)?;
     let redis = queue::connect_client(redis)
         .await

@@ -364,7 +364,10 @@ impl Application {
             metrics_listener,
             metrics_router: metrics::router(Arc::new(gauges)),
             state,
-            redis: crate::queue::client(&common.redis_url, common.redis.redis_ca_cert.as_deref())?,
+            redis: crate::queue::client_with_root_cert(
+                &common.redis_url,
+                common.redis.root_cert()?,
+            )?,
             queue_name: common.queue_name.clone(),
             database_url: common.database_url.clone(),
             publisher: config

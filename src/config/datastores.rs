@@ -2,7 +2,11 @@
 //! or its parts, each part given overriding the URL's. Parts let a password
 //! live in one secret (`DATABASE_PASSWORD`, `REDIS_PASSWORD`) while the rest
 //! is plain configuration, and TLS be asked for by name
-//! (`DATABASE_SSLMODE=verify-full`, `REDIS_TLS=true`).
+//! (`DATABASE_SSLMODE=verify-full`, `REDIS_TLS=true`). The CA that signs a
+//! server's certificate is a file (`DATABASE_SSLROOTCERT`, `REDIS_CA_CERT`) or
+//! the PEM itself (`DATABASE_SSLROOTCERT_PEM`, `REDIS_CA_CERT_PEM`): a task
+//! whose only way in is its environment, such as a Fargate worker given the
+//! host's CA from Parameter Store.
 
 use std::path::PathBuf;
 
@@ -30,6 +34,22 @@ impl SslMode {
             SslMode::VerifyFull => "verify-full",
         }
     }
+}
+
+use crate::store::ROOT_CERT_PEM_PARAMETER;
+
+/// A CA given as text must be one: a typo, an empty parameter or a path given
+/// in its place is a configuration error now, not a TLS failure later.
+fn check_pem(name: &str, pem: &str) -> anyhow::Result<()> {
+    let pem = pem.trim();
+    if !(pem.starts_with("-----BEGIN CERTIFICATE-----")
+        && pem.ends_with("-----END CERTIFICATE-----"))
+    {
+        bail!(
+            "{name} is not a PEM certificate (-----BEGIN CERTIFICATE----- ... -----END CERTIFICATE-----)"
+        );
+    }
+    Ok(())
 }
 
 /// Postgres, as given.
@@ -74,6 +94,13 @@ pub struct DatabaseSettings {
     /// /usr/local/share/crawlfleet/rds-ca-bundle.pem).
     #[arg(long, env = "DATABASE_SSLROOTCERT")]
     pub database_sslrootcert: Option<PathBuf>,
+
+    /// The same CA as PEM text, instead of a file: when both are given, this
+    /// one (a task definition names the image's RDS bundle whatever the mode;
+    /// with the host's datastores it adds the host's CA as text). Carried to
+    /// the connection in the URL's `sslrootcert_pem` (`store::connect_options`).
+    #[arg(long, env = "DATABASE_SSLROOTCERT_PEM")]
+    pub database_sslrootcert_pem: Option<String>,
 
     /// How long a starting process waits for Postgres to answer (containers
     /// start together) before it stops with exit code 3 (default 120).
@@ -122,14 +149,19 @@ impl DatabaseSettings {
             .query_pairs()
             .filter(|(k, _)| {
                 !(self.database_sslmode.is_some() && k == "sslmode"
-                    || self.database_sslrootcert.is_some() && k == "sslrootcert")
+                    || (self.database_sslrootcert.is_some()
+                        || self.database_sslrootcert_pem.is_some())
+                        && (k == "sslrootcert" || k == ROOT_CERT_PEM_PARAMETER))
             })
             .map(|(k, v)| (k.into_owned(), v.into_owned()))
             .collect();
         if let Some(mode) = self.database_sslmode {
             query.push(("sslmode".into(), mode.as_str().into()));
         }
-        if let Some(root) = &self.database_sslrootcert {
+        if let Some(pem) = &self.database_sslrootcert_pem {
+            check_pem("DATABASE_SSLROOTCERT_PEM", pem)?;
+            query.push((ROOT_CERT_PEM_PARAMETER.into(), pem.clone()));
+        } else if let Some(root) = &self.database_sslrootcert {
             if !root.is_file() {
                 bail!(
                     "DATABASE_SSLROOTCERT {} is not a readable file",
@@ -183,6 +215,10 @@ pub struct RedisSettings {
     /// system's roots).
     #[arg(long, env = "REDIS_CA_CERT")]
     pub redis_ca_cert: Option<PathBuf>,
+
+    /// The same CA as PEM text, instead of a file: when both are given, this one.
+    #[arg(long, env = "REDIS_CA_CERT_PEM")]
+    pub redis_ca_cert_pem: Option<String>,
 }
 
 impl RedisSettings {
@@ -216,11 +252,27 @@ impl RedisSettings {
             let _ = url.set_password(Some(password));
         }
         if let Some(ca) = &self.redis_ca_cert
+            && self.redis_ca_cert_pem.is_none()
             && !ca.is_file()
         {
             bail!("REDIS_CA_CERT {} is not a readable file", ca.display());
         }
+        if let Some(pem) = &self.redis_ca_cert_pem {
+            check_pem("REDIS_CA_CERT_PEM", pem)?;
+        }
         Ok(url.into())
+    }
+
+    /// The CA that signs the Redis server's certificate, as PEM bytes, when one
+    /// is given (else the system's roots are trusted).
+    pub fn root_cert(&self) -> anyhow::Result<Option<Vec<u8>>> {
+        match (&self.redis_ca_cert_pem, &self.redis_ca_cert) {
+            (Some(pem), _) => Ok(Some(pem.clone().into_bytes())),
+            (None, Some(ca)) => std::fs::read(ca)
+                .with_context(|| format!("reading REDIS_CA_CERT {}", ca.display()))
+                .map(Some),
+            (None, None) => Ok(None),
+        }
     }
 }
 
@@ -275,6 +327,65 @@ mod tests {
                 .to_string()
                 .contains("DATABASE_SSLROOTCERT")
         );
+    }
+
+    const PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+
+    #[test]
+    fn a_ca_given_as_text_rides_in_the_url_and_must_be_a_certificate() {
+        let settings = DatabaseSettings {
+            database_sslmode: Some(SslMode::VerifyFull),
+            // A file that is not there: the text wins, the file is not looked at.
+            database_sslrootcert: Some("/nonexistent/rds-ca-bundle.pem".into()),
+            database_sslrootcert_pem: Some(PEM.into()),
+            ..database(Some("postgres://a@db.internal/c?sslrootcert=/old.pem"))
+        };
+        let url = Url::parse(&settings.resolve().unwrap()).unwrap();
+        let query: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        assert_eq!(
+            query,
+            [
+                ("sslmode".to_owned(), "verify-full".to_owned()),
+                (ROOT_CERT_PEM_PARAMETER.to_owned(), PEM.to_owned())
+            ],
+            "the files the URL and DATABASE_SSLROOTCERT named give way to the text"
+        );
+        for bad in [
+            "",
+            "/etc/ssl/ca.pem",
+            "-----BEGIN PRIVATE KEY-----\nx\n-----END PRIVATE KEY-----",
+        ] {
+            let settings = DatabaseSettings {
+                database_sslrootcert_pem: Some(bad.into()),
+                ..database(Some("postgres://a@b/c"))
+            };
+            let error = settings.resolve().unwrap_err().to_string();
+            assert!(
+                error.contains("DATABASE_SSLROOTCERT_PEM"),
+                "{bad:?}: {error}"
+            );
+        }
+        let redis = RedisSettings {
+            url: Some("rediss://h:6379".into()),
+            redis_ca_cert: Some("/nonexistent/ca.pem".into()),
+            redis_ca_cert_pem: Some(PEM.into()),
+            ..RedisSettings::default()
+        };
+        assert_eq!(redis.root_cert().unwrap(), Some(PEM.as_bytes().to_vec()));
+        let bad = RedisSettings {
+            redis_ca_cert_pem: Some("ca.pem".into()),
+            ..redis
+        };
+        assert!(
+            bad.resolve()
+                .unwrap_err()
+                .to_string()
+                .contains("REDIS_CA_CERT_PEM")
+        );
+        assert_eq!(RedisSettings::default().root_cert().unwrap(), None);
     }
 
     #[test]

@@ -62,21 +62,29 @@ impl Lane {
 /// certificate is checked against `ca` (a PEM bundle) when given, else the
 /// system's roots.
 pub fn client(redis_url: &str, ca: Option<&Path>) -> anyhow::Result<redis::Client> {
+    let root_cert = ca
+        .map(|ca| std::fs::read(ca).with_context(|| format!("reading {}", ca.display())))
+        .transpose()?;
+    client_with_root_cert(redis_url, root_cert)
+}
+
+/// [`client`] with the CA as PEM bytes (`RedisSettings::root_cert`: a file's
+/// or the text given).
+pub fn client_with_root_cert(
+    redis_url: &str,
+    root_cert: Option<Vec<u8>>,
+) -> anyhow::Result<redis::Client> {
     crate::ops::tls::use_ring_provider();
-    match ca {
+    match root_cert {
         None => redis::Client::open(redis_url).context("parsing REDIS_URL"),
-        Some(ca) => {
-            let root_cert =
-                std::fs::read(ca).with_context(|| format!("reading {}", ca.display()))?;
-            redis::Client::build_with_tls(
-                redis_url,
-                redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(root_cert),
-                },
-            )
-            .context("parsing REDIS_URL with its CA")
-        }
+        Some(root_cert) => redis::Client::build_with_tls(
+            redis_url,
+            redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(root_cert),
+            },
+        )
+        .context("parsing REDIS_URL with its CA"),
     }
 }
 

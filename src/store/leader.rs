@@ -27,7 +27,7 @@ impl Leadership {
         role: &str,
     ) -> anyhow::Result<Option<Leadership>> {
         // Named, so an operator (or a test) sees in pg_stat_activity who leads.
-        let options: PgConnectOptions = database_url.parse().context("parsing DATABASE_URL")?;
+        let options: PgConnectOptions = super::connect_options(database_url)?;
         let mut conn = options
             .application_name(&format!("crawlfleet-{role}-{}", std::process::id()))
             .connect()

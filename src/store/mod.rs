@@ -26,10 +26,44 @@ pub use schema::migrate;
 use std::time::Duration;
 
 use anyhow::Context;
-use sqlx::{PgPool, postgres::PgPoolOptions};
+use sqlx::{
+    PgPool,
+    postgres::{PgConnectOptions, PgPoolOptions},
+};
 
 /// How long [`connect`] waits for Postgres to answer, by default.
 pub const CONNECT_WAIT: Duration = Duration::from_secs(120);
+
+/// The query parameter of a resolved DATABASE_URL that carries the CA as PEM
+/// text (`DATABASE_SSLROOTCERT_PEM`; libpq has none, [`connect_options`]
+/// takes it out again).
+pub const ROOT_CERT_PEM_PARAMETER: &str = "sslrootcert_pem";
+
+/// The options sqlx connects with, from a resolved DATABASE_URL: the URL, and
+/// the CA given as text (`DATABASE_SSLROOTCERT_PEM`), which rides in the URL's
+/// `sslrootcert_pem` (libpq has no such parameter; sqlx takes it apart).
+pub fn connect_options(url: &str) -> anyhow::Result<PgConnectOptions> {
+    let parameter = ROOT_CERT_PEM_PARAMETER;
+    let mut parsed = url::Url::parse(url).context("parsing DATABASE_URL")?;
+    let pem = parsed
+        .query_pairs()
+        .find(|(k, _)| k == parameter)
+        .map(|(_, v)| v.into_owned());
+    let Some(pem) = pem else {
+        return url.parse().context("parsing DATABASE_URL");
+    };
+    let rest: Vec<(String, String)> = parsed
+        .query_pairs()
+        .filter(|(k, _)| k != parameter)
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    parsed.set_query(None);
+    if !rest.is_empty() {
+        parsed.query_pairs_mut().extend_pairs(rest);
+    }
+    let options: PgConnectOptions = parsed.as_str().parse().context("parsing DATABASE_URL")?;
+    Ok(options.ssl_root_cert_from_pem(pem.into_bytes()))
+}
 
 /// Opens the pool, retrying with backoff while Postgres is not reachable yet
 /// (containers start together; a database restart must not kill the process),
@@ -45,13 +79,14 @@ pub async fn connect_within(
     wait: Duration,
 ) -> anyhow::Result<PgPool> {
     crate::ops::tls::use_ring_provider();
+    let options = connect_options(url)?;
     let deadline = tokio::time::Instant::now() + wait;
     let mut delay = Duration::from_millis(200);
     loop {
         let result = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(10))
-            .connect(url)
+            .connect_with(options.clone())
             .await;
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         match result {

@@ -23,10 +23,13 @@ const AWS_METRICS: &[(&str, &[&str])] = &[
         "AWS/EC2",
         &[
             "CPUUtilization",
+            "StatusCheckFailed",
             "StatusCheckFailed_System",
             "StatusCheckFailed_Instance",
         ],
     ),
+    // With the group's metrics collection enabled (enabled_metrics).
+    ("AWS/AutoScaling", &["GroupInServiceInstances"]),
     (
         "AWS/RDS",
         &["CPUUtilization", "FreeStorageSpace", "DatabaseConnections"],
@@ -287,7 +290,7 @@ fn the_host_alarms_name_the_dimensions_the_agent_publishes() {
     let dimensions: Vec<&str> = dimensions.split_whitespace().collect();
     assert_eq!(
         dimensions.join(" "),
-        "{ InstanceId = aws_instance.host.id pattern = local.scheduler_process_pattern }"
+        "{ AutoScalingGroupName = aws_autoscaling_group.host.name pattern = local.scheduler_process_pattern }"
     );
     // No process and no data (agent or host down) alike are an alarm.
     assert_eq!(tf.eval(attr(alarm, "treat_missing_data")), "breaching");

@@ -38,7 +38,7 @@ fn the_host_dumps_postgres_as_scripts_pg_backup_does() {
 fn the_dumps_go_where_the_role_may_write_and_the_lifecycle_expires() {
     let tf = Terraform::load();
     assert_eq!(tf.get("local", "pg_dump_prefix"), "pg_dump");
-    let host = tf.resource("aws_instance", "host");
+    let host = tf.resource("aws_launch_template", "host");
     assert!(source(attr(host, "user_data")).contains("pg_dump_prefix = local.pg_dump_prefix"));
 
     let lifecycle = tf.resource("aws_s3_bucket_lifecycle_configuration", "backups");

@@ -8,6 +8,7 @@
 
 mod alarms;
 mod backup;
+mod durability;
 mod iam;
 mod ports;
 mod release;

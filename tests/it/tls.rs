@@ -21,8 +21,19 @@ struct Migrated {
     said: String,
 }
 
+/// How `crawlfleet migrate` is given the CA: a file, or the PEM itself (as a
+/// Fargate task gets the host's CA from Parameter Store).
+enum Ca<'a> {
+    File(&'a Path),
+    Text(&'a str),
+}
+
 /// `crawlfleet migrate` with Postgres given by parts only.
 async fn migrate(pg: &TlsPostgres, ca: &Path, check: bool) -> Migrated {
+    migrate_with(pg, Ca::File(ca), check).await
+}
+
+async fn migrate_with(pg: &TlsPostgres, ca: Ca<'_>, check: bool) -> Migrated {
     let log =
         std::env::temp_dir().join(format!("cf-migrate-{}.log", uuid::Uuid::new_v4().simple()));
     let out = std::fs::File::create(&log).unwrap();
@@ -37,10 +48,13 @@ async fn migrate(pg: &TlsPostgres, ca: &Path, check: bool) -> Migrated {
         .env("DATABASE_USER", PG_USER)
         .env("DATABASE_PASSWORD", PG_PASSWORD)
         .env("DATABASE_SSLMODE", "verify-full")
-        .env("DATABASE_SSLROOTCERT", ca)
         .stdout(out.try_clone().unwrap())
         .stderr(out)
         .kill_on_drop(true);
+    match ca {
+        Ca::File(path) => cmd.env("DATABASE_SSLROOTCERT", path),
+        Ca::Text(pem) => cmd.env("DATABASE_SSLROOTCERT_PEM", pem),
+    };
     if check {
         cmd.arg("--check");
     }
@@ -154,5 +168,56 @@ async fn the_fleet_crawls_on_postgres_and_redis_over_tls_with_their_certificates
     for secret in [PG_PASSWORD, REDIS_PASSWORD] {
         assert!(!log.contains(secret), "a password in the log: {log}");
     }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_ca_given_as_text_is_trusted_like_its_file_and_a_strangers_is_refused() {
+    let ca = TestCa::new("the host's CA");
+    let cert = ca.server_cert();
+    let pg = TlsPostgres::start(&cert, PG_PASSWORD).await;
+    let redis = TlsRedis::start(&cert, &ca, REDIS_PASSWORD).await;
+    let app = TestApp::spawn_without_browsers(Roles::default(), |_| {}).await;
+
+    let migrated = migrate_with(&pg, Ca::Text(ca.pem()), false).await;
+    assert_eq!(migrated.code, Some(0), "{}", migrated.said);
+
+    // Every role, the CA as text for both datastores beside a file of someone
+    // else's (as a task definition names the image's RDS bundle in every mode):
+    // the text wins. The api listens only once Postgres and Redis answered over
+    // TLS.
+    let stranger = TestCa::new("someone else's CA");
+    let stranger_file = CaFile::of(&stranger);
+    let as_text = |pem: &str| {
+        let mut env = tls_fleet_env(&pg, &redis, &stranger_file.path, &LOGIN);
+        env.push(("DATABASE_SSLROOTCERT_PEM", pem.to_owned()));
+        env.push(("REDIS_CA_CERT_PEM", pem.to_owned()));
+        env
+    };
+    let fleet = RoleProcess::spawn("all", &app.config, &as_text(ca.pem()));
+    let api = fleet.listening_on("api listening").await;
+    let ready = reqwest::get(format!("http://{api}/ready")).await.unwrap();
+    assert_eq!(ready.status(), 200, "{}", ready.text().await.unwrap());
+    assert_eq!(fleet.terminate(Duration::from_secs(30)).await, 0);
+
+    // Someone else's CA as text: refused, for Postgres and for Redis.
+    let refused = migrate_with(&pg, Ca::Text(stranger.pem()), true).await;
+    assert_eq!(refused.code, Some(2), "{}", refused.said);
+    assert!(
+        refused.said.to_lowercase().contains("certificate"),
+        "{}",
+        refused.said
+    );
+    let mut env = as_text(ca.pem());
+    env.retain(|(name, _)| *name != "REDIS_CA_CERT_PEM");
+    env.push(("REDIS_CA_CERT_PEM", stranger.pem().to_owned()));
+    let mut worker = RoleProcess::spawn("worker", &app.config, &env);
+    let status = tokio::time::timeout(Duration::from_secs(60), worker.child.wait())
+        .await
+        .expect("a worker that cannot trust Redis exits")
+        .unwrap();
+    assert!(!status.success());
+    let log = std::fs::read_to_string(&worker.log).unwrap();
+    assert!(log.contains("Redis"), "{log}");
     app.stop().await;
 }
