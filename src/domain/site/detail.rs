@@ -134,9 +134,7 @@ impl DetailSpec {
             DetailRead::All => true,
             DetailRead::New => false,
             DetailRead::NewOrChanged => self.list_part(&known.fields) != *list_fields,
-            DetailRead::EveryHours(hours) => {
-                now - read_at >= TimeDelta::hours(i64::from(hours))
-            }
+            DetailRead::EveryHours(hours) => now - read_at >= TimeDelta::hours(i64::from(hours)),
         }
     }
 
@@ -371,8 +369,14 @@ mod tests {
                 "detail.fields.sku.pointer",
             ),
             (json!({"read": "sometimes"}), "detail.read"),
-            (json!({"read": {"every_hours": 0}}), "detail.read.every_hours"),
-            (json!({"read": {"every_hours": "6"}}), "detail.read.every_hours"),
+            (
+                json!({"read": {"every_hours": 0}}),
+                "detail.read.every_hours",
+            ),
+            (
+                json!({"read": {"every_hours": "6"}}),
+                "detail.read.every_hours",
+            ),
             (json!({"read": {"every_hours": 6, "x": 1}}), "detail.read"),
             (json!({"read": 6}), "detail.read"),
             (json!({"render": "browser"}), "detail.render"),
@@ -391,7 +395,10 @@ mod tests {
         let spec = detail(json!({"read": {"every_hours": 6}})).unwrap();
         assert_eq!(spec.read, DetailRead::EveryHours(6));
         assert_eq!(spec.read_input(), json!({"every_hours": 6}));
-        assert_eq!(detail(json!({"read": "all"})).unwrap().read, DetailRead::All);
+        assert_eq!(
+            detail(json!({"read": "all"})).unwrap().read,
+            DetailRead::All
+        );
         let input: DetailInput =
             serde_json::from_value(json!({"url_field": "url", "fields": {"sku": {}}})).unwrap();
         let on_json = input.parse(RenderMode::Json, &list_fields()).unwrap();

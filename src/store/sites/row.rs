@@ -17,8 +17,8 @@ use crate::domain::{
     action::Step,
     paging::Paging,
     site::{
-        DetailSpec, Expectations, Extraction, FieldSpec, HtmlItems, Identity, JsonInput, Politeness, ProxyUrl,
-        SchemaType, SessionPolicy, SiteSpec, TokenPaging,
+        DetailSpec, Expectations, Extraction, FieldSpec, HtmlItems, Identity, JsonInput,
+        Politeness, ProxyUrl, SchemaType, SessionPolicy, SiteSpec, TokenPaging,
     },
 };
 
