@@ -318,3 +318,92 @@ async fn a_site_shows_its_detail_settings_as_they_were_sent() {
     assert_eq!(again["detail"], *detail);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn the_preview_shows_the_first_three_detail_pages_merged_into_their_items_and_stores_nothing()
+{
+    let app = TestApp::spawn_without_browsers(Roles::fleet(), |_| {}).await;
+    let shop = DetailShop::start().await;
+    let site = shop.site_body("previewed", "http", json!("all"));
+    let (status, preview) = app
+        .post(
+            "/api/sites/preview",
+            json!({"site": site, "keyword": "all", "pages": 2}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{preview}");
+    assert_eq!(preview["refusal"], Value::Null, "{preview}");
+    let items = preview["items"].as_array().unwrap();
+    assert_eq!(items.len(), 4, "{preview}");
+    let details = preview["details"].as_array().unwrap();
+    assert_eq!(details.len(), 3, "at most three detail pages: {preview}");
+    for (at, detail) in details.iter().enumerate() {
+        let n = at as u32 + 1;
+        assert_eq!(detail["item"], at);
+        assert_eq!(detail["url"], format!("{}/p/{n}", shop.base));
+        assert_eq!(detail["fields"]["sku"], format!("SKU-{n}"), "{detail}");
+        assert_eq!(
+            detail["raw"]["weight_kg"],
+            format!("{}", ["1.000,5 kg", "2.001,0 kg", "3.001,5 kg"][at]),
+            "{detail}"
+        );
+        shop.assert_product(&items[at]["fields"], n, 1000 * n);
+    }
+    assert_eq!(
+        items[3]["fields"].get("sku"),
+        None,
+        "the fourth item's page is not read"
+    );
+    assert_eq!(shop.all_detail_requests(), 3);
+    assert_eq!(shop.detail_requests(4), 0);
+    let (runs, items_stored): (i64, i64) =
+        sqlx::query_as("SELECT (SELECT count(*) FROM crawl_runs), (SELECT count(*) FROM items)")
+            .fetch_one(app.pool())
+            .await
+            .unwrap();
+    assert_eq!((runs, items_stored), (0, 0), "a preview stores nothing");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_browser_site_waits_for_a_detail_pages_script_and_may_read_its_detail_pages_over_http() {
+    let app = TestApp::spawn_with(Roles::fleet(), |_| {}).await;
+    let shop = DetailShop::start().await;
+    let mut in_browser = shop.site_body("detail in browser", "browser", json!("all"));
+    in_browser["detail"]["wait_for"] = json!(".in-stock");
+    in_browser["detail"]["fields"]["stock"] =
+        json!({"selector": ".in-stock", "regex": r"(\d+) left", "number": {}});
+    let mut over_http = in_browser.clone();
+    over_http["name"] = json!("detail over http");
+    over_http["detail"]["render"] = json!("http");
+    let in_browser = app.create_site(in_browser).await;
+    let over_http = app.create_site(over_http).await;
+
+    let run = app.crawl_to_completion("browser", in_browser, LIMIT).await;
+    let found = results(&app, &run).await;
+    assert_eq!(found.len(), 4, "{found:?}");
+    for n in 1..=4 {
+        let fields = &found[&format!("Product {n}")]["fields"];
+        shop.assert_product(fields, n, 1000 * n);
+        assert_eq!(
+            fields["stock"].as_f64(),
+            Some(f64::from(n)),
+            "the script ran: {fields}"
+        );
+    }
+    assert_eq!(shop.all_detail_requests(), 4);
+
+    let run = app.crawl_to_completion("http", over_http, LIMIT).await;
+    let found = results(&app, &run).await;
+    for n in 1..=4 {
+        let fields = &found[&format!("Product {n}")]["fields"];
+        shop.assert_product(fields, n, 1000 * n);
+        assert_eq!(
+            fields["stock"],
+            Value::Null,
+            "no script runs over HTTP: {fields}"
+        );
+    }
+    assert_eq!(shop.all_detail_requests(), 8);
+    app.stop().await;
+}

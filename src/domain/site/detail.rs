@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::{
+    SiteSpec,
     extraction::{
         self, Extraction, FieldInput, FieldSpec, HtmlItems, item_field_names, parse_fields,
         parse_html_field,
@@ -18,6 +19,7 @@ use super::{
     locator::CssSelector,
     render::RenderMode,
 };
+use crate::domain::paging::Paging;
 use crate::domain::{FieldError, text};
 
 /// Longest interval of `every_hours`: a year.
@@ -167,6 +169,30 @@ impl DetailSpec {
             })
             .unwrap_or_default();
         Value::Object(list)
+    }
+}
+
+impl SiteSpec {
+    /// The site as it reads its detail pages, when it has them: their
+    /// fields inside the whole page (the site's blocked selector still
+    /// meaning a refusal), no paging, no actions, in their render mode.
+    pub fn detail_page_spec(&self) -> Option<SiteSpec> {
+        let detail = self.detail.as_ref()?;
+        let blocked = match &self.extraction {
+            Extraction::Html {
+                blocked_selector, ..
+            } => blocked_selector.clone(),
+            Extraction::Json { .. } => None,
+        };
+        Some(SiteSpec {
+            render: detail.render,
+            extraction: detail.extraction(blocked),
+            paging: Paging::Numbered,
+            actions: Vec::new(),
+            expect_items: false,
+            detail: None,
+            ..self.clone()
+        })
     }
 }
 

@@ -20,10 +20,8 @@ use super::{
 };
 use crate::{
     domain::{
-        failure::Failure,
         item::PageItem,
-        paging::Paging,
-        site::{DetailSpec, Extraction, SiteSpec},
+        site::{DetailSpec, RenderMode, SiteSpec},
         value::ValueReport,
     },
     ops::metrics::metrics,
@@ -64,25 +62,9 @@ pub(super) struct WithDetails {
 impl<'c> Crawl<'c> {
     /// The crawl's detail pages, when its site has them.
     pub(super) fn detail_pages(&self) -> Option<DetailPages<'c>> {
-        let detail = self.spec.detail.as_ref()?;
-        let blocked = match &self.spec.extraction {
-            Extraction::Html {
-                blocked_selector, ..
-            } => blocked_selector.clone(),
-            Extraction::Json { .. } => None,
-        };
-        let spec = SiteSpec {
-            render: detail.render,
-            extraction: detail.extraction(blocked),
-            paging: Paging::Numbered,
-            actions: Vec::new(),
-            expect_items: false,
-            detail: None,
-            ..self.spec.clone()
-        };
         Some(DetailPages {
-            detail,
-            spec,
+            detail: self.spec.detail.as_ref()?,
+            spec: self.spec.detail_page_spec()?,
             own: None,
             read: HashMap::new(),
             requested: 0,
@@ -215,7 +197,7 @@ impl<'c> Crawl<'c> {
                 fetched
             }
         };
-        let raw = match fetched.map_err(|e| of_detail_page(e, url))? {
+        let raw = match fetched.map_err(|e| e.of_detail_page(url))? {
             Fetched::Items { items, .. } => items,
             // A detail page is judged as a first page: never past the end.
             Fetched::PastTheEnd => return Ok(Some(Value::Object(Default::default()))),
@@ -228,7 +210,7 @@ impl<'c> Crawl<'c> {
             (ctx.extract_budget, self.stuck_timeout),
         )
         .await
-        .map_err(|e| of_detail_page(read_failed(e, url), url))?;
+        .map_err(|e| read_failed(e, url).of_detail_page(url))?;
         values.merge(report);
         Ok(Some(typed.into_iter().next().map_or_else(
             || Value::Object(Default::default()),
@@ -256,26 +238,6 @@ impl<'c> Crawl<'c> {
 fn needs_own_client(spec: &SiteSpec, source: &PageSource<'_>) -> bool {
     matches!(
         (spec.render, source),
-        (
-            crate::domain::site::RenderMode::Http,
-            PageSource::Browser(_)
-        )
+        (RenderMode::Http, PageSource::Browser(_))
     )
-}
-
-/// A detail page's failure says it was one.
-fn of_detail_page(error: CrawlError, url: &Url) -> CrawlError {
-    match error {
-        CrawlError::Attempt {
-            failure,
-            broken_session,
-        } => CrawlError::Attempt {
-            failure: Failure::new(
-                failure.kind,
-                format!("detail page {url}: {}", failure.message),
-            ),
-            broken_session,
-        },
-        other => other,
-    }
 }
