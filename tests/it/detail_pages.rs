@@ -407,3 +407,21 @@ async fn a_browser_site_waits_for_a_detail_pages_script_and_may_read_its_detail_
     assert_eq!(shop.all_detail_requests(), 8);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_browser_site_whose_detail_page_over_http_fails_keeps_that_page_not_the_browsers() {
+    let app = TestApp::spawn_with(Roles::fleet(), |_| {}).await;
+    let shop = DetailShop::start().await;
+    let mut body = shop.site_body("http details fail", "browser", json!("all"));
+    body["detail"]["render"] = json!("http");
+    body["max_attempts"] = json!(1);
+    let site = app.create_site(body).await;
+    shop.fault(2, Fault::Status500(5));
+    let run = app.crawl_to_end("broken", site, LIMIT).await;
+    assert_eq!(run["state"], "failed", "{run}");
+    let detail_url = format!("{}/p/2", shop.base);
+    let (page_url, html) = evidence(&app, run["id"].as_i64().unwrap(), 1).await;
+    assert_eq!(page_url.as_deref(), Some(detail_url.as_str()));
+    assert_eq!(html.as_deref(), Some("product page broke"));
+    app.stop().await;
+}
