@@ -67,6 +67,26 @@ async fn a_run_reads_every_detail_page_once_and_each_item_holds_its_typed_detail
 }
 
 #[tokio::test]
+async fn an_item_listed_twice_has_its_detail_page_read_once_in_a_run_that_reads_all() {
+    let app = TestApp::spawn_without_browsers(Roles::fleet(), |_| {}).await;
+    let shop = DetailShop::start().await;
+    shop.list_twice(3);
+    let (_, keyword) = http_site(&app, &shop, json!("all"), json!({})).await;
+    let run = crawl(&app, keyword).await;
+    assert_eq!(run["items_found"], 5, "{run}");
+    assert_eq!(shop.detail_requests(3), 1, "read once for both listings");
+    assert_eq!(shop.all_detail_requests(), 4);
+    let listed = app.results_of_run(run["id"].as_i64().unwrap()).await;
+    for result in listed
+        .iter()
+        .filter(|r| r["fields"]["title"] == "Product 3")
+    {
+        shop.assert_product(&result["fields"], 3, 3000);
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn a_rerun_reads_only_the_detail_pages_of_new_or_changed_items() {
     let app = TestApp::spawn_without_browsers(Roles::fleet(), |_| {}).await;
     let shop = DetailShop::start().await;

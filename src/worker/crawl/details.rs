@@ -48,8 +48,6 @@ pub(super) struct DetailPages<'a> {
     own: Option<HttpClient>,
     /// What this attempt read, by item identity: an item listed twice is read once.
     read: HashMap<String, Value>,
-    /// Detail pages requested (one each, refusals tried again not counted).
-    pub requested: usize,
 }
 
 /// A list page's items with their details merged in.
@@ -67,7 +65,6 @@ impl<'c> Crawl<'c> {
             spec: self.spec.detail_page_spec()?,
             own: None,
             read: HashMap::new(),
-            requested: 0,
         })
     }
 
@@ -162,7 +159,6 @@ impl<'c> Crawl<'c> {
                 .with_max_page_bytes(ctx.bounds.page_bytes),
             );
         }
-        details.requested += 1;
         let fetched = match details.own.take() {
             Some(client) => {
                 let mut own = PageSource::Http(client);

@@ -310,6 +310,7 @@ impl Crawl<'_> {
             run_id = self.fence.run_id,
             page = crawled.page,
             count,
+            details_read = crawled.details_read.len(),
             reached_stored,
             "page stored"
         );

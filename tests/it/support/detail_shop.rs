@@ -38,6 +38,8 @@ struct Shop {
     /// List prices in cents, by product.
     prices: HashMap<u32, u32>,
     faults: HashMap<u32, Fault>,
+    /// A product listed a second time at the end of the first page (an ad).
+    twice: Option<u32>,
 }
 
 /// The shop on a loopback port of its own; stops when dropped.
@@ -53,6 +55,7 @@ impl DetailShop {
         let shop = Arc::new(Mutex::new(Shop {
             prices: (1..=PRODUCTS).map(|n| (n, 1000 * n)).collect(),
             faults: HashMap::new(),
+            twice: None,
         }));
         let requests = RequestCounts::default();
         let app = requests.count(
@@ -77,6 +80,11 @@ impl DetailShop {
     /// From now on product `n` is listed at `cents`.
     pub fn price(&self, n: u32, cents: u32) {
         self.shop.lock().unwrap().prices.insert(n, cents);
+    }
+
+    /// From now on product `n` is listed again at the end of the first page.
+    pub fn list_twice(&self, n: u32) {
+        self.shop.lock().unwrap().twice = Some(n);
     }
 
     /// From now on product `n`'s page does `fault` instead of answering.
@@ -151,9 +159,14 @@ async fn list(
     Query(query): Query<HashMap<String, String>>,
 ) -> Html<String> {
     let page: u32 = query.get("page").and_then(|p| p.parse().ok()).unwrap_or(1);
-    let prices = shop.lock().unwrap().prices.clone();
+    let (prices, twice) = {
+        let shop = shop.lock().unwrap();
+        (shop.prices.clone(), shop.twice)
+    };
+    let again = twice.filter(|_| page == 1);
     let items: String = (1..=PRODUCTS)
         .filter(|n| (n - 1) / 2 + 1 == page)
+        .chain(again)
         .map(|n| {
             let cents = prices[&n];
             format!(
