@@ -241,7 +241,32 @@ fn site_body() -> impl Strategy<Value = Value> {
                    "date": date, "default": default, "required": required,
                    "structured": structured})
             },
-        );
+        )
+        .boxed();
+    let detail = proptest::option::of(
+        (
+            prop_oneof![Just("url".to_owned()), Just("title".to_owned()), text(12)],
+            proptest::collection::btree_map(text(12), field.clone(), 0..3),
+            proptest::option::of(selector()),
+            proptest::option::of(prop_oneof![
+                Just("browser".to_owned()),
+                Just("http".to_owned()),
+                text(10)
+            ]),
+            proptest::option::of(prop_oneof![
+                Just(json!("new")),
+                Just(json!("new_or_changed")),
+                Just(json!("all")),
+                Just(json!({"every_hours": 6})),
+                any::<i64>().prop_map(|n| json!({"every_hours": n})),
+                value(),
+            ]),
+        )
+            .prop_map(|(url_field, fields, wait_for, render, read)| {
+                json!({"url_field": url_field, "fields": fields, "wait_for": wait_for,
+                       "render": render, "read": read})
+            }),
+    );
     (
         (
             text(40),
@@ -320,11 +345,13 @@ fn site_body() -> impl Strategy<Value = Value> {
                 0..24,
             )),
         ),
+        detail,
     )
         .prop_map(
             |(
                 (name, url, render, item, fields, wait),
                 (json, pages, rate, headers, proxy, extra, structured_items, paging, actions),
+                detail,
             )| {
                 let mut body = json!({
                     "name": name, "search_url": url, "render": render, "item_selector": item,
@@ -334,6 +361,9 @@ fn site_body() -> impl Strategy<Value = Value> {
                 });
                 if let Some(extra) = extra {
                     body["blocked_selector"] = extra;
+                }
+                if let Some(detail) = detail {
+                    body["detail"] = detail;
                 }
                 body
             },

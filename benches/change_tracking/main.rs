@@ -132,6 +132,7 @@ async fn run(pool: &PgPool, keyword: i64, path: Path, items: &[PageItem]) -> (Du
             items: chunk,
             item_key: None,
             stored_before: &[],
+            details_read: &[],
         };
         let started = Instant::now();
         match path {

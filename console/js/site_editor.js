@@ -86,6 +86,12 @@ export function render(root, { id }, ctx) {
       h("button", { type: "button", class: "secondary write-only", id: "add-field", onclick: () => { fields.append(fieldRow()); applyRender(); } }, "Add a field"),
       input("item_key", "item key (a field's name)", { placeholder: "sku" },
         "identifies an item without a URL from one crawl to the next (else its content does)")),
+    h("fieldset", {}, h("legend", {}, "Detail pages"),
+      h("label", { for: "site-detail" }, "each item's own page: the list field with its URL and the fields read there (JSON, empty for none)",
+        h("textarea", { id: "site-detail", name: "detail", rows: 4, dataset: { field: "detail" },
+          placeholder: '{"url_field": "link", "fields": {"sku": {"selector": ".sku"}}, "read": "new_or_changed"}' }),
+        h("span", { class: "muted" }, "fields as above (their own names); wait_for; render: browser or http; read: \"new\", \"new_or_changed\", \"all\" or {\"every_hours\": N}"),
+        h("span", { class: "field-error", dataset: { errorFor: "detail" } }))),
     h("fieldset", {}, h("legend", {}, "Paging and pace"),
       h("div", { class: "row" },
         h("label", { for: "site-paging" }, "paging",
@@ -222,6 +228,14 @@ function body(form) {
       throw Object.assign(new Error(`page actions: not JSON (${e.message})`), { field: "actions" });
     }
   }
+  let detail;
+  if (form.detail.value.trim()) {
+    try {
+      detail = JSON.parse(form.detail.value);
+    } catch (e) {
+      throw Object.assign(new Error(`detail pages: not JSON (${e.message})`), { field: "detail" });
+    }
+  }
   const headers = {};
   for (const line of form.headers.value.split("\n")) {
     if (!line.trim()) continue;
@@ -266,6 +280,7 @@ function body(form) {
     user_agent: text("user_agent"),
     headers,
     proxy: text("proxy"),
+    detail,
   };
 }
 
@@ -289,6 +304,7 @@ function fill(form, fields, site) {
   set("json.next_token", site.json?.next_token);
   set("json.token_param", site.json?.token_param);
   form.actions.value = site.actions?.length ? JSON.stringify(site.actions, null, 1) : "";
+  form.detail.value = site.detail ? JSON.stringify(site.detail, null, 1) : "";
   form.headers.value = Object.entries(site.headers || {}).map(([k, v]) => `${k}: ${v}`).join("\n");
   show(fields, Object.entries(site.fields).map(([name, spec]) => fieldRow(name, spec)));
 }
@@ -337,9 +353,11 @@ function showError(form, fallback, error, prefix) {
   if (target) {
     target.setAttribute("aria-invalid", "true");
     const message = form.querySelector(`[data-error-for="${CSS.escape(field)}"]`);
-    // A step of a list (`actions[2].selector`) is named: the list is one box.
+    // A step of a list (`actions[2].selector`) or a part of the detail
+    // pages (`detail.fields.sku.selector`) is named: each is one box.
     const named = error.field.slice(prefix.length);
-    if (message) message.textContent = named.includes("[") ? `${named}: ${error.message}` : error.message;
+    const whole = named.includes("[") || named.startsWith("detail.");
+    if (message) message.textContent = whole ? `${named}: ${error.message}` : error.message;
     target.focus();
   } else {
     fallback.textContent = error.message;

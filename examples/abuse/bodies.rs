@@ -136,6 +136,7 @@ pub async fn run(api: &Api, targets: &Targets) -> anyhow::Result<()> {
     rules::json_pointers(api, targets).await;
     rules::paging(api, targets).await;
     rules::page_actions(api, targets).await;
+    rules::detail_pages(api, targets).await;
     transforms::hostile_rules(api, targets).await;
     url_lists::hostile_lists(api, id).await;
     Ok(())

@@ -36,6 +36,9 @@ pub struct CrawledPage<'a> {
     /// Identity keys of the items an earlier completed run stored (an
     /// incremental crawl): those are stored again only if they changed.
     pub stored_before: &'a [String],
+    /// Identity keys of the items whose detail page was read for this page
+    /// (the store records when).
+    pub details_read: &'a [String],
 }
 
 impl CrawledPage<'_> {
@@ -85,6 +88,8 @@ pub struct FinalPage {
     pub item_key: Option<String>,
     /// Identity keys of its items an earlier completed run stored.
     pub stored_before: Vec<String>,
+    /// Identity keys of its items whose detail page was read.
+    pub details_read: Vec<String>,
 }
 
 impl FinalPage {
@@ -96,6 +101,7 @@ impl FinalPage {
             items: &self.items,
             item_key: self.item_key.as_deref(),
             stored_before: &self.stored_before,
+            details_read: &self.details_read,
         }
     }
 }
@@ -198,6 +204,7 @@ mod tests {
             items: std::slice::from_ref(&item),
             item_key,
             stored_before: &stored,
+            details_read: &[],
         };
         assert!(page(Some("sku")).stored_before(&item));
         assert!(!page(None).stored_before(&item), "by content: another item");

@@ -45,6 +45,28 @@ pub struct PreviewOutcome {
     pub refusal: Option<PreviewRefusal>,
     /// How long the crawl took on the worker, from taking the request.
     pub crawl_ms: u64,
+    /// The detail pages of the first items (at most
+    /// `site::PREVIEW_DETAIL_PAGES`), when the site has them; their values
+    /// are merged into those items' fields too.
+    #[serde(default)]
+    pub details: Vec<PreviewDetail>,
+}
+
+/// One detail page a preview read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreviewDetail {
+    pub url: String,
+    /// The item it is the detail page of (its index in `items`).
+    pub item: usize,
+    /// Its fields, typed by their value rules.
+    pub fields: serde_json::Value,
+    /// Its fields as the page held them (a detail field with rules only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<serde_json::Value>,
+    /// Each field whose value did not parse, and why.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors: BTreeMap<String, String>,
+    pub took_ms: u64,
 }
 
 /// One page a preview fetched.

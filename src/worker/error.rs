@@ -43,6 +43,23 @@ impl CrawlError {
         CrawlError::broken(FailureKind::BrowserCrashed, message)
     }
 
+    /// The same failure, saying it was the detail page at `url`'s.
+    pub fn of_detail_page(self, url: &url::Url) -> Self {
+        match self {
+            CrawlError::Attempt {
+                failure,
+                broken_session,
+            } => CrawlError::Attempt {
+                failure: Failure::new(
+                    failure.kind,
+                    format!("detail page {url}: {}", failure.message),
+                ),
+                broken_session,
+            },
+            other => other,
+        }
+    }
+
     /// Whether the browser session that hit this error must be replaced.
     pub fn breaks_session(&self) -> bool {
         matches!(

@@ -14,7 +14,7 @@ use url::Url;
 use super::{
     crawl::{CrawlContext, bounds::bound_page, screenshot},
     error::CrawlError,
-    extract::{StructuredListing, TypedItem, page_item, typed_for_preview},
+    extract::{RawItems, StructuredListing, TypedItem, page_item, typed_for_preview},
     fetch::{
         BrowserPage, Fetched, HttpClient, PageLimits, PageSource, prepare_for_crawl, read_failed,
     },
@@ -26,11 +26,11 @@ use crate::{
         bounds::{BoundsReport, CrawlBounds, cut_to_chars},
         failure::FailureKind,
         preview::{
-            PreviewItem, PreviewOutcome, PreviewPage, PreviewRefusal, PreviewRequest,
-            StructuredFound, StructuredItem,
+            PreviewDetail, PreviewItem, PreviewOutcome, PreviewPage, PreviewRefusal,
+            PreviewRequest, StructuredFound, StructuredItem,
         },
         robots::paced_rate,
-        site::{Extraction, NextOnPage, RenderMode, SiteSpec},
+        site::{Extraction, NextOnPage, PREVIEW_DETAIL_PAGES, RenderMode, SiteSpec},
     },
     queue::preview,
     store::sealing::{self, Sealed},
@@ -132,8 +132,15 @@ async fn crawl(ctx: &CrawlContext, request: &PreviewRequest, spec: &SiteSpec) ->
                             ctx.bounds,
                             &request.keyword,
                         ));
-                        read.pages(ctx, request, spec, &pace, &mut source, stuck_timeout)
-                            .await
+                        read.pages_and_details(
+                            ctx,
+                            request,
+                            spec,
+                            &pace,
+                            &mut source,
+                            stuck_timeout,
+                        )
+                        .await
                     }
                     Err(e) => Err(CrawlError::browser(format!("preparing the browser: {e:#}"))),
                 };
@@ -166,7 +173,7 @@ async fn crawl(ctx: &CrawlContext, request: &PreviewRequest, spec: &SiteSpec) ->
             let result = match client {
                 Ok(client) => {
                     let mut source = PageSource::Http(client);
-                    read.pages(ctx, request, spec, &pace, &mut source, stuck_timeout)
+                    read.pages_and_details(ctx, request, spec, &pace, &mut source, stuck_timeout)
                         .await
                 }
                 Err(e) => Err(e),
@@ -184,6 +191,7 @@ async fn crawl(ctx: &CrawlContext, request: &PreviewRequest, spec: &SiteSpec) ->
         screenshot_png,
         refusal: read.refusal,
         crawl_ms: started.elapsed().as_millis() as u64,
+        details: read.details,
     }
 }
 
@@ -193,9 +201,141 @@ struct Read {
     pages: Vec<PreviewPage>,
     items: Vec<PreviewItem>,
     refusal: Option<PreviewRefusal>,
+    details: Vec<PreviewDetail>,
 }
 
 impl Read {
+    /// The pages asked for, then the first items' detail pages when the
+    /// site has them and nothing stopped the pages.
+    async fn pages_and_details(
+        &mut self,
+        ctx: &CrawlContext,
+        request: &PreviewRequest,
+        spec: &SiteSpec,
+        pace: &SitePace,
+        source: &mut PageSource<'_>,
+        stuck_timeout: Duration,
+    ) -> Result<(), CrawlError> {
+        self.pages(ctx, request, spec, pace, source, stuck_timeout)
+            .await?;
+        if self.refusal.is_some() {
+            return Ok(());
+        }
+        self.details(ctx, spec, pace, source, stuck_timeout).await
+    }
+
+    /// Reads the detail pages of the first items a crawl keeps (at most
+    /// [`PREVIEW_DETAIL_PAGES`]) as a crawl does, each once: their values
+    /// shown apart and merged into their items.
+    async fn details(
+        &mut self,
+        ctx: &CrawlContext,
+        spec: &SiteSpec,
+        pace: &SitePace,
+        source: &mut PageSource<'_>,
+        stuck_timeout: Duration,
+    ) -> Result<(), CrawlError> {
+        let (Some(detail), Some(detail_spec)) = (&spec.detail, spec.detail_page_spec()) else {
+            return Ok(());
+        };
+        let wanted: Vec<(usize, Url)> = self
+            .items
+            .iter()
+            .enumerate()
+            .filter(|(_, item)| item.left_out_by.is_none())
+            .filter_map(|(at, item)| detail.url_in(&item.fields).map(|url| (at, url)))
+            .take(PREVIEW_DETAIL_PAGES)
+            .collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        // A browser site reading its detail pages over HTTP.
+        let mut own = match (detail.render, &*source) {
+            (RenderMode::Http, PageSource::Browser(_)) => Some(PageSource::Http(
+                HttpClient::new(
+                    &spec.identity,
+                    ctx.guard.clone(),
+                    stuck_timeout,
+                    SessionCookies::empty(),
+                    pace.clone(),
+                )
+                .await?
+                .with_max_page_bytes(ctx.bounds.page_bytes),
+            )),
+            _ => None,
+        };
+        let limits = PageLimits {
+            stuck_timeout,
+            extract_budget: ctx.extract_budget,
+            page_items: ctx.bounds.page_items,
+            list_structured: false,
+        };
+        for (at, url) in wanted {
+            ctx.guard.check(&url).await?;
+            if let Some(why) = ctx.robots.disallows(spec, &url, &ctx.guard).await {
+                return Err(CrawlError::failed(FailureKind::RobotsDisallowed, why));
+            }
+            pace.wait().await?;
+            let started = Instant::now();
+            let reading = match &mut own {
+                Some(own) => own,
+                None => &mut *source,
+            };
+            let fetched = reading
+                .fetch(&detail_spec, &url, 1, limits, &ctx.guard)
+                .await
+                .map_err(|e| e.of_detail_page(&url))?;
+            let raw = match fetched {
+                Fetched::Items { items, .. } => items,
+                Fetched::PastTheEnd => RawItems {
+                    items: Vec::new(),
+                    base: url.clone(),
+                },
+                Fetched::Refused {
+                    reason,
+                    retry_after,
+                    ..
+                } => {
+                    if let Err(e) = ctx.limiter.refuse(pace.key.clone(), retry_after).await {
+                        tracing::warn!(error = %e, "a preview's refusal did not pause the site");
+                    }
+                    self.refusal = Some(PreviewRefusal {
+                        kind: "blocked".to_owned(),
+                        message: reason,
+                    });
+                    return Ok(());
+                }
+            };
+            let typed = typed_for_preview(
+                raw,
+                &detail.fields,
+                ctx.bounds.field_chars,
+                (ctx.extract_budget, stuck_timeout),
+            )
+            .await
+            .map_err(|e| read_failed(e, &url).of_detail_page(&url))?;
+            let (fields, raw, errors) = match typed.into_iter().next() {
+                Some(item) => (
+                    Value::Object(item.fields),
+                    item.raw.map(|raw| cut_raw(raw, ctx.bounds.field_chars)),
+                    item.errors,
+                ),
+                None => (Value::Object(Map::new()), None, Default::default()),
+            };
+            let shown = &mut self.items[at];
+            shown.fields = detail.merge(&shown.fields, Some(&fields));
+            self.details.push(PreviewDetail {
+                url: url.to_string(),
+                item: at,
+                fields,
+                raw,
+                errors,
+                took_ms: started.elapsed().as_millis() as u64,
+            });
+        }
+        Ok(())
+    }
+
     /// Fetches the pages asked for, as a crawl would (the guard, robots.txt,
     /// the pace), but each once: a refusal ends the preview.
     async fn pages(

@@ -155,6 +155,7 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
             items: &items(5, "old"),
             item_key: None,
             stored_before: &[],
+            details_read: &[],
         },
     )
     .await
@@ -183,6 +184,7 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
             items: &items(4, "new"),
             item_key: None,
             stored_before: &[],
+            details_read: &[],
         },
     )
     .await
@@ -207,6 +209,7 @@ async fn a_retried_page_replaces_its_rows_and_a_superseded_worker_writes_nothing
                 items: &items(5, "late"),
                 item_key: None,
                 stored_before: &[],
+                details_read: &[],
             },
         )
         .await

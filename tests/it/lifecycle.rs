@@ -62,6 +62,7 @@ async fn every_fenced_move_under_a_stale_fence_changes_nothing() {
         items: &items,
         item_key: None,
         stored_before: &[],
+        details_read: &[],
     };
     let failure = Failure::new(FailureKind::Network, "boom");
     let evidence = Evidence {

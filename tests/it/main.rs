@@ -15,6 +15,7 @@ mod costly_selectors;
 mod crawl;
 mod crawl_bounds;
 mod crawl_logging;
+mod detail_pages;
 mod dispatch;
 mod faults;
 mod fleet;

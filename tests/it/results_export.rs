@@ -58,6 +58,7 @@ async fn run_with_results(app: &TestApp, keyword: i64, tag: &str) -> i64 {
                 items: &items,
                 item_key: None,
                 stored_before: &[],
+                details_read: &[],
             },
         )
         .await

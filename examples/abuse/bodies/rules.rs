@@ -1,7 +1,7 @@
 //! Bodies that read well but break a rule of the domain: schedules firing
 //! more often than once a minute (or huge, or odd), JSON pointers that
-//! are no pointers, paging that does not fit its site, and page actions
-//! out of their bounds.
+//! are no pointers, paging that does not fit its site, page actions out of
+//! their bounds, and detail pages that follow nothing or read too much.
 
 use serde_json::{Value, json};
 
@@ -312,4 +312,70 @@ pub(super) async fn page_actions(api: &Api, targets: &Targets) {
         Expect::invalid("actions"),
     )
     .await;
+}
+
+/// Detail pages that break a rule: each refused naming its part.
+pub(super) async fn detail_pages(api: &Api, targets: &Targets) {
+    let deep = format!("{}a{}", ":is(".repeat(10_000), ")".repeat(10_000));
+    let sku = json!({"sku": {"selector": ".sku"}});
+    let many: serde_json::Map<String, Value> = (0..1000)
+        .map(|n| (format!("f{n}"), json!({"selector": "b"})))
+        .collect();
+    let cases: [(&str, &str, Value); 9] = [
+        (
+            "detail.url_field",
+            "a URL field the list does not have",
+            json!({"url_field": "nope", "fields": sku}),
+        ),
+        (
+            "detail.url_field",
+            "a URL field that is no URL",
+            json!({"url_field": "title", "fields": sku}),
+        ),
+        (
+            "detail.url_field",
+            "a NUL in the URL field",
+            json!({"url_field": "li\u{0}nk", "fields": sku}),
+        ),
+        (
+            "detail.fields",
+            "1,000 detail fields",
+            json!({"url_field": "link", "fields": many}),
+        ),
+        (
+            "detail.fields.sku.selector",
+            "a selector nested 10,000 deep",
+            json!({"url_field": "link", "fields": {"sku": {"selector": deep}}}),
+        ),
+        (
+            "detail.fields.title",
+            "a detail field taking a list field's name",
+            json!({"url_field": "link", "fields": {"title": {"selector": "h1"}}}),
+        ),
+        (
+            "detail.read.every_hours",
+            "every 2^63 hours",
+            json!({"url_field": "link", "fields": sku, "read": {"every_hours": i64::MAX}}),
+        ),
+        (
+            "detail.read",
+            "a read setting of no known kind",
+            json!({"url_field": "link", "fields": sku, "read": ["all"]}),
+        ),
+        (
+            "detail.render",
+            "detail pages as a JSON API",
+            json!({"url_field": "link", "fields": sku, "render": "json"}),
+        ),
+    ];
+    for (field, what, detail) in cases {
+        let body = with(valid_site(targets), |b| b["detail"] = detail.clone());
+        post_site(
+            api,
+            &format!("detail pages, {field}: {what}"),
+            &body,
+            Expect::invalid(field),
+        )
+        .await;
+    }
 }

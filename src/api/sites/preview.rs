@@ -57,7 +57,26 @@ pub(super) struct PreviewView {
     /// or its blocked selector; not tried again), or the failure kind an
     /// attempt would have failed with (`target_refused`, `stuck`, ...).
     refusal: Option<PreviewRefusalView>,
+    /// The detail pages of the first items (at most 3), when the site has
+    /// them: each page's values, also merged into its item's `fields`.
+    details: Vec<PreviewDetailView>,
     timings: PreviewTimings,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+struct PreviewDetailView {
+    url: String,
+    /// The item it is the detail page of (its index in `items`).
+    item: usize,
+    /// The detail fields as a crawl merges them: typed by their value rules.
+    fields: serde_json::Value,
+    /// The detail fields as the page held them (only with rules).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    raw: Option<serde_json::Value>,
+    /// Each detail field whose value did not parse, and why.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    errors: BTreeMap<String, String>,
+    took_ms: u64,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -253,6 +272,18 @@ impl PreviewView {
             empty_fields: outcome.empty_fields,
             screenshot_png: outcome.screenshot_png,
             refusal: outcome.refusal.map(PreviewRefusalView::from),
+            details: outcome
+                .details
+                .into_iter()
+                .map(|detail| PreviewDetailView {
+                    url: detail.url,
+                    item: detail.item,
+                    fields: detail.fields,
+                    raw: detail.raw,
+                    errors: detail.errors,
+                    took_ms: detail.took_ms,
+                })
+                .collect(),
             timings: PreviewTimings {
                 waited_ms: total_ms.saturating_sub(outcome.crawl_ms),
                 crawl_ms: outcome.crawl_ms,

@@ -12,7 +12,7 @@ use crate::{
     domain::{
         action::{ActionInput, Step},
         paging::PagingInput,
-        site::{ExpectationsInput, FieldSpec, JsonInput, ProxyUrl, Site, Streak},
+        site::{DetailSpec, ExpectationsInput, FieldSpec, JsonInput, ProxyUrl, Site, Streak},
         value::{DateInput, NumberInput, ValueKind},
     },
     store::sites::{RunItems, SiteHealth, Window},
@@ -73,10 +73,31 @@ view! {
         headers: BTreeMap<String, String> = headers,
         /// The proxy, its user name and password shown as `***`.
         proxy: Option<String> = proxy,
+        /// Detail pages read for each item and merged into it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        detail: Option<DetailView> = spec.detail.as_ref().map(DetailView::from),
         /// When a run last saved the site's session (keep_session).
         session_saved_at: Option<DateTime<Utc>> = site.session_saved_at,
         created_at: DateTime<Utc> = site.created_at,
         updated_at: DateTime<Utc> = site.updated_at,
+    }
+}
+
+view! {
+    /// Detail pages, as a client writes them (`DetailInput`): the list field
+    /// holding each item's detail URL, the fields read there, and which
+    /// items' detail pages a run reads.
+    #[derive(Debug, Clone, Serialize, ToSchema)]
+    #[schema(as = Detail)]
+    pub struct DetailView from (detail: &DetailSpec) {} {
+        url_field: String = detail.url_field.clone(),
+        fields: BTreeMap<String, FieldView> = detail.fields.iter().map(|(name, field)| (name.clone(), field.into())).collect(),
+        #[serde(skip_serializing_if = "Option::is_none")]
+        wait_for: Option<String> = detail.wait_for.as_ref().map(|s| s.as_str().to_owned()),
+        render: String = detail.render.as_str().to_owned(),
+        /// `"new"`, `"new_or_changed"`, `"all"` or `{"every_hours": N}`.
+        #[schema(value_type = Object)]
+        read: serde_json::Value = detail.read_input(),
     }
 }
 

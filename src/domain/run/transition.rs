@@ -96,6 +96,13 @@ impl Transition {
         Transition::new(&RunState::BETWEEN_PAGES, RunState::UrlCall, attempt)
     }
 
+    /// The held run asks for an item's detail page, after its list page
+    /// came back (or between tries of a refused one): still in a call, the
+    /// stuck clock started again for the new request.
+    pub fn enter_detail_call(attempt: i32) -> Self {
+        Transition::new(&RunState::HELD, RunState::UrlCall, attempt)
+    }
+
     /// The page came back and was stored.
     pub fn store_page(attempt: i32) -> Self {
         Transition::new(&RunState::IN_CALL, RunState::CallDone, attempt)

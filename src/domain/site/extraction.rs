@@ -414,7 +414,7 @@ impl ExtractionInput {
     }
 }
 
-fn parse_fields(
+pub(super) fn parse_fields(
     inputs: BTreeMap<String, FieldInput>,
     parse: impl Fn(&str, FieldInput) -> Result<FieldSpec, FieldError>,
 ) -> Result<BTreeMap<String, FieldSpec>, FieldError> {
@@ -455,7 +455,7 @@ fn parse_fields(
 /// data (`structured`), never both; only structured data when the site's
 /// items are structured items of `item_type`; either with `link` and its
 /// value rules.
-fn parse_html_field(
+pub(super) fn parse_html_field(
     name: &str,
     mut input: FieldInput,
     item_type: Option<&SchemaType>,

@@ -1,5 +1,6 @@
 //! A crawl target: where to search, how to read the results, and how politely.
 
+mod detail;
 mod expectations;
 mod extraction;
 mod identity;
@@ -16,6 +17,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+pub use detail::{
+    DetailInput, DetailRead, DetailSpec, KnownDetail, MAX_EVERY_HOURS, PREVIEW_DETAIL_PAGES,
+};
 pub use expectations::{Expectations, ExpectationsInput, RunTally};
 pub use extraction::{
     Extraction, FieldInput, FieldSpec, HtmlItems, JsonInput, TokenPaging, item_field_names,
@@ -138,6 +142,11 @@ pub struct SiteInput {
     /// user name and password, and sending them back masked keeps them for
     /// the same proxy (scheme, host and port) only.
     pub proxy: Option<String>,
+    /// Detail pages: the list field holding each item's detail URL, the
+    /// fields read there (merged into the item), and which items' detail
+    /// pages a run reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<DetailInput>,
 }
 
 /// A stored site: the spec it passed the rules with, and its bookkeeping.
@@ -181,6 +190,8 @@ pub struct SiteSpec {
     pub respect_robots: bool,
     pub session: SessionPolicy,
     pub identity: Identity,
+    /// Detail pages read for each item, merged into it.
+    pub detail: Option<DetailSpec>,
 }
 
 impl SiteSpec {
@@ -262,6 +273,10 @@ impl SiteInput {
                 ),
             ));
         }
+        let detail = self
+            .detail
+            .map(|detail| detail.parse(render, extraction.fields()))
+            .transpose()?;
         let item_selector = extraction.structured_items().is_none();
         let paging = self
             .paging
@@ -325,6 +340,7 @@ impl SiteInput {
             respect_robots: self.respect_robots.unwrap_or(true),
             session,
             identity: Identity::parse(self.user_agent, self.headers, self.proxy)?,
+            detail,
         })
     }
 }

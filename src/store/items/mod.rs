@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
 use super::columns::decode;
-use crate::domain::{change::FieldDiff, item::IdentifiedBy};
+use crate::domain::{change::FieldDiff, item::IdentifiedBy, site::KnownDetail};
 
 /// An item as last seen.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,4 +111,34 @@ pub async fn history(
         })
         .collect();
     Ok(values)
+}
+
+/// What the store knows of the items of `keyword_id`/`site_id` with these
+/// identity keys, for deciding whose detail page a run reads: their fields
+/// and when their detail page was last read. Keys it does not know are left out.
+pub async fn known_details(
+    pool: &PgPool,
+    keyword_id: i64,
+    site_id: i64,
+    keys: &[String],
+) -> sqlx::Result<std::collections::HashMap<String, KnownDetail>> {
+    let rows = sqlx::query!(
+        r#"SELECT item_key, fields, detail_read_at FROM items
+           WHERE keyword_id = $1 AND site_id = $2 AND item_key = ANY($3)"#,
+        keyword_id,
+        site_id,
+        keys
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| {
+            let known = KnownDetail {
+                fields: row.fields,
+                detail_read_at: row.detail_read_at,
+            };
+            (row.item_key, known)
+        })
+        .collect())
 }

@@ -219,6 +219,19 @@ pub(in crate::store) async fn record_page(
     ) else {
         return Ok(None);
     };
+    if !crawled.details_read.is_empty() {
+        // Same transaction as the merged values: a detail page counts as
+        // read only once what it gave is stored.
+        sqlx::query!(
+            r#"UPDATE items SET detail_read_at = now()
+               WHERE keyword_id = $1 AND site_id = $2 AND item_key = ANY($3)"#,
+            keyword_id,
+            site_id,
+            crawled.details_read
+        )
+        .execute(&mut *conn)
+        .await?;
+    }
     Ok(Some(PageWritten {
         stored: written.stored,
         new: written.new,

@@ -116,6 +116,33 @@ pub async fn enter_url_call(
     .ok_or_else(|| fence.superseded())
 }
 
+/// Records that a detail page request is in flight (the list page's call
+/// goes on, its URL and stuck clock now the detail page's).
+pub async fn enter_detail_call(
+    pool: &PgPool,
+    fence: &Fence,
+    url: &str,
+) -> Result<CrawlRun, FenceError> {
+    let call = Transition::enter_detail_call(fence.attempt);
+    sqlx::query_as!(
+        RunRow,
+        r#"UPDATE crawl_runs
+           SET state = $4, current_url = $5, state_changed_at = now(), heartbeat_at = now()
+           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($6)
+           RETURNING *"#,
+        fence.run_id,
+        fence.attempt,
+        fence.worker_id,
+        call.to as RunState,
+        url,
+        call.from as &[RunState]
+    )
+    .fetch_optional(pool)
+    .await
+    .and_then(maybe_run)?
+    .ok_or_else(|| fence.superseded())
+}
+
 /// Whether the worker still holds the run (not cancelled, not taken over).
 pub async fn is_held(pool: &PgPool, fence: &Fence) -> sqlx::Result<bool> {
     sqlx::query_scalar!(

@@ -17,8 +17,8 @@ use crate::domain::{
     action::Step,
     paging::Paging,
     site::{
-        Expectations, Extraction, FieldSpec, HtmlItems, Identity, JsonInput, Politeness, ProxyUrl,
-        SchemaType, SessionPolicy, SiteSpec, TokenPaging,
+        DetailSpec, Expectations, Extraction, FieldSpec, HtmlItems, Identity, JsonInput,
+        Politeness, ProxyUrl, SchemaType, SessionPolicy, SiteSpec, TokenPaging,
     },
 };
 
@@ -81,6 +81,8 @@ site_row! {
         header_names: Vec<String>,
         /// Credentials masked (a proxy with credentials is sealed in full).
         proxy: Option<String>,
+        /// Detail pages, as the rules accepted them.
+        detail: Option<Json<DetailSpec>>,
     }
 }
 
@@ -122,6 +124,7 @@ impl SiteRow {
             user_agent: spec.identity.user_agent.clone(),
             header_names: spec.identity.headers.keys().cloned().collect(),
             proxy: spec.identity.proxy.as_ref().map(ProxyUrl::masked),
+            detail: spec.detail.clone().map(Json),
         }
     }
 
@@ -204,6 +207,7 @@ impl SiteRow {
                 headers: secrets.headers,
                 proxy,
             },
+            detail: self.detail.map(|Json(detail)| detail),
         })
     }
 

@@ -3,6 +3,7 @@
 //! means the attempt was taken away, and the crawl stops at once.
 
 pub(super) mod bounds;
+mod details;
 mod pages;
 pub mod robots;
 mod site_cache;
@@ -336,6 +337,7 @@ async fn crawl(ctx: &CrawlContext, claimed: &ClaimedRun) -> Result<PagesRead, Cr
             .map(|s| Duration::from_secs(s as u64))
             .unwrap_or(ctx.default_stuck_timeout),
         crawl_delay,
+        detail_evidence_kept: Default::default(),
     };
     let kept = load_session(ctx, spec, run.site_id).await?;
     let (read, ended_with) = match spec.render {
@@ -444,6 +446,9 @@ async fn crawl_in_browser(
     // A page robots.txt disallows was never loaded: nothing to keep.
     if let Err(CrawlError::Attempt { failure, .. }) = &result
         && failure.kind != FailureKind::RobotsDisallowed
+        && !crawl
+            .detail_evidence_kept
+            .load(std::sync::atomic::Ordering::Relaxed)
     {
         keep_browser_evidence(crawl, lease.session()).await;
     }

@@ -8,6 +8,7 @@
 
 use std::{
     collections::HashSet,
+    sync::atomic::AtomicBool,
     time::{Duration, Instant},
 };
 
@@ -46,6 +47,24 @@ use crate::{
     },
 };
 
+/// What a fetch is for: which write says the request is in flight, and the
+/// page number its answer is judged by (a detail page is judged as a first
+/// page: a 404 is an error, not the end of the results).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Call {
+    ListPage(i32),
+    DetailPage,
+}
+
+impl Call {
+    fn page(self) -> i32 {
+        match self {
+            Call::ListPage(page) => page,
+            Call::DetailPage => 1,
+        }
+    }
+}
+
 /// One crawl attempt's fixed facts.
 pub struct Crawl<'a> {
     pub ctx: &'a CrawlContext,
@@ -56,6 +75,9 @@ pub struct Crawl<'a> {
     pub stuck_timeout: Duration,
     /// The Crawl-delay of the search's robots.txt (a site that respects it).
     pub crawl_delay: Option<Duration>,
+    /// A failed detail page read apart from the crawl's page source kept
+    /// its own evidence (the source's page is not the one that failed).
+    pub detail_evidence_kept: AtomicBool,
 }
 
 impl Crawl<'_> {
@@ -109,6 +131,7 @@ impl Crawl<'_> {
         let mut bounded = BoundsReport::new(self.ctx.bounds);
         let mut values = ValueReport::default();
         let mut kept = 0;
+        let mut details = self.detail_pages();
         for page in 1..=self.spec.max_pages {
             self.ctx.guard.check(&url).await?;
             if let Some(stopped) = self.robots_stop(&url, page).await? {
@@ -139,6 +162,7 @@ impl Crawl<'_> {
                     item_key: self.spec.item_key.clone(),
                     stored_before: Vec::new(),
                     items: Vec::new(),
+                    details_read: Vec::new(),
                 };
                 return Ok(PagesRead::ended_on(last, PagingEnd::RepeatedPage)
                     .with_reports(bounded, values));
@@ -149,6 +173,16 @@ impl Crawl<'_> {
             let mut items = bound_page(items, fields, &self.ctx.bounds, &mut bounded);
             let run_full = bound_run(&mut items, kept, &self.ctx.bounds, &mut bounded);
             kept += items.len();
+            let details_read = match &mut details {
+                Some(details) => {
+                    let with = self
+                        .with_details(details, source, items, &mut values)
+                        .await?;
+                    items = with.items;
+                    with.read
+                }
+                None => Vec::new(),
+            };
             let stored_before = match self.spec.stop_on_seen {
                 true => self.stored_before(&items).await?,
                 false => Vec::new(),
@@ -159,6 +193,7 @@ impl Crawl<'_> {
                 items: &items,
                 item_key: self.spec.item_key.as_deref(),
                 stored_before: &stored_before,
+                details_read: &details_read,
             };
             // A newest-first feed is read up to what an earlier run stored: a
             // page of nothing new, or the page where the newest item stored
@@ -217,6 +252,7 @@ impl Crawl<'_> {
                     item_key: self.spec.item_key.clone(),
                     stored_before,
                     items,
+                    details_read,
                 };
                 return Ok(PagesRead::ended_on(last, end).with_reports(bounded, values));
             }
@@ -274,6 +310,7 @@ impl Crawl<'_> {
             run_id = self.fence.run_id,
             page = crawled.page,
             count,
+            details_read = crawled.details_read.len(),
             reached_stored,
             "page stored"
         );
@@ -316,14 +353,27 @@ impl Crawl<'_> {
         Ok(newest)
     }
 
-    /// Fetches one page within the site's fleet-wide rate limit. A refusal
-    /// pauses the site for the whole fleet and the page is tried again, up to
-    /// the run's attempt budget, before the attempt fails.
-    async fn fetch_politely(
+    /// Fetches list page `page` (see [`Crawl::fetch_paced`]).
+    pub(super) async fn fetch_politely(
         &self,
         source: &mut PageSource<'_>,
         url: &Url,
         page: i32,
+    ) -> Result<Fetched, CrawlError> {
+        self.fetch_paced(source, self.spec, url, Call::ListPage(page))
+            .await
+    }
+
+    /// Fetches one page (a list page, or a detail page read as `spec`
+    /// says) within the site's fleet-wide rate limit. A refusal pauses the
+    /// site for the whole fleet and the page is tried again, up to the
+    /// run's attempt budget, before the attempt fails.
+    pub(super) async fn fetch_paced(
+        &self,
+        source: &mut PageSource<'_>,
+        spec: &SiteSpec,
+        url: &Url,
+        call: Call,
     ) -> Result<Fetched, CrawlError> {
         let site_id = self.run.site_id;
         let site = self.site_label();
@@ -332,14 +382,22 @@ impl Crawl<'_> {
             // The run is between pages (running/call_done) while it waits: its
             // heartbeat goes on and the watchdog does not take it for stuck.
             self.pace().wait().await?;
-            let calling = persist("page start", OUTAGE_PATIENCE, || {
-                store::runs::enter_url_call(&self.ctx.pool, self.fence, url.as_str())
+            let calling = persist("page start", OUTAGE_PATIENCE, || async {
+                match call {
+                    Call::ListPage(_) => {
+                        store::runs::enter_url_call(&self.ctx.pool, self.fence, url.as_str()).await
+                    }
+                    Call::DetailPage => {
+                        store::runs::enter_detail_call(&self.ctx.pool, self.fence, url.as_str())
+                            .await
+                    }
+                }
             })
             .await?;
             self.ctx.events.run_updated(&calling).await;
             let started = Instant::now();
             let fetched = source
-                .fetch(self.spec, url, page, self.page_limits(), &self.ctx.guard)
+                .fetch(spec, url, call.page(), self.page_limits(), &self.ctx.guard)
                 .await;
             metrics()
                 .page_fetch_duration

@@ -43,6 +43,7 @@ async fn store(app: &TestApp, fence: &Fence, page: i32, items: &[PageItem]) -> (
         items,
         item_key: None,
         stored_before: &[],
+        details_read: &[],
     };
     let stored = store::runs::store_page(pool, fence, &crawled)
         .await
@@ -135,6 +136,7 @@ async fn an_item_seen_again_in_the_same_run_keeps_its_change_and_counts_once() {
         items: &[item("http://127.0.0.1/late", "$9")],
         item_key: None,
         stored_before: &[],
+        details_read: &[],
     };
     let refused = store::runs::store_page(pool, &second, &late).await;
     assert!(matches!(refused, Err(FenceError::Superseded { .. })));
@@ -266,6 +268,7 @@ async fn results_stored_before_change_tracking_become_items_the_next_run_compare
         items: &page,
         item_key: None,
         stored_before: &[],
+        details_read: &[],
     };
     let stored = store::runs::store_page(pool, &fence, &crawled)
         .await

@@ -27,6 +27,9 @@
 //! - `paged_shop`: [`PagedShop`], nine products paged by a next link, an
 //!   offset, a "load more" button and an endless scroll, a search that
 //!   repeats its page and one whose next link leads back; it counts each request.
+//! - `detail_shop`: [`DetailShop`], two list pages of products each with a
+//!   page of its own; a test moves a list price or breaks a product page,
+//!   and it counts each request.
 //! - `structured_shop`: [`StructuredShop`], a shop publishing its products
 //!   as JSON-LD, microdata and OpenGraph.
 //! - `request_counts`: [`RequestCounts`], every request a fixture server
@@ -41,6 +44,7 @@ mod action_shop;
 mod app;
 mod changing_site;
 mod console;
+mod detail_shop;
 mod faults;
 mod forward_proxy;
 mod paged_shop;
@@ -59,6 +63,7 @@ pub use action_shop::ActionShop;
 pub use app::{ON_DEMAND, Roles, TEST_SESSION_KEY, TestApp, test_config};
 pub use changing_site::{ChangingSite, Look};
 pub use console::ConsoleBrowser;
+pub use detail_shop::{DetailShop, Fault};
 pub use faults::{CuttableProxy, OwnRedis};
 pub use forward_proxy::TestProxy;
 pub use paged_shop::PagedShop;

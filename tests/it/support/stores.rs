@@ -150,6 +150,7 @@ pub async fn complete_with_one_page(pool: &PgPool, run_id: i64, url: &str, items
         items,
         item_key: None,
         stored_before: &[],
+        details_read: &[],
     };
     store::runs::store_page(pool, &fence, &page).await.unwrap();
     store::runs::complete(pool, &fence, PagesRead::new(1, PagingEnd::LastPage))
