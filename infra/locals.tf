@@ -133,6 +133,8 @@ locals {
     essential              = true
     command                = local.migrate_command
     readonlyRootFilesystem = true
+    user                   = "10001"
+    linuxParameters        = { capabilities = { drop = ["ALL"] } }
     environment = concat([
       { name = "LOG_FORMAT", value = "json" },
     ], local.database_environment)

@@ -45,6 +45,22 @@ fn the_fargate_worker_writes_only_its_ephemeral_volumes_as_uid_10001_without_cap
         assert!(container["privileged"].is_null() || container["privileged"] == json!(false));
     }
     assert_eq!(tf_worker["mountPoints"], worker["mountPoints"]);
+    // The migrate task too: it writes nothing at all.
+    let tf_migrate = tf.get("local", "migrate_container");
+    let json_migrate = &json_file("ecs/migrate-task-definition.json")["containerDefinitions"][0];
+    for container in [&tf_migrate, json_migrate] {
+        assert_eq!(
+            container["readonlyRootFilesystem"],
+            json!(true),
+            "{container}"
+        );
+        assert_eq!(container["user"], json!(UID));
+        assert_eq!(
+            container["linuxParameters"]["capabilities"]["drop"],
+            json!(["ALL"])
+        );
+        assert!(container["mountPoints"].is_null());
+    }
 
     // Where it writes is where the compose file's base worker has its tmpfs: Chrome's
     // profiles in /tmp, its settings and caches in the home folder.
