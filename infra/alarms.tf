@@ -240,6 +240,70 @@ resource "aws_cloudwatch_metric_alarm" "worker_crash_loop" {
   ok_actions          = local.alarm_topic
 }
 
+# --- releases that fail ------------------------------------------------------------------
+#
+# scripts/release stops at the first step that fails and says so on the operator's
+# terminal; these say it to the topic too, for a release left running unattended:
+# a worker deployment the circuit breaker rolled back, and a task scripts/release
+# started (the migration, the smoke) that exited non-zero.
+
+resource "aws_cloudwatch_event_rule" "deployment_failed" {
+  name        = "${var.name}-deployment-failed"
+  description = "crawlfleet worker deployments that failed (rolled back by the circuit breaker)"
+  event_pattern = jsonencode({
+    source        = ["aws.ecs"]
+    "detail-type" = ["ECS Deployment State Change"]
+    resources     = [aws_ecs_service.worker.id]
+    detail = {
+      eventName = ["SERVICE_DEPLOYMENT_FAILED"]
+    }
+  })
+}
+
+resource "aws_cloudwatch_event_target" "deployment_failed" {
+  rule      = aws_cloudwatch_event_rule.deployment_failed.name
+  target_id = "alarm-topic"
+  arn       = aws_sns_topic.alarms.arn
+
+  input_transformer {
+    input_paths = {
+      deployment = "$.detail.deploymentId"
+      reason     = "$.detail.reason"
+    }
+    input_template = "\"[CRITICAL] ${var.name}: the worker deployment <deployment> failed: <reason>. docs/deploy.md, Upgrading.\""
+  }
+}
+
+resource "aws_cloudwatch_event_rule" "release_task_failed" {
+  name        = "${var.name}-release-task-failed"
+  description = "crawlfleet release tasks (migrate, smoke) whose container exited non-zero"
+  event_pattern = jsonencode({
+    source        = ["aws.ecs"]
+    "detail-type" = ["ECS Task State Change"]
+    detail = {
+      clusterArn = [aws_ecs_cluster.crawlfleet.arn]
+      startedBy  = ["crawlfleet-release"]
+      lastStatus = ["STOPPED"]
+      containers = { exitCode = [{ numeric = [">", 0] }] }
+    }
+  })
+}
+
+resource "aws_cloudwatch_event_target" "release_task_failed" {
+  rule      = aws_cloudwatch_event_rule.release_task_failed.name
+  target_id = "alarm-topic"
+  arn       = aws_sns_topic.alarms.arn
+
+  input_transformer {
+    input_paths = {
+      exit  = "$.detail.containers[0].exitCode"
+      group = "$.detail.group"
+      task  = "$.detail.taskArn"
+    }
+    input_template = "\"[CRITICAL] ${var.name}: a release task of <group> exited with code <exit> (<task>); the release stopped there. Its logs: /${var.name}/workers.\""
+  }
+}
+
 data "aws_iam_policy_document" "alarm_topic" {
   statement {
     sid       = "AccountOwnsTheTopic"
@@ -277,7 +341,7 @@ data "aws_iam_policy_document" "alarm_topic" {
     condition {
       test     = "ArnEquals"
       variable = "aws:SourceArn"
-      values   = [aws_cloudwatch_event_rule.task_failed_to_start.arn, aws_cloudwatch_event_rule.worker_crashed.arn]
+      values   = [aws_cloudwatch_event_rule.task_failed_to_start.arn, aws_cloudwatch_event_rule.worker_crashed.arn, aws_cloudwatch_event_rule.deployment_failed.arn, aws_cloudwatch_event_rule.release_task_failed.arn]
     }
   }
 

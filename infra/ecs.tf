@@ -33,7 +33,6 @@ resource "aws_cloudwatch_log_group" "workers" {
 }
 
 resource "aws_ecs_task_definition" "worker" {
-  #checkov:skip=CKV_AWS_336:Chrome writes profiles, caches and crash dumps under /tmp and $HOME; a read-only root with a volume for each is untried, so the root stays writable (the container runs as a non-root user).
   family                   = "${var.name}-worker"
   requires_compatibilities = ["FARGATE"]
   network_mode             = "awsvpc"
@@ -42,6 +41,16 @@ resource "aws_ecs_task_definition" "worker" {
   execution_role_arn       = aws_iam_role.ecs_execution.arn
   task_role_arn            = aws_iam_role.ecs_task.arn
   container_definitions    = jsonencode([local.worker_container])
+
+  # The task's ephemeral storage, the only places the worker's root lets it write
+  # (local.worker_container's mountPoints).
+  volume {
+    name = "tmp"
+  }
+
+  volume {
+    name = "home"
+  }
 
   runtime_platform {
     operating_system_family = "LINUX"
@@ -88,8 +97,13 @@ resource "aws_ecs_service" "worker" {
     assign_public_ip = false
   }
 
+  # Application Auto Scaling owns the count; scripts/release owns the task
+  # definition the service runs: it moves the workers to a release only after the
+  # migration, the host and a smoke task of that release succeeded. An apply alone
+  # registers the new revision but never hands it to the service, so it cannot put
+  # workers ahead of the schema (docs/deploy.md, "Upgrading").
   lifecycle {
-    ignore_changes = [desired_count]
+    ignore_changes = [desired_count, task_definition]
   }
 
   depends_on = [aws_ecs_cluster_capacity_providers.crawlfleet]

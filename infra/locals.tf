@@ -68,12 +68,25 @@ locals {
   # The Fargate worker's container. Kept as an HCL object (not inline JSON) so the
   # agreement test can read it.
   worker_container = {
-    name                   = "worker"
-    image                  = local.worker_image
-    essential              = true
-    command                = local.worker_command
-    stopTimeout            = var.worker_stop_timeout_secs
-    readonlyRootFilesystem = false
+    name        = "worker"
+    image       = local.worker_image
+    essential   = true
+    command     = local.worker_command
+    stopTimeout = var.worker_stop_timeout_secs
+    # Pages of the open web run in Chrome here: nothing written but the task's
+    # ephemeral volumes (Chrome's profiles in /tmp, its settings and caches in the
+    # home folder), no capability, the image's non-root user said again. The same
+    # as the compose file's base worker; scripts/check-image runs the image so.
+    readonlyRootFilesystem = true
+    user                   = "10001"
+    linuxParameters = {
+      capabilities       = { drop = ["ALL"] }
+      initProcessEnabled = false
+    }
+    mountPoints = [
+      { sourceVolume = "tmp", containerPath = "/tmp", readOnly = false },
+      { sourceVolume = "home", containerPath = "/home/crawlfleet", readOnly = false },
+    ]
     environment = concat([
       { name = "LOG_FORMAT", value = "json" },
       { name = "WORKER_CONCURRENCY", value = tostring(var.worker_concurrency) },
@@ -120,6 +133,8 @@ locals {
     essential              = true
     command                = local.migrate_command
     readonlyRootFilesystem = true
+    user                   = "10001"
+    linuxParameters        = { capabilities = { drop = ["ALL"] } }
     environment = concat([
       { name = "LOG_FORMAT", value = "json" },
     ], local.database_environment)

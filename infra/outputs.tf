@@ -98,6 +98,11 @@ output "migrate_task_definition" {
   value       = "${aws_ecs_task_definition.migrate.family}:${aws_ecs_task_definition.migrate.revision}"
 }
 
+output "worker_task_definition" {
+  description = "The workers' newest task definition (family:revision): scripts/release smokes it, then hands it to the service."
+  value       = "${aws_ecs_task_definition.worker.family}:${aws_ecs_task_definition.worker.revision}"
+}
+
 output "migrate_network_configuration" {
   description = "--network-configuration of the migrate task's run-task: the workers' subnets and group."
   value       = "awsvpcConfiguration={subnets=[${join(",", local.worker_subnet_ids)}],securityGroups=[${aws_security_group.workers.id}],assignPublicIp=DISABLED}"

@@ -9,9 +9,11 @@
 mod alarms;
 mod backup;
 mod durability;
+mod hardening;
 mod iam;
 mod ports;
 mod release;
+mod release_script;
 mod rotation;
 mod scaling;
 mod secrets;
