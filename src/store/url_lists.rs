@@ -47,6 +47,7 @@ impl From<sqlx::Error> for WriteError {
     }
 }
 
+/// The error of a write, naming the list's name when it is taken.
 fn named(e: WriteError, spec: &UrlListSpec) -> WriteError {
     match e {
         WriteError::NameTaken(_) => WriteError::NameTaken(spec.name.clone()),
@@ -54,38 +55,28 @@ fn named(e: WriteError, spec: &UrlListSpec) -> WriteError {
     }
 }
 
+/// Stores a new list.
 pub async fn create(pool: &PgPool, spec: &UrlListSpec) -> Result<UrlList, WriteError> {
-    let mut tx = pool.begin().await?;
-    if !super::sites::missing(&mut *tx, &[spec.site_id])
-        .await?
-        .is_empty()
-    {
-        return Err(WriteError::UnknownSite(spec.site_id));
-    }
-    let id = sqlx::query_scalar!(
-        "INSERT INTO url_lists (site_id, name, schedule, timezone, jitter_secs, enabled)
-         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-        spec.site_id,
-        spec.name,
-        spec.schedule.cron().as_str(),
-        spec.schedule.zone().name(),
-        spec.schedule.jitter().secs() as i32,
-        spec.enabled
-    )
-    .fetch_one(&mut *tx)
-    .await
-    .map_err(|e| named(e.into(), spec))?;
-    let list = fetch(&mut *tx, id)
-        .await?
-        .expect("inserted in this transaction");
-    tx.commit().await?;
-    Ok(list)
+    write(pool, None, spec)
+        .await
+        .map(|list| list.expect("a new list is always written"))
 }
 
 /// Replaces a list's settings (its URLs stay); `None` when there is no such list.
 pub async fn update(
     pool: &PgPool,
     id: i64,
+    spec: &UrlListSpec,
+) -> Result<Option<UrlList>, WriteError> {
+    write(pool, Some(id), spec).await
+}
+
+/// Inserts a list (`id` None) or updates list `id` with `spec`'s settings,
+/// in one statement whose columns are written once; `None` when list `id`
+/// does not exist.
+async fn write(
+    pool: &PgPool,
+    id: Option<i64>,
     spec: &UrlListSpec,
 ) -> Result<Option<UrlList>, WriteError> {
     let mut tx = pool.begin().await?;
@@ -95,10 +86,15 @@ pub async fn update(
     {
         return Err(WriteError::UnknownSite(spec.site_id));
     }
-    let found = sqlx::query_scalar!(
-        "UPDATE url_lists SET site_id = $2, name = $3, schedule = $4, timezone = $5,
-                jitter_secs = $6, enabled = $7, updated_at = now()
-         WHERE id = $1 RETURNING id",
+    let written = sqlx::query_scalar!(
+        r#"WITH changed AS (
+               UPDATE url_lists SET site_id = $2, name = $3, schedule = $4, timezone = $5,
+                      jitter_secs = $6, enabled = $7, updated_at = now()
+               WHERE id = $1 RETURNING id),
+           created AS (
+               INSERT INTO url_lists (site_id, name, schedule, timezone, jitter_secs, enabled)
+               SELECT $2, $3, $4, $5, $6, $7 WHERE $1::bigint IS NULL RETURNING id)
+           SELECT id AS "id!" FROM changed UNION ALL SELECT id FROM created"#,
         id,
         spec.site_id,
         spec.name,
@@ -110,9 +106,9 @@ pub async fn update(
     .fetch_optional(&mut *tx)
     .await
     .map_err(|e| named(e.into(), spec))?;
-    if found.is_none() {
+    let Some(id) = written else {
         return Ok(None);
-    }
+    };
     let list = fetch(&mut *tx, id).await?;
     tx.commit().await?;
     Ok(list)
@@ -147,6 +143,16 @@ async fn select(
 
 pub async fn get(pool: &PgPool, id: i64) -> sqlx::Result<Option<UrlList>> {
     fetch(pool, id).await
+}
+
+/// Whether list `id` exists (without counting its URLs, as `get` does).
+pub async fn exists(pool: &PgPool, id: i64) -> sqlx::Result<bool> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM url_lists WHERE id = $1) AS "exists!""#,
+        id
+    )
+    .fetch_one(pool)
+    .await
 }
 
 /// Every list, or a site's only.

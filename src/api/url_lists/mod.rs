@@ -18,6 +18,7 @@ use super::{
     page_limit,
 };
 use crate::{
+    api::view::view,
     domain::{FieldError, url_list::UrlListInput},
     store::{
         self,
@@ -140,7 +141,7 @@ async fn entries(
         message: "cursor is not one this API returned".into(),
         field: Some("cursor".into()),
     })?;
-    if store::url_lists::get(&state.pool, id).await?.is_none() {
+    if !store::url_lists::exists(&state.pool, id).await? {
         return Err(ApiError::not_found("URL list", id));
     }
     let rows = store::url_lists::entries(&state.pool, id, after, limit).await?;
@@ -154,33 +155,11 @@ async fn entries(
     }))
 }
 
-/// A stored URL list, as the API shows it.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = UrlList)]
-pub struct UrlListView {
-    pub id: i64,
-    pub site_id: i64,
-    pub name: String,
-    pub schedule: String,
-    pub timezone: String,
-    pub jitter_secs: i32,
-    pub enabled: bool,
-    /// URLs in the list.
-    pub urls: i64,
-    /// URLs read since the period began (`period_started_at`).
-    pub read_in_period: i64,
-    /// The nominal time of the latest fire; null before the first.
-    pub period_started_at: Option<DateTime<Utc>>,
-    /// The next 5 fires (UTC, jitter included); empty while disabled.
-    pub next_fire_times: Vec<DateTime<Utc>>,
-    /// The same times on the list's clocks.
-    pub next_fire_times_local: Vec<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
-impl From<UrlList> for UrlListView {
-    fn from(from: UrlList) -> Self {
+view! {
+    /// A stored URL list, as the API shows it (its next fire times count from now).
+    #[derive(Debug, Clone, Serialize, ToSchema)]
+    #[schema(as = UrlList)]
+    pub struct UrlListView from (from: UrlList) {
         let (next_fire_times, next_fire_times_local) = next_fire_times(
             from.id,
             from.enabled,
@@ -188,43 +167,38 @@ impl From<UrlList> for UrlListView {
             &from.timezone,
             from.jitter_secs,
         );
-        UrlListView {
-            next_fire_times,
-            next_fire_times_local,
-            id: from.id,
-            site_id: from.site_id,
-            name: from.name,
-            schedule: from.schedule,
-            timezone: from.timezone,
-            jitter_secs: from.jitter_secs,
-            enabled: from.enabled,
-            urls: from.urls,
-            read_in_period: from.read_in_period,
-            period_started_at: from.last_fired_at,
-            created_at: from.created_at,
-            updated_at: from.updated_at,
-        }
+    } {
+        id: i64 = from.id,
+        site_id: i64 = from.site_id,
+        name: String = from.name,
+        schedule: String = from.schedule,
+        timezone: String = from.timezone,
+        jitter_secs: i32 = from.jitter_secs,
+        enabled: bool = from.enabled,
+        /// URLs in the list.
+        urls: i64 = from.urls,
+        /// URLs read since the period began (`period_started_at`).
+        read_in_period: i64 = from.read_in_period,
+        /// The nominal time of the latest fire; null before the first.
+        period_started_at: Option<DateTime<Utc>> = from.last_fired_at,
+        /// The next 5 fires (UTC, jitter included); empty while disabled.
+        next_fire_times: Vec<DateTime<Utc>> = next_fire_times,
+        /// The same times on the list's clocks.
+        next_fire_times_local: Vec<String> = next_fire_times_local,
+        created_at: DateTime<Utc> = from.created_at,
+        updated_at: DateTime<Utc> = from.updated_at,
     }
 }
 
-/// One URL of a list.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = UrlEntry)]
-pub struct UrlEntryView {
-    pub url: String,
-    /// Where the URL stands in the list (its line in the upload that placed it).
-    pub line: i32,
-    pub added_at: DateTime<Utc>,
-    pub last_read_at: Option<DateTime<Utc>>,
-}
-
-impl From<Entry> for UrlEntryView {
-    fn from(from: Entry) -> Self {
-        UrlEntryView {
-            url: from.url,
-            line: from.line,
-            added_at: from.added_at,
-            last_read_at: from.last_read_at,
-        }
+view! {
+    /// One URL of a list.
+    #[derive(Debug, Clone, Serialize, ToSchema)]
+    #[schema(as = UrlEntry)]
+    pub struct UrlEntryView from (from: Entry) {} {
+        url: String = from.url,
+        /// Where the URL stands in the list (its line in the upload that placed it).
+        line: i32 = from.line,
+        added_at: DateTime<Utc> = from.added_at,
+        last_read_at: Option<DateTime<Utc>> = from.last_read_at,
     }
 }

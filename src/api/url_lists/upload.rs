@@ -91,7 +91,7 @@ async fn write(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
         .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("text/plain"));
-    if store::url_lists::get(&state.pool, id).await?.is_none() {
+    if !store::url_lists::exists(&state.pool, id).await? {
         return Err(ApiError::not_found("URL list", id));
     }
     if !is_text {
