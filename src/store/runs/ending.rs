@@ -3,13 +3,14 @@
 //! leave, closing the attempt's record: completed, failed (retried or not,
 //! by the failure's kind), or handed back by a draining worker. A run that
 //! ends completed or failed records its webhook events in the same
-//! transaction.
+//! transaction (`raised::record_ending`).
 
 use sqlx::{PgConnection, PgPool};
 
 use super::{
     fenced::{Fence, FenceError},
     health,
+    raised::{record_ending, record_events},
     row::{RunRow, maybe_run, run_row},
 };
 use crate::{
@@ -19,12 +20,8 @@ use crate::{
         page::PagesRead,
         run::{AttemptOutcome, CrawlRun, RunState, SiteTransition, Transition},
         site::{Expectations, RunTally},
-        webhook::{WebhookEvent, WebhookEventType},
     },
-    store::{
-        items::tracking::{record_page, settle},
-        webhooks,
-    },
+    store::items::tracking::{record_page, settle},
 };
 
 /// A completed run and what it found changed.
@@ -342,89 +339,6 @@ pub async fn release(pool: &PgPool, fence: &Fence) -> Result<CrawlRun, FenceErro
     .await?;
     tx.commit().await?;
     Ok(run)
-}
-
-/// Records the webhook events of a run that just ended completed or failed
-/// (a retried attempt is no event), inside the transaction that ended it, so
-/// each exists if and only if the ending does: `run.completed` or
-/// `run.failed`; `run.degraded`; `site.blocked` or `site.recovered` when the
-/// run changed that; `items.new`, `items.changed`, `items.removed` with what
-/// the run found.
-async fn record_ending(
-    tx: &mut PgConnection,
-    run: &CrawlRun,
-    changes: Option<&ChangeSummary>,
-    site: Option<SiteTransition>,
-) -> sqlx::Result<()> {
-    if WebhookEventType::raised_by(run.state, run.health.as_ref(), site, changes).is_empty() {
-        return Ok(());
-    }
-    // Most fleets have no endpoint, or none on: then every run ends with
-    // this one look at a tiny table, not a lookup per event.
-    let listened = sqlx::query_scalar!(
-        r#"SELECT EXISTS (SELECT 1 FROM webhooks WHERE enabled) AS "listened!""#
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-    if !listened {
-        return Ok(());
-    }
-    record_events(tx, run, changes, site).await
-}
-
-/// [`record_ending`] once it is known that an endpoint listens: the events
-/// [`WebhookEventType::raised_by`] names, each built by its payload.
-async fn record_events(
-    tx: &mut PgConnection,
-    run: &CrawlRun,
-    changes: Option<&ChangeSummary>,
-    site: Option<SiteTransition>,
-) -> sqlx::Result<()> {
-    let raised = WebhookEventType::raised_by(run.state, run.health.as_ref(), site, changes);
-    if raised.is_empty() {
-        return Ok(());
-    }
-    let names = sqlx::query!(
-        "SELECT k.keyword, s.name FROM keywords k, sites s WHERE k.id = $1 AND s.id = $2",
-        run.keyword_id,
-        run.site_id
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-    let (keyword, site_name) = (names.keyword.as_str(), names.name.as_str());
-    let links = &webhooks::ApiLinks;
-    let items = changes
-        .map(|changes| WebhookEvent::items_found(run, keyword, site_name, changes, links))
-        .unwrap_or_default();
-    let mut events = Vec::with_capacity(raised.len());
-    for event_type in raised {
-        match event_type {
-            WebhookEventType::RunCompleted | WebhookEventType::RunFailed => events.push(
-                WebhookEvent::run_ended(event_type, run, keyword, site_name, links),
-            ),
-            WebhookEventType::RunDegraded => {
-                events.push(WebhookEvent::run_degraded(run, keyword, site_name, links))
-            }
-            WebhookEventType::SiteBlocked | WebhookEventType::SiteRecovered => {
-                let blocked = event_type == WebhookEventType::SiteBlocked;
-                events.push(WebhookEvent::site_changed(
-                    blocked, run, keyword, site_name, links,
-                ));
-            }
-            WebhookEventType::ItemsNew
-            | WebhookEventType::ItemsChanged
-            | WebhookEventType::ItemsRemoved => events.extend(
-                items
-                    .iter()
-                    .filter(|event| event.event_type == event_type)
-                    .cloned(),
-            ),
-        }
-    }
-    for event in &events {
-        webhooks::record(tx, event).await?;
-    }
-    Ok(())
 }
 
 /// Closes the open attempt record of a fence.

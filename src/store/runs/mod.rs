@@ -9,6 +9,7 @@ mod ending;
 mod evidence;
 mod fenced;
 mod health;
+mod raised;
 pub(super) mod row;
 mod scheduled;
 
