@@ -13,6 +13,7 @@ use super::{
     parse_cursor,
 };
 use crate::{
+    api::view::view,
     domain::{change::FieldDiff, item::IdentifiedBy},
     store::{
         self,
@@ -26,29 +27,31 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(history))
 }
 
-/// An item as last seen.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = Item)]
-pub struct ItemView {
-    pub id: i64,
-    pub keyword_id: i64,
-    pub site_id: i64,
-    /// What identifies it: `url`, `key` (the site's `item_key` field) or
-    /// `content` (any change makes another item).
-    pub identified_by: IdentifiedByView,
-    /// Its identity: the URL, `key:` and the key field's value, or the hash
-    /// of its content.
-    pub item_key: String,
-    pub item_url: Option<String>,
-    #[schema(value_type = Object)]
-    pub fields: serde_json::Value,
-    pub content_hash: String,
-    pub first_seen_at: DateTime<Utc>,
-    pub last_seen_at: DateTime<Utc>,
-    /// When it was first seen with its current fields.
-    pub last_changed_at: DateTime<Utc>,
-    /// When a run that read every page did not find it; null while it is there.
-    pub removed_at: Option<DateTime<Utc>>,
+view! {
+    /// An item as last seen.
+    #[derive(Debug, Clone, Serialize, ToSchema)]
+    #[schema(as = Item)]
+    pub struct ItemView from (item: Item) {} {
+        id: i64 = item.id,
+        keyword_id: i64 = item.keyword_id,
+        site_id: i64 = item.site_id,
+        /// What identifies it: `url`, `key` (the site's `item_key` field) or
+        /// `content` (any change makes another item).
+        identified_by: IdentifiedByView = item.identified_by.into(),
+        /// Its identity: the URL, `key:` and the key field's value, or the hash
+        /// of its content.
+        item_key: String = item.item_key,
+        item_url: Option<String> = item.item_url,
+        #[schema(value_type = Object)]
+        fields: serde_json::Value = item.fields,
+        content_hash: String = item.content_hash,
+        first_seen_at: DateTime<Utc> = item.first_seen_at,
+        last_seen_at: DateTime<Utc> = item.last_seen_at,
+        /// When it was first seen with its current fields.
+        last_changed_at: DateTime<Utc> = item.last_changed_at,
+        /// When a run that read every page did not find it; null while it is there.
+        removed_at: Option<DateTime<Utc>> = item.removed_at,
+    }
 }
 
 /// How an item is identified.
@@ -71,53 +74,23 @@ impl From<IdentifiedBy> for IdentifiedByView {
     }
 }
 
-impl From<Item> for ItemView {
-    fn from(item: Item) -> Self {
-        ItemView {
-            id: item.id,
-            keyword_id: item.keyword_id,
-            site_id: item.site_id,
-            identified_by: item.identified_by.into(),
-            item_key: item.item_key,
-            item_url: item.item_url,
-            fields: item.fields,
-            content_hash: item.content_hash,
-            first_seen_at: item.first_seen_at,
-            last_seen_at: item.last_seen_at,
-            last_changed_at: item.last_changed_at,
-            removed_at: item.removed_at,
-        }
-    }
-}
-
-/// One value an item had, and since when.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = ItemValue)]
-pub struct ItemValueView {
-    pub id: i64,
-    /// The run that first saw the item with it.
-    pub run_id: Option<i64>,
-    #[schema(value_type = Object)]
-    pub fields: serde_json::Value,
-    pub content_hash: String,
-    /// When the item was first seen with it.
-    pub seen_at: DateTime<Utc>,
-    /// What differs from the value before it (`{field: {old, new}}`); null
-    /// for the item's first value.
-    #[schema(value_type = Option<Object>)]
-    pub diff: Option<FieldDiff>,
-}
-
-impl From<ItemValue> for ItemValueView {
-    fn from(value: ItemValue) -> Self {
-        ItemValueView {
-            id: value.id,
-            run_id: value.run_id,
-            fields: value.fields,
-            content_hash: value.content_hash,
-            seen_at: value.seen_at,
-            diff: value.diff,
-        }
+view! {
+    /// One value an item had, and since when.
+    #[derive(Debug, Clone, Serialize, ToSchema)]
+    #[schema(as = ItemValue)]
+    pub struct ItemValueView from (value: ItemValue) {} {
+        id: i64 = value.id,
+        /// The run that first saw the item with it.
+        run_id: Option<i64> = value.run_id,
+        #[schema(value_type = Object)]
+        fields: serde_json::Value = value.fields,
+        content_hash: String = value.content_hash,
+        /// When the item was first seen with it.
+        seen_at: DateTime<Utc> = value.seen_at,
+        /// What differs from the value before it (`{field: {old, new}}`); null
+        /// for the item's first value.
+        #[schema(value_type = Option<Object>)]
+        diff: Option<FieldDiff> = value.diff,
     }
 }
 

@@ -16,6 +16,7 @@ use super::{
     page_limit, parse_cursor,
 };
 use crate::{
+    api::view::view,
     domain::change::{Change, FieldDiff},
     store::{
         self,
@@ -110,35 +111,37 @@ async fn list(
     ))
 }
 
-/// One extracted item, as the API shows it.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = CrawlResult)]
-pub struct CrawlResultView {
-    pub id: i64,
-    pub run_id: i64,
-    pub keyword_id: i64,
-    pub site_id: i64,
-    pub page: i32,
-    pub position: i32,
-    pub page_url: String,
-    pub item_url: Option<String>,
-    #[schema(value_type = Object)]
-    pub fields: serde_json::Value,
-    pub content_hash: String,
-    pub fetched_at: DateTime<Utc>,
-    /// When any run of this keyword/site first saw the item.
-    pub first_seen_at: DateTime<Utc>,
-    /// When a run last saw it.
-    pub last_seen_at: DateTime<Utc>,
-    /// The item (see `/api/items/{id}`); null on results stored before
-    /// change tracking.
-    pub item_id: Option<i64>,
-    /// What the item was to the run (null before change tracking).
-    pub change: Option<ChangeView>,
-    /// `changed`: each changed field's old and new value,
-    /// `{"price": {"old": "$5.99", "new": "$6.49"}}`.
-    #[schema(value_type = Option<Object>)]
-    pub diff: Option<FieldDiff>,
+view! {
+    /// One extracted item, as the API shows it.
+    #[derive(Debug, Clone, Serialize, ToSchema)]
+    #[schema(as = CrawlResult)]
+    pub struct CrawlResultView from (from: CrawlResult) {} {
+        id: i64 = from.id,
+        run_id: i64 = from.run_id,
+        keyword_id: i64 = from.keyword_id,
+        site_id: i64 = from.site_id,
+        page: i32 = from.page,
+        position: i32 = from.position,
+        page_url: String = from.page_url,
+        item_url: Option<String> = from.item_url,
+        #[schema(value_type = Object)]
+        fields: serde_json::Value = from.fields,
+        content_hash: String = from.content_hash,
+        fetched_at: DateTime<Utc> = from.fetched_at,
+        /// When any run of this keyword/site first saw the item.
+        first_seen_at: DateTime<Utc> = from.first_seen_at,
+        /// When a run last saw it.
+        last_seen_at: DateTime<Utc> = from.last_seen_at,
+        /// The item (see `/api/items/{id}`); null on results stored before
+        /// change tracking.
+        item_id: Option<i64> = from.item_id,
+        /// What the item was to the run (null before change tracking).
+        change: Option<ChangeView> = from.change.map(ChangeView::from),
+        /// `changed`: each changed field's old and new value,
+        /// `{"price": {"old": "$5.99", "new": "$6.49"}}`.
+        #[schema(value_type = Option<Object>)]
+        diff: Option<FieldDiff> = from.diff,
+    }
 }
 
 /// What an item was to a run: `new` (not stored for its keyword/site
@@ -161,29 +164,6 @@ impl From<Change> for ChangeView {
             Change::Changed => ChangeView::Changed,
             Change::Unchanged => ChangeView::Unchanged,
             Change::Removed => ChangeView::Removed,
-        }
-    }
-}
-
-impl From<CrawlResult> for CrawlResultView {
-    fn from(from: CrawlResult) -> Self {
-        CrawlResultView {
-            id: from.id,
-            run_id: from.run_id,
-            keyword_id: from.keyword_id,
-            site_id: from.site_id,
-            page: from.page,
-            position: from.position,
-            page_url: from.page_url,
-            item_url: from.item_url,
-            fields: from.fields,
-            content_hash: from.content_hash,
-            fetched_at: from.fetched_at,
-            first_seen_at: from.first_seen_at,
-            last_seen_at: from.last_seen_at,
-            item_id: from.item_id,
-            change: from.change.map(ChangeView::from),
-            diff: from.diff,
         }
     }
 }
