@@ -96,24 +96,7 @@ pub async fn enter_url_call(
     fence: &Fence,
     url: &str,
 ) -> Result<CrawlRun, FenceError> {
-    let call = Transition::enter_url_call(fence.attempt);
-    sqlx::query_as!(
-        RunRow,
-        r#"UPDATE crawl_runs
-           SET state = $4, current_url = $5, state_changed_at = now(), heartbeat_at = now()
-           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($6)
-           RETURNING *"#,
-        fence.run_id,
-        fence.attempt,
-        fence.worker_id,
-        call.to as RunState,
-        url,
-        call.from as &[RunState]
-    )
-    .fetch_optional(pool)
-    .await
-    .and_then(maybe_run)?
-    .ok_or_else(|| fence.superseded())
+    enter_call(pool, fence, url, Transition::enter_url_call(fence.attempt)).await
 }
 
 /// Records that a detail page request is in flight (the list page's call
@@ -123,7 +106,22 @@ pub async fn enter_detail_call(
     fence: &Fence,
     url: &str,
 ) -> Result<CrawlRun, FenceError> {
-    let call = Transition::enter_detail_call(fence.attempt);
+    enter_call(
+        pool,
+        fence,
+        url,
+        Transition::enter_detail_call(fence.attempt),
+    )
+    .await
+}
+
+/// Applies a call's transition: the run on `url`, its stuck clock restarted.
+async fn enter_call(
+    pool: &PgPool,
+    fence: &Fence,
+    url: &str,
+    call: Transition,
+) -> Result<CrawlRun, FenceError> {
     sqlx::query_as!(
         RunRow,
         r#"UPDATE crawl_runs
