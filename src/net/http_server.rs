@@ -286,3 +286,6 @@ pub fn raise_open_files_limit() -> u64 {
     }
     limit.rlim_cur
 }
+
+#[cfg(test)]
+mod tests;

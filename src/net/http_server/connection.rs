@@ -66,7 +66,12 @@ impl Connection {
                 None => std::future::pending().await,
             }
         };
+        // The connection first: when it was given up before its task first
+        // ran, a request head already in the socket is read and served (a
+        // client's request must not lose to its own client's flood because
+        // the task was late), and only a connection serving nothing closes.
         tokio::select! {
+            biased;
             _ = connection.as_mut() => return,
             _ = shutdown.cancelled() => {}
             _ = idle_watch => {
