@@ -1,48 +1,12 @@
 // A site's editor: the form, with each error the API names shown beside its
-// field; "Test this site" beside it (a worker crawls page 1, or 1 and 2, and
-// shows what it found); and, for a stored site, how it is doing.
+// field; "Test this site" beside it (`site_preview.js`); and, for a stored
+// site, how it is doing. Its detail pages are `site_detail.js`.
 
 import { get, post, put, del } from "./api.js";
 import { h, show, ago, time, percent, sparkline, failure, healthBadge } from "./dom.js";
-
-/** The form's inputs, each named as the API names the field (error `field`). */
-function input(field, label, attributes = {}, hint) {
-  const id = `site-${field.replace(/\W/g, "-")}`;
-  return h("label", { for: id }, label,
-    h("input", { id, name: field, dataset: { field }, ...attributes }),
-    hint ? h("span", { class: "muted" }, hint) : null,
-    h("span", { class: "field-error", dataset: { errorFor: field }, role: "alert" }));
-}
-
-function check(field, label) {
-  const id = `site-${field.replace(/\W/g, "-")}`;
-  return h("label", { class: "check", for: id }, h("input", { id, type: "checkbox", name: field, dataset: { field } }), label);
-}
-
-/** A field's value rules (README "Typed values"), edited as one JSON object. */
-const RULE_KEYS = ["whitespace", "regex", "all", "number", "date", "default", "required"];
-
-function rulesOf(spec) {
-  const rules = Object.fromEntries(RULE_KEYS.filter((k) => spec[k] !== undefined).map((k) => [k, spec[k]]));
-  return Object.keys(rules).length ? JSON.stringify(rules) : "";
-}
-
-function fieldRow(name = "", spec = {}) {
-  const row = h("fieldset", { class: "field-row", dataset: { fieldRow: "" } },
-    h("legend", {}, "Field"),
-    h("div", { class: "row" },
-      h("label", {}, "name", h("input", { class: "field-name", value: name, required: true, "aria-label": "field name" })),
-      h("label", { class: "html-only" }, "CSS selector", h("input", { class: "field-selector", value: spec.selector ?? "" })),
-      h("label", { class: "html-only" }, "attribute (else the text)", h("input", { class: "field-attr", value: spec.attr ?? "" })),
-      h("label", { class: "html-only" }, "or a structured data path", h("input", { class: "field-structured", value: spec.structured ?? "", placeholder: "offers.price" })),
-      h("label", { class: "json-only" }, "JSON pointer", h("input", { class: "field-pointer", value: spec.pointer ?? "" })),
-      h("label", { class: "check" }, h("input", { type: "checkbox", class: "field-link", checked: !!spec.link }), "a link")),
-    h("label", {}, "value rules (JSON)",
-      h("input", { class: "field-rules mono", value: rulesOf(spec), placeholder: '{"number": {"locale": "ko-KR", "currency_field": "currency"}}' })),
-    h("span", { class: "field-error", role: "alert" }),
-    h("button", { type: "button", class: "quiet write-only", onclick: () => row.remove() }, "Remove field"));
-  return row;
-}
+import { input, check, fieldRow, readFields, fieldRowTarget } from "./site_fields.js";
+import { detailPart } from "./site_detail.js";
+import { renderPreview } from "./site_preview.js";
 
 export function render(root, { id }, ctx) {
   const form = h("form", { class: "form panel", id: "site-form", novalidate: true });
@@ -50,6 +14,7 @@ export function render(root, { id }, ctx) {
   const formError = h("p", { class: "error", id: "site-form-error", role: "alert" });
   const preview = h("section", { class: "panel preview", id: "preview" });
   const health = h("section", { class: "panel", id: "site-health" });
+  const detail = detailPart(fields);
 
   // One fieldset around everything: disabled for a read token, which
   // disables the fields added later (a stored site's) too.
@@ -86,12 +51,7 @@ export function render(root, { id }, ctx) {
       h("button", { type: "button", class: "secondary write-only", id: "add-field", onclick: () => { fields.append(fieldRow()); applyRender(); } }, "Add a field"),
       input("item_key", "item key (a field's name)", { placeholder: "sku" },
         "identifies an item without a URL from one crawl to the next (else its content does)")),
-    h("fieldset", {}, h("legend", {}, "Detail pages"),
-      h("label", { for: "site-detail" }, "each item's own page: the list field with its URL and the fields read there (JSON, empty for none)",
-        h("textarea", { id: "site-detail", name: "detail", rows: 4, dataset: { field: "detail" },
-          placeholder: '{"url_field": "link", "fields": {"sku": {"selector": ".sku"}}, "read": "new_or_changed"}' }),
-        h("span", { class: "muted" }, "fields as above (their own names); wait_for; render: browser or http; read: \"new\", \"new_or_changed\", \"all\" or {\"every_hours\": N}"),
-        h("span", { class: "field-error", dataset: { errorFor: "detail" } }))),
+    detail.fieldset,
     h("fieldset", {}, h("legend", {}, "Paging and pace"),
       h("div", { class: "row" },
         h("label", { for: "site-paging" }, "paging",
@@ -145,7 +105,10 @@ export function render(root, { id }, ctx) {
     for (const el of form.querySelectorAll(".browser-only")) el.hidden = mode !== "browser";
   };
   form.render.addEventListener("change", applyRender);
-  form.addEventListener("input", (e) => clearError(e.target));
+  form.addEventListener("input", (e) => {
+    clearError(e.target);
+    if (fields.contains(e.target)) detail.refresh();
+  });
 
   async function remove() {
     if (!confirm("Delete this site, its runs and its results?")) return;
@@ -165,75 +128,57 @@ export function render(root, { id }, ctx) {
     const button = form.querySelector("#save-site");
     button.disabled = true;
     try {
-      const saved = id ? await put(`/api/sites/${id}`, body(form)) : await post("/api/sites", body(form));
+      const site = body(form, fields, detail);
+      const saved = id ? await put(`/api/sites/${id}`, site) : await post("/api/sites", site);
       ctx.catalog.forget();
       ctx.toast(id ? "Site saved" : "Site created");
       if (!id) ctx.go(`#/sites/${saved.id}`);
-      else fill(form, fields, saved);
+      else fill(form, fields, detail, saved);
     } catch (error) {
-      showError(form, formError, error, "");
+      showError(form, formError, error, "", fields, detail);
     } finally {
       button.disabled = false;
     }
   });
 
-  renderPreview(preview, form, formError, id);
+  renderPreview(preview, {
+    siteBody: () => body(form, fields, detail),
+    clearErrors: () => {
+      clearErrors(form);
+      formError.textContent = "";
+    },
+    showError: (error, prefix) => showError(form, formError, error, prefix, fields, detail),
+  }, id);
   if (id) {
     get(`/api/sites/${id}`)
       .then((site) => {
         document.getElementById("site-title").textContent = site.name;
-        fill(form, fields, site);
+        fill(form, fields, detail, site);
         applyRender();
       })
       .catch((e) => show(formError, failure(e)));
     showHealth(health, id);
   } else {
     fields.append(fieldRow("title", { selector: "" }));
+    detail.fill(null);
     form.elements.enabled.checked = true;
     form.elements.respect_robots.checked = true;
     applyRender();
   }
 }
 
-/** The form as the API's site body. */
-function body(form) {
+/** The form as the API's site body: `fields` holds the list's field rows. */
+function body(form, fields, detail) {
   const text = (name) => form.elements[name].value.trim() || undefined;
   const number = (name) => (form.elements[name].value === "" ? undefined : Number(form.elements[name].value));
   const flag = (name) => form.elements[name].checked;
   const mode = form.render.value;
-  const fields = {};
-  for (const row of form.querySelectorAll("[data-field-row]")) {
-    const name = row.querySelector(".field-name").value.trim();
-    const value = (css) => row.querySelector(css).value.trim() || undefined;
-    const link = row.querySelector(".field-link").checked || undefined;
-    fields[name] = mode === "json"
-      ? { pointer: value(".field-pointer"), link }
-      : { selector: value(".field-selector"), attr: value(".field-attr"), structured: value(".field-structured"), link };
-    const rules = value(".field-rules");
-    if (rules) {
-      let parsed;
-      try {
-        parsed = JSON.parse(rules);
-      } catch (e) {
-        throw Object.assign(new Error(`value rules: not JSON (${e.message})`), { field: `fields.${name}.rules` });
-      }
-      Object.assign(fields[name], parsed);
-    }
-  }
   let actions;
   if (mode === "browser" && form.actions.value.trim()) {
     try {
       actions = JSON.parse(form.actions.value);
     } catch (e) {
       throw Object.assign(new Error(`page actions: not JSON (${e.message})`), { field: "actions" });
-    }
-  }
-  let detail;
-  if (form.detail.value.trim()) {
-    try {
-      detail = JSON.parse(form.detail.value);
-    } catch (e) {
-      throw Object.assign(new Error(`detail pages: not JSON (${e.message})`), { field: "detail" });
     }
   }
   const headers = {};
@@ -254,7 +199,7 @@ function body(form) {
     json: mode === "json"
       ? { items: text("json.items") ?? "", next_token: text("json.next_token"), token_param: text("json.token_param") }
       : undefined,
-    fields,
+    fields: readFields(fields, { json: mode === "json" }),
     item_key: text("item_key"),
     max_pages: number("max_pages"),
     paging: {
@@ -280,12 +225,12 @@ function body(form) {
     user_agent: text("user_agent"),
     headers,
     proxy: text("proxy"),
-    detail,
+    detail: detail.body(mode),
   };
 }
 
 /** A stored site into the form. */
-function fill(form, fields, site) {
+function fill(form, fields, detail, site) {
   const set = (name, value) => {
     const el = form.elements[name];
     if (el.type === "checkbox") el.checked = !!value;
@@ -304,9 +249,9 @@ function fill(form, fields, site) {
   set("json.next_token", site.json?.next_token);
   set("json.token_param", site.json?.token_param);
   form.actions.value = site.actions?.length ? JSON.stringify(site.actions, null, 1) : "";
-  form.detail.value = site.detail ? JSON.stringify(site.detail, null, 1) : "";
   form.headers.value = Object.entries(site.headers || {}).map(([k, v]) => `${k}: ${v}`).join("\n");
   show(fields, Object.entries(site.fields).map(([name, spec]) => fieldRow(name, spec)));
+  detail.fill(site.detail);
 }
 
 function clearError(el) {
@@ -326,23 +271,18 @@ function clearErrors(form) {
  * `headers.X-Token` …: the nearest input that exists), else above the buttons.
  * `prefix` is what the API puts before the site's fields (`site.` for a preview).
  */
-function showError(form, fallback, error, prefix) {
+function showError(form, fallback, error, prefix, fields, detail) {
   let field = error.field && error.field.startsWith(prefix) ? error.field.slice(prefix.length) : null;
-  let target = null;
-  const fieldMatch = field && (field.match(/^fields\.(.+)\.(selector|attr|pointer|link|structured)$/)
-    || field.match(new RegExp(`^fields\\.(.+?)\\.(rules|${RULE_KEYS.join("|")})([.[].*)?$`)));
-  if (fieldMatch) {
-    const row = [...form.querySelectorAll("[data-field-row]")]
-      .find((r) => r.querySelector(".field-name").value.trim() === fieldMatch[1]);
-    const input = ["selector", "attr", "pointer", "link", "structured"].includes(fieldMatch[2]) ? fieldMatch[2] : "rules";
-    target = row?.querySelector(`.field-${input}`);
-    if (target) {
-      target.setAttribute("aria-invalid", "true");
-      row.querySelector(".field-error").textContent = error.message;
-      target.focus();
-      return;
-    }
+  // A field's part (`fields.title.selector`, `detail.fields.sku.number`):
+  // beside that input of its row.
+  const row = field && (fieldRowTarget(fields, field) || detail.target(field));
+  if (row) {
+    row.input.setAttribute("aria-invalid", "true");
+    row.row.querySelector(".field-error").textContent = error.message;
+    row.input.focus();
+    return;
   }
+  let target = null;
   while (field && !target) {
     target = form.querySelector(`[data-field="${CSS.escape(field)}"]`);
     if (!target) {
@@ -353,110 +293,15 @@ function showError(form, fallback, error, prefix) {
   if (target) {
     target.setAttribute("aria-invalid", "true");
     const message = form.querySelector(`[data-error-for="${CSS.escape(field)}"]`);
-    // A step of a list (`actions[2].selector`) or a part of the detail
-    // pages (`detail.fields.sku.selector`) is named: each is one box.
+    // A step of a list (`actions[2].selector`), or a detail part without
+    // an input of its own, is named: the box alone does not say which.
     const named = error.field.slice(prefix.length);
-    const whole = named.includes("[") || named.startsWith("detail.");
+    const whole = named.includes("[") || (named.startsWith("detail.") && named !== field);
     if (message) message.textContent = whole ? `${named}: ${error.message}` : error.message;
     target.focus();
   } else {
     fallback.textContent = error.message;
   }
-}
-
-/** "Test this site": a worker crawls the form's site for a keyword. */
-function renderPreview(root, form, formError, siteId) {
-  const keyword = h("input", { id: "preview-keyword", name: "keyword", required: true, placeholder: "a keyword" });
-  const pages = h("select", { id: "preview-pages", name: "pages" }, h("option", { value: "1" }, "page 1"), h("option", { value: "2" }, "pages 1 and 2"));
-  const run = h("button", { type: "submit", id: "preview-run" }, "Test this site");
-  const out = h("div", { id: "preview-result", "aria-live": "polite" });
-  const controls = h("form", { class: "filters write-only" },
-    h("label", { for: "preview-keyword" }, "keyword", keyword),
-    h("label", { for: "preview-pages" }, "pages", pages), run);
-  show(root, h("h2", {}, "Test this site"),
-    h("p", { class: "muted" }, "A worker crawls the search as the fleet would, with this form's settings, and stores nothing."),
-    controls, out);
-  controls.addEventListener("submit", async (e) => {
-    e.preventDefault();
-    clearErrors(form);
-    formError.textContent = "";
-    run.disabled = true;
-    show(out, h("p", { class: "muted" }, "A worker is crawling…"));
-    try {
-      const request = { site: body(form), keyword: keyword.value.trim(), pages: Number(pages.value) };
-      if (siteId) request.site_id = siteId;
-      const answer = await post("/api/sites/preview", request, { timeoutMs: 90000 });
-      showPreview(out, answer);
-    } catch (error) {
-      if (error.field === "keyword" || error.field === "pages") show(out, h("p", { class: "error" }, error.message));
-      else {
-        showError(form, formError, error, "site.");
-        show(out, h("p", { class: "error", id: "preview-error" }, error.message));
-      }
-    } finally {
-      run.disabled = false;
-    }
-  });
-}
-
-/** A value as a cell shows it: a list's values apart, an object as JSON. */
-function shown(value) {
-  if (value === null || value === undefined) return "";
-  if (Array.isArray(value)) return value.map(shown).join(" · ");
-  return typeof value === "object" ? JSON.stringify(value) : String(value);
-}
-
-/** One field of a previewed item: typed, what the page held when it differs, why it did not parse. */
-function previewCell(item, name) {
-  const typed = shown(item.fields[name]);
-  const raw = item.raw && name in item.raw ? shown(item.raw[name]) : typed;
-  const error = item.errors?.[name];
-  return h("td", { class: error ? "error" : "", title: error ?? "" }, typed,
-    raw !== typed ? h("div", { class: "muted mono raw" }, raw) : null,
-    error ? h("div", { class: "field-error" }, error) : null);
-}
-
-function showPreview(root, answer) {
-  const names = Object.keys(answer.empty_fields || {});
-  // The site's fields, and those its rules add (a number's currency).
-  const columns = [...new Set([...names, ...answer.items.flatMap((i) => Object.keys(i.fields || {}))])];
-  show(root,
-    answer.refusal ? h("p", { class: "refusal", id: "preview-refusal" }, h("strong", {}, answer.refusal.kind), ": ", answer.refusal.message) : null,
-    h("p", { id: "preview-summary" },
-      h("strong", {}, `${answer.items.length} items`), ` from ${answer.pages.length} page(s) on worker `,
-      h("span", { class: "mono" }, answer.worker_id), ` in ${answer.timings.total_ms} ms `,
-      h("span", { class: "muted" }, `(waited ${answer.timings.waited_ms} ms, crawled ${answer.timings.crawl_ms} ms)`)),
-    h("p", {}, "final URL: ", h("span", { class: "mono", id: "preview-final-url" }, answer.final_url || "—")),
-    names.length ? h("table", { id: "preview-empty" }, h("thead", {}, h("tr", {}, h("th", {}, "field"), h("th", { class: "num" }, "items without it"))),
-      h("tbody", {}, names.map((n) => h("tr", { class: answer.empty_fields[n] ? "error" : "" }, h("td", {}, n), h("td", { class: "num" }, answer.empty_fields[n]))))) : null,
-    h("h3", {}, "Items"),
-    answer.items.length === 0 ? h("p", { class: "muted" }, "No item on the page.") :
-      h("table", { id: "preview-items" },
-        h("thead", {}, h("tr", {}, h("th", { class: "num" }, "page"), columns.map((n) => h("th", {}, n)), h("th", {}, "item URL"))),
-        h("tbody", {}, answer.items.map((item) => h("tr", { class: item.left_out_by ? "left-out muted" : "" },
-          h("td", { class: "num" }, item.page),
-          columns.map((n) => previewCell(item, n)),
-          h("td", { class: "mono" }, item.left_out_by ? `left out: no ${item.left_out_by}` : item.item_url || "—"))))),
-    answer.pages.filter((page) => page.structured).map((page) => showStructured(page)),
-    answer.screenshot_png ? [h("h3", {}, "What the browser showed"),
-      h("img", { id: "preview-screenshot", src: `data:image/png;base64,${answer.screenshot_png}`, alt: "The last page as the browser showed it" })] : null);
-}
-
-/** What a page publishes as structured data: each type with the items it
- * would give as `structured_items`, and each top-level item's properties. */
-function showStructured(page) {
-  const found = page.structured;
-  const types = Object.entries(found.types);
-  return h("section", { class: "preview-structured", dataset: { page: page.page } },
-    h("h3", {}, `Structured data on page ${page.page}`),
-    types.length === 0 ? h("p", { class: "muted" }, "None (no JSON-LD or microdata item).") :
-      h("table", { class: "structured-types" },
-        h("thead", {}, h("tr", {}, h("th", {}, "type"), h("th", { class: "num" }, "items as structured_items"))),
-        h("tbody", {}, types.map(([type, count]) => h("tr", {}, h("td", { class: "mono" }, type), h("td", { class: "num" }, count))))),
-    found.skipped_scripts ? h("p", { class: "error" }, `${found.skipped_scripts} JSON-LD script(s) not JSON: skipped`) : null,
-    found.items.map((item) => h("details", { class: "structured-item" },
-      h("summary", {}, `${item.source}: ${item.types.join(", ") || "(no type)"}`),
-      h("pre", { class: "mono" }, JSON.stringify(item.properties, null, 2)))));
 }
 
 async function showHealth(root, id) {

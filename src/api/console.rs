@@ -47,6 +47,21 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../console/js/site_editor.js"),
     ),
     (
+        "js/site_fields.js",
+        JS,
+        include_str!("../../console/js/site_fields.js"),
+    ),
+    (
+        "js/site_detail.js",
+        JS,
+        include_str!("../../console/js/site_detail.js"),
+    ),
+    (
+        "js/site_preview.js",
+        JS,
+        include_str!("../../console/js/site_preview.js"),
+    ),
+    (
         "js/keywords.js",
         JS,
         include_str!("../../console/js/keywords.js"),

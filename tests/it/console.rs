@@ -254,21 +254,6 @@ async fn an_operator_fixes_a_site_with_its_preview_saves_it_and_watches_its_craw
     assert!(error.contains("selector"), "{error}");
     browser.type_into("#site-actions", "").await;
 
-    // Detail pages following a field the list does not have: the error
-    // names the part of the detail settings at fault.
-    browser
-        .type_into(
-            "#site-detail",
-            r#"{"url_field": "nope", "fields": {"sku": {"selector": ".sku"}}}"#,
-        )
-        .await;
-    browser.click("#save-site").await;
-    let error = browser
-        .wait_for_text("[data-error-for=detail]", "detail.url_field")
-        .await;
-    assert!(error.contains("nope"), "{error}");
-    browser.type_into("#site-detail", "").await;
-
     // Fixed, then tried on a worker before saving: items and a screenshot.
     browser.type_into("#site-item_selector", "li.product").await;
     browser.type_into("#site-max_pages", "2").await;

@@ -10,6 +10,7 @@ mod client_limits;
 mod cloudwatch;
 mod confinement;
 mod console;
+mod console_detail;
 mod console_schedules;
 mod costly_selectors;
 mod crawl;
