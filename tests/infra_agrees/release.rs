@@ -178,20 +178,31 @@ fn no_container_can_take_the_instance_role() {
         1,
         "IMDSv2 with one hop: the host's processes, not its containers"
     );
-    // The api alone gets credentials, of the role that may only put metrics,
-    // through the folder mounted into its container and nobody else's.
+    // The api (its metrics) and the scheduler (its heartbeat) alone get
+    // credentials, of the role that may only put metrics, through the folder
+    // mounted into their containers and nobody else's.
     let services = compose();
+    let publishers = ["api", "scheduler"];
     for (name, service) in services.as_object().unwrap() {
         let mounts = service["volumes"].to_string();
-        assert_eq!(mounts.contains("./aws:"), name == "api", "{name}: {mounts}");
+        assert_eq!(
+            mounts.contains("./aws:"),
+            publishers.contains(&name.as_str()),
+            "{name}: {mounts}"
+        );
     }
     let api = &services["api"];
     let mount = text(&api["volumes"][0]);
     let inside = mount.split(':').nth(1).unwrap();
-    assert_eq!(
-        text(&api["environment"]["AWS_CONFIG_FILE"]),
-        format!("{inside}/config")
-    );
+    for name in publishers {
+        let service = &services[name];
+        assert_eq!(text(&service["volumes"][0]), mount, "{name}");
+        assert_eq!(
+            text(&service["environment"]["AWS_CONFIG_FILE"]),
+            format!("{inside}/config"),
+            "{name}"
+        );
+    }
     let script = read(USER_DATA);
     assert!(script.contains(&format!(
         "credential_process = /bin/cat {inside}/api-credentials.json"
