@@ -9,7 +9,7 @@ use serde_json::{Value as Json, json};
 
 use crate::sources::{
     Terraform, attr, code, code_default, compose, datastores_compose, ecs_names, env_example_names,
-    first, json_file, nested, read, source, text,
+    first, json_file, nested, read, source, text, with_host_datastore_secrets,
 };
 
 const USER_DATA: &str = "infra/templates/user_data.sh.tftpl";
@@ -79,12 +79,19 @@ fn the_release_migrates_before_any_of_it_runs() {
     assert_eq!(tf_migrate["command"], json!(["migrate"]));
     assert_eq!(json_migrate["command"], tf_migrate["command"]);
     assert_eq!(source(&hcl_image(&tf)), "local.image");
+    // With host datastores (Terraform's default) also the host's CA, as text
+    // (tests/infra_agrees/durability.rs): the JSON with what
+    // ecs/host-datastores-secrets.json adds is Terraform's.
+    let json_host = with_host_datastore_secrets(json_migrate, "migrate");
+    assert_eq!(
+        ecs_names(&json_host, "secrets"),
+        ecs_names(&tf_migrate, "secrets")
+    );
+    assert_eq!(
+        ecs_names(json_migrate, "secrets"),
+        ["DATABASE_PASSWORD", "DATABASE_USER"]
+    );
     for container in [&tf_migrate, json_migrate] {
-        // With host datastores (Terraform's default) also the host's CA, as text
-        // (tests/infra_agrees/durability.rs); the JSON is for managed ones.
-        let mut secrets = ecs_names(container, "secrets");
-        secrets.retain(|name| name != "DATABASE_SSLROOTCERT_PEM");
-        assert_eq!(secrets, ["DATABASE_PASSWORD", "DATABASE_USER"]);
         assert!(
             ecs_names(container, "environment")
                 .iter()
