@@ -301,7 +301,10 @@ moved {
   to   = aws_cloudwatch_metric_alarm.host_usage["cpu"]
 }
 
-# The scheduler puts no metric of its own; the agent counts its processes every
+# The scheduler's process, counted by the agent every minute (0 when there is
+# none). Beside it, the heartbeat below catches a scheduler whose process lives
+# but whose loop is hung.
+# The agent counts its processes every
 # minute (0 when there is none). Not running for 3 of 5 minutes: crashed, crash
 # looping, or its container stopped (an unhealthy one is restarted by
 # crawlfleet-autoheal first). No data: the agent or the host is down, also alarming.
@@ -312,6 +315,27 @@ resource "aws_cloudwatch_metric_alarm" "scheduler_down" {
   metric_name         = "procstat_lookup_pid_count"
   dimensions          = { AutoScalingGroupName = aws_autoscaling_group.host.name, pattern = local.scheduler_process_pattern }
   statistic           = "Minimum"
+  period              = 60
+  evaluation_periods  = 5
+  datapoints_to_alarm = 3
+  threshold           = 1
+  comparison_operator = "LessThanThreshold"
+  treat_missing_data  = "breaching"
+  alarm_actions       = local.alarm_topic
+  ok_actions          = local.alarm_topic
+}
+
+# The scheduler's leader puts SchedulerHeartbeat (1) every minute from its
+# dispatch loop (src/scheduler/heartbeat.rs): a loop that hangs while the process
+# lives, a scheduler that leads no more, and a CloudWatch it cannot reach all stop
+# it. Fewer than one heartbeat in 3 of the last 5 minutes alarms; none at all is
+# missing data, which alarms too.
+resource "aws_cloudwatch_metric_alarm" "scheduler_heartbeat" {
+  alarm_name          = "${var.name}-scheduler-heartbeat"
+  alarm_description   = "[CRITICAL] No heartbeat from the scheduler's leader for 3 of the last 5 minutes: its loop is hung or no scheduler leads; nothing is scheduled, dispatched or taken back. docs/deploy.md runbook, \"Scheduler down\"."
+  namespace           = var.cloudwatch_namespace
+  metric_name         = "SchedulerHeartbeat"
+  statistic           = "Sum"
   period              = 60
   evaluation_periods  = 5
   datapoints_to_alarm = 3

@@ -228,13 +228,13 @@ resource "aws_iam_instance_profile" "ec2" {
 # --- the api's CloudWatch metrics -------------------------------------------------------
 #
 # The host's metadata service answers the host only (hop limit 1, ec2.tf), so no
-# container can take the instance role. The api alone needs AWS: PutMetricData of
-# the queue depth, RedisMemoryUsagePercent and the crawl counts. The host assumes
-# this role every 15 minutes (crawlfleet-api-credentials, a systemd timer) and
-# writes the one-hour credentials into a folder mounted into the api's container
-# only; the api's AWS config runs `cat` on them as its credential_process. A
-# compromised worker gets nothing; a compromised api gets PutMetricData in one
-# namespace.
+# container can take the instance role. The api and the scheduler alone need AWS:
+# PutMetricData of the queue depth, RedisMemoryUsagePercent and the crawl counts
+# (the api), and of SchedulerHeartbeat (the scheduler). The host assumes this role
+# every 15 minutes (crawlfleet-api-credentials, a systemd timer) and writes the
+# one-hour credentials into a folder mounted into those two containers only; their
+# AWS config runs `cat` on them as its credential_process. A compromised worker
+# gets nothing; a compromised api or scheduler gets PutMetricData in one namespace.
 
 data "aws_iam_policy_document" "api_metrics_assume" {
   statement {

@@ -67,6 +67,24 @@ def main():
           load(ecs / "migrate-task-definition.json"))
     check("run-migrate.json", "ecs", "RunTask", load(ecs / "run-migrate.json"))
 
+    # With the host's datastores the task definitions get the host's CA as
+    # secrets too: still valid inputs, every added name new to its container.
+    host = load(ecs / "host-datastores-secrets.json")
+    for key, file in [("worker", "task-definition.json"), ("migrate", "migrate-task-definition.json")]:
+        definition = load(ecs / file)
+        container = definition["containerDefinitions"][0]
+        present = {secret["name"] for secret in container.get("secrets", [])}
+        added = host.get(key) or []
+        if not added:
+            failures.append(f"host-datastores-secrets.json: no secrets for {key}")
+        for secret in added:
+            if secret["name"] in present:
+                failures.append(f"host-datastores-secrets.json: {file} has {secret['name']} already")
+            if not secret["valueFrom"].endswith(":parameter/crawlfleet/datastores-ca"):
+                failures.append(f"host-datastores-secrets.json: {secret['name']} not from datastores-ca")
+        container["secrets"] = container.get("secrets", []) + added
+        check(f"{file} with host-datastores-secrets.json {key}", "ecs", "RegisterTaskDefinition", definition)
+
     # PutRolePolicy takes the document as a string; check it is a policy.
     policy = load(ecs / "task-role-policy.json")
     check("task-role-policy.json", "iam", "PutRolePolicy",

@@ -6,7 +6,8 @@
 //! job contract over Redis), `events` (live events over Redis pub/sub), `net`
 //! (the outbound-address guard and the hardened HTTP server) and `ops`
 //! (metrics, logs, signals, probes). `app` wires the roles together;
-//! `migrate` is `crawlfleet migrate` (the schema as a deploy step); `tools`
+//! `migrate` is `crawlfleet migrate` (the schema as a deploy step), `smoke`
+//! `crawlfleet smoke` (whether a worker of a release can work); `tools`
 //! runs the programs that ship apart from the fleet (the simulator behind
 //! `crawlfleet simulate`, the demo shop behind `--demo`: the workspace's
 //! crates/). docs/architecture.md walks the house.
@@ -21,6 +22,7 @@ pub mod net;
 pub mod ops;
 pub mod queue;
 pub mod scheduler;
+pub mod smoke;
 pub mod store;
 pub mod tools;
 pub mod worker;

@@ -7,7 +7,7 @@ use crawlfleet::{
     ops::healthcheck,
     ops::shutdown,
     ops::telemetry,
-    tools,
+    smoke, tools,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -26,6 +26,11 @@ async fn main() -> std::process::ExitCode {
     if std::env::args().nth(1).as_deref() == Some("migrate") {
         let args = migrate::Args::parse_from(std::env::args().skip(1));
         return migrate::run(&args).await;
+    }
+    // `crawlfleet smoke`: whether a worker with these settings can work.
+    if std::env::args().nth(1).as_deref() == Some("smoke") {
+        let args = smoke::Args::parse_from(std::env::args().skip(1));
+        return smoke::run(args).await;
     }
     let config = match Config::try_parse() {
         Ok(config) => config,

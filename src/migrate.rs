@@ -37,32 +37,60 @@ pub async fn run(args: &Args) -> ExitCode {
     }
 }
 
+/// The schema is behind this binary: a migration is pending or failed.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the schema is behind this binary (pending: {pending:?}, failed: {failed:?}): run `crawlfleet migrate`"
+)]
+pub struct SchemaBehind {
+    pub pending: Vec<i64>,
+    pub failed: Vec<i64>,
+}
+
+/// Judges the database's schema for this binary, changing nothing: what
+/// `migrate --check` and `crawlfleet smoke` both ask. The outer error: the
+/// schema could not be read; the inner one: it is behind.
+pub async fn check_schema(pool: &sqlx::PgPool) -> anyhow::Result<Result<(), SchemaBehind>> {
+    let state = store::schema::schema_state(pool).await?;
+    if !state.unknown.is_empty() {
+        tracing::info!(
+            versions = ?state.unknown,
+            "the database has migrations of a newer release; this binary runs on it"
+        );
+    }
+    if state.is_current() {
+        tracing::info!("the schema is current");
+        return Ok(Ok(()));
+    }
+    let behind = SchemaBehind {
+        pending: state.pending.iter().map(|(v, _)| *v).collect(),
+        failed: state.failed,
+    };
+    tracing::error!(
+        pending = ?behind.pending,
+        failed = ?behind.failed,
+        "the schema is behind this binary: run `crawlfleet migrate`"
+    );
+    Ok(Err(behind))
+}
+
 async fn migrate(args: &Args) -> anyhow::Result<ExitCode> {
     let url = args.database.resolve()?;
     let pool = store::connect(&url, 1).await?;
+    if args.check {
+        let judged = check_schema(&pool).await;
+        pool.close().await;
+        return Ok(match judged? {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::FAILURE,
+        });
+    }
     let before = store::schema::schema_state(&pool).await?;
     if !before.unknown.is_empty() {
         tracing::info!(
             versions = ?before.unknown,
             "the database has migrations of a newer release; this binary runs on it"
         );
-    }
-    if args.check {
-        pool.close().await;
-        return Ok(match before.is_current() {
-            true => {
-                tracing::info!("the schema is current");
-                ExitCode::SUCCESS
-            }
-            false => {
-                tracing::error!(
-                    pending = ?before.pending,
-                    failed = ?before.failed,
-                    "the schema is behind this binary: run `crawlfleet migrate`"
-                );
-                ExitCode::FAILURE
-            }
-        });
     }
     store::migrate(&pool).await?;
     tracing::info!(

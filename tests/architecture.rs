@@ -43,6 +43,12 @@ const MAY_IMPORT: &[(&str, &[&str])] = &[
         &["config", "domain", "events", "net", "ops", "queue", "store"],
     ),
     ("migrate", &["config", "ops", "store"]),
+    (
+        "smoke",
+        &[
+            "config", "domain", "migrate", "ops", "queue", "store", "worker",
+        ],
+    ),
     ("tools", &["ops"]),
     (
         "app",

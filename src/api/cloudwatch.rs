@@ -20,7 +20,6 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use apalis_redis::ConnectionManager;
 use aws_sdk_cloudwatch::{
-    error::DisplayErrorContext,
     primitives::DateTime,
     types::{MetricDatum, StandardUnit},
 };
@@ -30,7 +29,7 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    ops::metrics::metrics,
+    ops::{cloudwatch, metrics::metrics},
     store::{
         self,
         leader::{Leadership, PUBLISHER_LOCK},
@@ -69,22 +68,20 @@ pub struct PublisherSettings {
 impl PublisherSettings {
     /// From `CLOUDWATCH_NAMESPACE` and `METRIC_INTERVAL_SECS`; a put may take
     /// half the interval, at most 10 s.
-    pub fn from_config(config: &crate::config::ApiConfig) -> Self {
+    pub fn from_config(
+        common: &crate::config::CommonConfig,
+        config: &crate::config::ApiConfig,
+    ) -> Self {
         let interval = Duration::from_secs(config.metric_interval_secs.max(1));
         Self {
-            namespace: config.cloudwatch_namespace.clone(),
+            namespace: common.cloudwatch_namespace.clone(),
             interval,
             call_timeout: (interval / 2).min(Duration::from_secs(10)),
         }
     }
 }
 
-/// The SDK client from the environment: region, credentials and
-/// `AWS_ENDPOINT_URL` are read by aws-config (on ECS, the task role).
-pub async fn client_from_env() -> aws_sdk_cloudwatch::Client {
-    let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    aws_sdk_cloudwatch::Client::new(&config)
-}
+pub use crate::ops::cloudwatch::client_from_env;
 
 /// Runs until `shutdown`: contends for leadership and, while leader, puts
 /// the metrics every `interval`. Standing by costs one connection attempt
@@ -262,13 +259,7 @@ async fn publish(
     if let Some(percent) = redis_memory {
         data.push(datum(REDIS_MEMORY_USAGE_PERCENT, percent, StandardUnit::Percent).build());
     }
-    client
-        .put_metric_data()
-        .namespace(namespace)
-        .set_metric_data(Some(data))
-        .send()
-        .await
-        .map_err(|e| anyhow::anyhow!("PutMetricData: {}", DisplayErrorContext(&e)))?;
+    cloudwatch::put(client, namespace, data).await?;
     Ok(backlog)
 }
 

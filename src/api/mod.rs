@@ -372,7 +372,7 @@ impl Application {
             database_url: common.database_url.clone(),
             publisher: config
                 .cloudwatch_enabled
-                .then(|| PublisherSettings::from_config(config)),
+                .then(|| PublisherSettings::from_config(common, config)),
         })
     }
 

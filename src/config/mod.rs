@@ -159,6 +159,11 @@ pub struct CommonConfig {
     /// Default attempts per run, for sites that set none.
     #[arg(long, env = "MAX_ATTEMPTS", default_value_t = 3)]
     pub max_attempts: u32,
+
+    /// CloudWatch namespace of what the fleet puts: the api's scaling metric
+    /// and figures, the scheduler's heartbeat.
+    #[arg(long, env = "CLOUDWATCH_NAMESPACE", default_value = "CrawlerService")]
+    pub cloudwatch_namespace: String,
 }
 
 /// The api's settings: where it listens, who may call it, its WebSocket
@@ -237,10 +242,6 @@ pub struct ApiConfig {
     /// Publish the scaling metric to CloudWatch (one api process publishes).
     #[arg(long, env = "CLOUDWATCH_ENABLED", default_value_t = false)]
     pub cloudwatch_enabled: bool,
-
-    /// CloudWatch namespace of the scaling metric.
-    #[arg(long, env = "CLOUDWATCH_NAMESPACE", default_value = "CrawlerService")]
-    pub cloudwatch_namespace: String,
 
     /// Seconds between two puts of the scaling metric. At most the step
     /// policy's alarm period (10 s, infra/autoscaling.tf): a high-resolution
@@ -334,6 +335,16 @@ pub struct SchedulerConfig {
         default_value = "5,300,1800,7200,18000,36000,36000"
     )]
     pub webhook_retry_schedule_secs: Vec<u64>,
+
+    /// Put the scheduler's heartbeat (`SchedulerHeartbeat`, 1) to CloudWatch
+    /// from the leader, while its dispatch and cron loops turn: what the
+    /// scheduler-heartbeat alarm watches.
+    #[arg(long, env = "SCHEDULER_HEARTBEAT_ENABLED", default_value_t = false)]
+    pub scheduler_heartbeat_enabled: bool,
+
+    /// Seconds between two heartbeats (the alarm looks at minutes).
+    #[arg(long, env = "SCHEDULER_HEARTBEAT_SECS", default_value_t = 60)]
+    pub scheduler_heartbeat_secs: u64,
 }
 
 /// Whether Chrome runs with its sandbox (`CHROME_SANDBOX`).

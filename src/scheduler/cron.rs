@@ -24,6 +24,8 @@ use crate::{
     store::{self, keywords::ScheduleEntry, runs::ScheduledFire},
 };
 
+use super::heartbeat::Pulse;
+
 /// How long a fire that could not be queued (Postgres unreachable) waits
 /// before it is tried again, while it is within the catch-up window.
 const RETRY_AFTER: TimeDelta = TimeDelta::seconds(5);
@@ -51,11 +53,13 @@ pub(super) async fn run(
     pool: PgPool,
     events: EventPublisher,
     settings: CronSettings,
+    pulse: Pulse,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let mut plans: HashMap<i64, Planned> = HashMap::new();
     let mut next_sync = Instant::now();
     loop {
+        pulse.beat();
         if Instant::now() >= next_sync {
             if let Err(e) = sync(&mut plans, &pool, settings.catch_up).await {
                 tracing::warn!(error = ?e, "could not sync keyword schedules; retrying");

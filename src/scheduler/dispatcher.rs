@@ -16,6 +16,8 @@ use crate::{
     store::{self, workers::Slots},
 };
 
+use super::heartbeat::Pulse;
+
 /// Hard cap of the window: apalis-redis 1.0 breaks near 8,000 due jobs.
 pub const MAX_WINDOW: i64 = 1000;
 /// Window while no worker is seen (scale from zero): enough to wake the first one.
@@ -63,6 +65,8 @@ pub struct Dispatcher {
     pool: PgPool,
     lanes: Vec<(Lane, JobQueue)>,
     settings: DispatchSettings,
+    /// A beat per turn of the loop (the heartbeat's).
+    pulse: Pulse,
 }
 
 impl Dispatcher {
@@ -79,7 +83,13 @@ impl Dispatcher {
             pool,
             lanes,
             settings,
+            pulse: Pulse::default(),
         }
+    }
+
+    /// The turns of [`Self::run`]'s loop.
+    pub fn pulse(&self) -> Pulse {
+        self.pulse.clone()
     }
 
     pub async fn run(mut self, shutdown: CancellationToken) -> anyhow::Result<()> {
@@ -90,6 +100,7 @@ impl Dispatcher {
         let mut hot = vec![false; self.lanes.len()];
         let mut next_tick = Instant::now();
         while !shutdown.is_cancelled() {
+            self.pulse.beat();
             let tick = Instant::now() >= next_tick;
             if tick {
                 next_tick = Instant::now() + self.settings.interval;

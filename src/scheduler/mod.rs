@@ -1,12 +1,14 @@
 //! The scheduler room: one leader at a time queues keywords on their cron (in
 //! each keyword's time zone) and dispatches the backlog from Postgres into
 //! Redis a bounded window at a time; its watchdog takes back stuck and
-//! orphaned runs, retention prunes, and the webhook sender delivers the outbox.
+//! orphaned runs, retention prunes, the webhook sender delivers the outbox,
+//! and the heartbeat tells CloudWatch the leader's loops turn.
 //! May import `config`, `domain`, `store`, `queue`, `events`, `net`, `ops`;
 //! never `api` or `worker`.
 
 mod cron;
 mod dispatcher;
+pub mod heartbeat;
 mod retention;
 mod watchdog;
 mod webhooks;
@@ -26,6 +28,7 @@ use crate::{
 
 pub use cron::fire_keyword;
 pub use dispatcher::{DispatchSettings, Dispatcher};
+pub use heartbeat::SCHEDULER_HEARTBEAT;
 pub use watchdog::{WatchdogSettings, sweep as watchdog_sweep};
 
 /// How often a standby scheduler tries to take over.
@@ -81,6 +84,7 @@ async fn lead(
 ) -> anyhow::Result<()> {
     let duties = shutdown.child_token();
     let events = EventPublisher::new(redis.clone(), &common.queue_name);
+    let cron_pulse = heartbeat::Pulse::default();
     let cron = tokio::spawn(cron::run(
         pool.clone(),
         events.clone(),
@@ -89,6 +93,7 @@ async fn lead(
             catch_up: TimeDelta::from_std(config.schedule_catch_up()).unwrap_or(TimeDelta::MAX),
             default_max_attempts: common.max_attempts as i32,
         },
+        cron_pulse.clone(),
         duties.clone(),
     ));
     let dispatcher = Dispatcher::new(
@@ -96,7 +101,20 @@ async fn lead(
         redis.clone(),
         DispatchSettings::from_config(common, config),
     );
+    let loops = vec![("dispatch", dispatcher.pulse()), ("cron", cron_pulse)];
     let dispatch = tokio::spawn(dispatcher.run(duties.clone()));
+    let heartbeat = match config.scheduler_heartbeat_enabled {
+        true => {
+            let settings =
+                heartbeat::HeartbeatSettings::from_config(&common.cloudwatch_namespace, config);
+            let duties = duties.clone();
+            tokio::spawn(async move {
+                let client = crate::ops::cloudwatch::client_from_env().await;
+                heartbeat::run(client, settings, loops, duties).await
+            })
+        }
+        false => tokio::spawn(async { Ok(()) }),
+    };
     let watchdog = tokio::spawn(watchdog::run(
         pool.clone(),
         events,
@@ -127,9 +145,10 @@ async fn lead(
         _ = leadership.lost() => tracing::warn!("lost the scheduler lock; standing down"),
     }
     duties.cancel();
-    let (cron, dispatch, watchdog, retention, webhooks) =
-        tokio::join!(cron, dispatch, watchdog, retention, webhooks);
+    let (cron, dispatch, watchdog, retention, webhooks, heartbeat) =
+        tokio::join!(cron, dispatch, watchdog, retention, webhooks, heartbeat);
     leadership.release().await;
+    heartbeat??;
     cron??;
     dispatch??;
     watchdog??;

@@ -6,6 +6,7 @@
 //! never `api` or `scheduler`.
 
 pub mod browser;
+mod context;
 pub mod crawl;
 mod error;
 mod extract;
@@ -15,7 +16,9 @@ mod page_cpu;
 mod preview;
 mod scale_in;
 mod session;
+pub mod smoke;
 
+pub use context::browser_slots;
 pub use extract::content_hash;
 
 use std::{
@@ -32,12 +35,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::{CommonConfig, WorkerConfig},
-    events::EventPublisher,
     queue::{self, Job, Lane},
     store::{self, workers::Slots},
 };
 
-use browser::{BrowserPool, processes};
+use browser::processes;
+use context::{crawl_context, profile_root_of};
 use crawl::CrawlContext;
 
 /// How often the worker announces itself (the fleet's concurrency).
@@ -90,9 +93,8 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let worker_id = worker_id();
-    let concurrency = config.worker_concurrency.max(1);
     let slots = Slots {
-        browser: concurrency as i64,
+        browser: browser_slots(&config) as i64,
         http: config.http_concurrency.max(1) as i64,
     };
     if processes::become_subreaper() {
@@ -107,45 +109,20 @@ pub async fn run(
     if !announce_when_ready(&pool, &process, &shutdown).await? {
         return Ok(());
     }
-    let profile_root = std::env::temp_dir().join(format!("crawlfleet-{worker_id}"));
-    let chrome_launch = browser::ChromeLaunch {
-        path: config.chrome_path.clone(),
-        user: browser::confinement::ChromeUser::resolve(config.chrome_user.as_deref())?,
-        sandbox: config.chrome_sandbox,
-    };
+    let profile_root = profile_root_of(&worker_id);
+    let ctx = Arc::new(crawl_context(
+        &common,
+        &config,
+        (pool.clone(), redis.clone()),
+        worker_id.clone(),
+        profile_root.clone(),
+        common.target_guard(),
+    )?);
     // The browser (and anything else of this user) cannot read this
     // process's environment or memory from now on.
     if !browser::confinement::protect_worker() {
         tracing::warn!("could not make the worker non-dumpable");
     }
-    let ctx = Arc::new(CrawlContext {
-        pool: pool.clone(),
-        worker_id: worker_id.clone(),
-        browsers: BrowserPool::new(
-            chrome_launch,
-            profile_root.clone(),
-            concurrency,
-            common.target_guard(),
-        ),
-        default_stuck_timeout: Duration::from_secs(common.stuck_timeout_secs as u64),
-        extract_budget: Duration::from_millis(config.extract_budget_ms.max(1)),
-        heartbeat_every: Duration::from_secs(config.heartbeat_interval_secs.max(1)),
-        drain_deadline: CancellationToken::new(),
-        crawls: tokio_util::task::TaskTracker::new(),
-        events: EventPublisher::new(redis.clone(), &common.queue_name),
-        scale_in: config
-            .ecs_agent_uri
-            .as_deref()
-            .map(|uri| scale_in::ScaleInProtection::new(uri, config.ecs_protection_minutes)),
-        limiter: limiter::SiteLimiter::new(redis.clone(), &common.queue_name),
-        robots: crawl::robots::RobotsCache::new(Duration::from_secs(config.robots_cache_secs)),
-        guard: common.target_guard(),
-        session_key: common.session_key.clone(),
-        redis: redis.clone(),
-        queue_name: common.queue_name.clone(),
-        sites: Default::default(),
-        bounds: crawl::bounds::from_settings(&config.bounds),
-    });
     tracing::info!(%worker_id, release = %process.release, browser_slots = slots.browser, http_slots = slots.http, "worker started");
 
     let housekeeping = tokio::spawn(housekeeping(

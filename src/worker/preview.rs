@@ -90,7 +90,11 @@ fn open(bytes: &[u8], preview_id: u64, ctx: &CrawlContext) -> Result<PreviewRequ
     serde_json::from_slice(&plain).map_err(|e| e.to_string())
 }
 
-async fn crawl(ctx: &CrawlContext, request: &PreviewRequest, spec: &SiteSpec) -> PreviewOutcome {
+pub(super) async fn crawl(
+    ctx: &CrawlContext,
+    request: &PreviewRequest,
+    spec: &SiteSpec,
+) -> PreviewOutcome {
     let started = Instant::now();
     let mut read = Read::default();
     // Each page within its share of the time the api still waits: an answer

@@ -198,6 +198,7 @@ fn every_alarm_watches_a_metric_that_someone_publishes() {
         cloudwatch::CRAWLS_COMPLETED,
         cloudwatch::CRAWLS_FAILED,
         cloudwatch::REDIS_MEMORY_USAGE_PERCENT,
+        crawlfleet::scheduler::SCHEDULER_HEARTBEAT,
     ];
     let host_namespace = text(&tf.get("local", "host_metric_namespace"));
     let host = host_script_metrics();
@@ -294,6 +295,32 @@ fn the_host_alarms_name_the_dimensions_the_agent_publishes() {
     );
     // No process and no data (agent or host down) alike are an alarm.
     assert_eq!(tf.eval(attr(alarm, "treat_missing_data")), "breaching");
+}
+
+/// A scheduler whose process lives but whose loop hangs puts no heartbeat: its
+/// alarm watches the metric the scheduler's leader puts, in the code's
+/// namespace, and no heartbeat at all (missing data) alarms too.
+#[test]
+fn the_scheduler_heartbeat_alarm_watches_what_the_leader_puts() {
+    let tf = Terraform::load();
+    let alarm = tf.resource("aws_cloudwatch_metric_alarm", "scheduler_heartbeat");
+    assert_eq!(source(attr(alarm, "namespace")), "var.cloudwatch_namespace");
+    assert_eq!(
+        tf.eval(attr(alarm, "metric_name")),
+        crawlfleet::scheduler::SCHEDULER_HEARTBEAT
+    );
+    assert_eq!(tf.eval(attr(alarm, "treat_missing_data")), "breaching");
+    assert_eq!(
+        tf.eval(attr(alarm, "comparison_operator")),
+        "LessThanThreshold"
+    );
+    assert_eq!(tf.eval(attr(alarm, "period")), 60);
+    // The scheduler on the host puts it: the compose file turns it on.
+    let scheduler = &compose()["scheduler"];
+    assert_eq!(
+        text(&scheduler["environment"]["SCHEDULER_HEARTBEAT_ENABLED"]),
+        "true"
+    );
 }
 
 #[test]

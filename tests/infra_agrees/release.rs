@@ -9,7 +9,7 @@ use serde_json::{Value as Json, json};
 
 use crate::sources::{
     Terraform, attr, code, code_default, compose, datastores_compose, ecs_names, env_example_names,
-    first, json_file, nested, read, source, text,
+    first, json_file, nested, read, source, text, with_host_datastore_secrets,
 };
 
 const USER_DATA: &str = "infra/templates/user_data.sh.tftpl";
@@ -79,12 +79,19 @@ fn the_release_migrates_before_any_of_it_runs() {
     assert_eq!(tf_migrate["command"], json!(["migrate"]));
     assert_eq!(json_migrate["command"], tf_migrate["command"]);
     assert_eq!(source(&hcl_image(&tf)), "local.image");
+    // With host datastores (Terraform's default) also the host's CA, as text
+    // (tests/infra_agrees/durability.rs): the JSON with what
+    // ecs/host-datastores-secrets.json adds is Terraform's.
+    let json_host = with_host_datastore_secrets(json_migrate, "migrate");
+    assert_eq!(
+        ecs_names(&json_host, "secrets"),
+        ecs_names(&tf_migrate, "secrets")
+    );
+    assert_eq!(
+        ecs_names(json_migrate, "secrets"),
+        ["DATABASE_PASSWORD", "DATABASE_USER"]
+    );
     for container in [&tf_migrate, json_migrate] {
-        // With host datastores (Terraform's default) also the host's CA, as text
-        // (tests/infra_agrees/durability.rs); the JSON is for managed ones.
-        let mut secrets = ecs_names(container, "secrets");
-        secrets.retain(|name| name != "DATABASE_SSLROOTCERT_PEM");
-        assert_eq!(secrets, ["DATABASE_PASSWORD", "DATABASE_USER"]);
         assert!(
             ecs_names(container, "environment")
                 .iter()
@@ -178,20 +185,31 @@ fn no_container_can_take_the_instance_role() {
         1,
         "IMDSv2 with one hop: the host's processes, not its containers"
     );
-    // The api alone gets credentials, of the role that may only put metrics,
-    // through the folder mounted into its container and nobody else's.
+    // The api (its metrics) and the scheduler (its heartbeat) alone get
+    // credentials, of the role that may only put metrics, through the folder
+    // mounted into their containers and nobody else's.
     let services = compose();
+    let publishers = ["api", "scheduler"];
     for (name, service) in services.as_object().unwrap() {
         let mounts = service["volumes"].to_string();
-        assert_eq!(mounts.contains("./aws:"), name == "api", "{name}: {mounts}");
+        assert_eq!(
+            mounts.contains("./aws:"),
+            publishers.contains(&name.as_str()),
+            "{name}: {mounts}"
+        );
     }
     let api = &services["api"];
     let mount = text(&api["volumes"][0]);
     let inside = mount.split(':').nth(1).unwrap();
-    assert_eq!(
-        text(&api["environment"]["AWS_CONFIG_FILE"]),
-        format!("{inside}/config")
-    );
+    for name in publishers {
+        let service = &services[name];
+        assert_eq!(text(&service["volumes"][0]), mount, "{name}");
+        assert_eq!(
+            text(&service["environment"]["AWS_CONFIG_FILE"]),
+            format!("{inside}/config"),
+            "{name}"
+        );
+    }
     let script = read(USER_DATA);
     assert!(script.contains(&format!(
         "credential_process = /bin/cat {inside}/api-credentials.json"

@@ -169,9 +169,7 @@ fn a_release_migrates_then_deploys_the_host_then_smokes_a_worker_and_only_then_m
     // The smoke runs the worker's own task definition, its command replaced.
     let smoke = &release.calls()[release.position(STEPS[8]).unwrap()];
     assert!(
-        smoke.contains(
-            r#"{"containerOverrides":[{"name":"worker","command":["migrate","--check"]}]}"#
-        ),
+        smoke.contains(r#"{"containerOverrides":[{"name":"worker","command":["smoke"]}]}"#),
         "{smoke}"
     );
     // The deployment that completed is checked after the service is stable.

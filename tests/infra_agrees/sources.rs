@@ -347,6 +347,27 @@ pub fn ecs_names(container: &Json, key: &str) -> Vec<String> {
     names
 }
 
+/// An ECS container definition of `ecs/` as registered with the host's
+/// datastores (Terraform's default): `ecs/host-datastores-secrets.json`'s
+/// secrets for `key` (`worker` or `migrate`) added to `container`'s.
+pub fn with_host_datastore_secrets(container: &Json, key: &str) -> Json {
+    let added = json_file("ecs/host-datastores-secrets.json")[key].clone();
+    let added = added
+        .as_array()
+        .unwrap_or_else(|| panic!("host-datastores-secrets.json: no {key}"))
+        .clone();
+    for secret in &added {
+        assert!(
+            text(&secret["valueFrom"]).ends_with(":parameter/crawlfleet/datastores-ca"),
+            "{key}: {secret} is the host's CA parameter"
+        );
+    }
+    let mut container = container.clone();
+    let secrets = container["secrets"].as_array_mut().expect("secrets");
+    secrets.extend(added);
+    container
+}
+
 /// A `{name, value}` environment entry of an ECS container definition.
 pub fn ecs_env(container: &Json, name: &str) -> String {
     let entries = container["environment"].as_array().expect("environment");

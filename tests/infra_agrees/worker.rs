@@ -2,7 +2,10 @@
 
 use serde_json::json;
 
-use crate::sources::{Terraform, code_default, compose, ecs_env, ecs_names, json_file, text};
+use crate::sources::{
+    Terraform, attr, code_default, compose, ecs_env, ecs_names, json_file, source, text,
+    with_host_datastore_secrets,
+};
 
 #[test]
 fn the_fargate_worker_is_the_same_in_terraform_and_the_ecs_json() {
@@ -61,10 +64,32 @@ fn the_fargate_worker_is_the_same_in_terraform_and_the_ecs_json() {
     // passwords (and the Postgres user that goes with its password), never a URL
     // holding one (SESSION_KEY_PREVIOUS only while rotating, var.session_key_previous).
     // Terraform's default is the host's datastores, whose CA comes beside them
-    // (tests/infra_agrees/durability.rs); the JSON is for managed datastores.
-    let mut tf_secrets = ecs_names(&tf_worker, "secrets");
-    tf_secrets.retain(|name| !name.ends_with("_PEM"));
-    assert_eq!(ecs_names(worker, "secrets"), tf_secrets);
+    // (tests/infra_agrees/durability.rs): the JSON with what
+    // ecs/host-datastores-secrets.json adds is Terraform's, secret for secret;
+    // without it, the managed datastores' shape.
+    let host = with_host_datastore_secrets(worker, "worker");
+    assert_eq!(
+        ecs_names(&host, "secrets"),
+        ecs_names(&tf_worker, "secrets")
+    );
+    assert_eq!(
+        ecs_names(&tf_worker, "secrets")
+            .iter()
+            .filter(|name| name.ends_with("_PEM"))
+            .collect::<Vec<_>>(),
+        ["DATABASE_SSLROOTCERT_PEM", "REDIS_CA_CERT_PEM"]
+    );
+    let parameter = tf.resource("aws_ssm_parameter", "datastores_ca");
+    assert_eq!(
+        source(attr(parameter, "name")),
+        "local.datastores_ca_parameter"
+    );
+    assert_eq!(
+        source(tf.expr("local", "datastores_ca_parameter")),
+        "\"${local.ssm_prefix}/datastores-ca\""
+    );
+    assert_eq!(source(tf.expr("local", "ssm_prefix")), "\"/${var.name}\"");
+    assert_eq!(tf.get("var", "name"), "crawlfleet");
     assert_eq!(
         ecs_names(worker, "secrets"),
         [

@@ -23,6 +23,7 @@ use crate::support::{OwnRedis, RoleProcess, Roles, TestApp, eventually, redis_ur
 use fake::{FakeCloudWatch, Mode, Put};
 
 mod fake;
+mod heartbeat;
 
 /// The publisher's counters are process-wide and tests run in parallel: the
 /// tests of this file take turns so each sees only its own counts.
@@ -84,7 +85,7 @@ impl Publisher {
 
 fn settings(app: &TestApp, interval: Duration, call_timeout: Duration) -> PublisherSettings {
     PublisherSettings {
-        namespace: app.config.api.cloudwatch_namespace.clone(),
+        namespace: app.config.common.cloudwatch_namespace.clone(),
         interval,
         call_timeout,
     }
@@ -238,7 +239,7 @@ async fn by_default_the_backlog_goes_out_high_resolution_every_ten_seconds() {
         "--redis-url=redis://unused",
     ])
     .unwrap();
-    let settings = PublisherSettings::from_config(&defaults.api);
+    let settings = PublisherSettings::from_config(&defaults.common, &defaults.api);
     // The step policy's alarms use 10 s periods: a put in every one of them.
     assert_eq!(settings.interval, Duration::from_secs(10));
     assert!(settings.call_timeout < settings.interval);

@@ -49,6 +49,7 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
             client_limits: Default::default(),
             stuck_timeout_secs: 30,
             max_attempts: 3,
+            cloudwatch_namespace: "CrawlerService".into(),
         },
         api: ApiConfig {
             api_host: "127.0.0.1".into(),
@@ -66,7 +67,6 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
             max_ws_clients_per_token: 32,
             trusted_proxies: Vec::new(),
             cloudwatch_enabled: false,
-            cloudwatch_namespace: "CrawlerService".into(),
             metric_interval_secs: 10,
             min_schedule_interval_secs: 60,
             preview_timeout_secs: 60,
@@ -86,6 +86,8 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
             webhook_endpoint_concurrency: 4,
             webhook_timeout_secs: 5,
             webhook_retry_schedule_secs: vec![1, 1, 2, 2, 3],
+            scheduler_heartbeat_enabled: false,
+            scheduler_heartbeat_secs: 60,
         },
         worker: WorkerConfig {
             metrics_port: 0,

@@ -1,0 +1,87 @@
+//! What the crawls of one worker process share, made from its settings
+//! once: by the worker, and by `crawlfleet smoke` to crawl as it would.
+
+use std::{path::PathBuf, time::Duration};
+
+use apalis_redis::ConnectionManager;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    browser::{self, BrowserPool},
+    crawl::{self, CrawlContext},
+    limiter, scale_in,
+};
+use crate::{
+    config::{CommonConfig, WorkerConfig},
+    events::EventPublisher,
+    net::target_guard::TargetGuard,
+};
+
+/// Browser slots of a worker with these settings: at least one (a
+/// `WORKER_CONCURRENCY` of 0 still gets one).
+pub fn browser_slots(config: &WorkerConfig) -> usize {
+    config.worker_concurrency.max(1)
+}
+
+/// Where the browsers of worker `worker_id` keep their files.
+pub(super) fn profile_root_of(worker_id: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("crawlfleet-{worker_id}"))
+}
+
+/// What every crawl of a worker with these settings shares: its browser
+/// pool (Chrome as configured, under `profile_root`), its bounds, limiter,
+/// robots cache and the `guard` every connection meets.
+pub(super) fn crawl_context(
+    common: &CommonConfig,
+    config: &WorkerConfig,
+    (pool, redis): (PgPool, ConnectionManager),
+    worker_id: String,
+    profile_root: PathBuf,
+    guard: TargetGuard,
+) -> anyhow::Result<CrawlContext> {
+    Ok(CrawlContext {
+        pool,
+        worker_id,
+        browsers: browser_pool(config, profile_root, guard.clone())?,
+        default_stuck_timeout: Duration::from_secs(common.stuck_timeout_secs as u64),
+        extract_budget: Duration::from_millis(config.extract_budget_ms.max(1)),
+        heartbeat_every: Duration::from_secs(config.heartbeat_interval_secs.max(1)),
+        drain_deadline: CancellationToken::new(),
+        crawls: tokio_util::task::TaskTracker::new(),
+        events: EventPublisher::new(redis.clone(), &common.queue_name),
+        scale_in: config
+            .ecs_agent_uri
+            .as_deref()
+            .map(|uri| scale_in::ScaleInProtection::new(uri, config.ecs_protection_minutes)),
+        limiter: limiter::SiteLimiter::new(redis.clone(), &common.queue_name),
+        robots: crawl::robots::RobotsCache::new(Duration::from_secs(config.robots_cache_secs)),
+        guard,
+        session_key: common.session_key.clone(),
+        redis,
+        queue_name: common.queue_name.clone(),
+        sites: Default::default(),
+        bounds: crawl::bounds::from_settings(&config.bounds),
+    })
+}
+
+/// The worker's browser pool: Chrome as configured (binary, user, sandbox),
+/// a slot per browser slot, its files under `profile_root`, every
+/// connection judged by `guard`.
+pub(super) fn browser_pool(
+    config: &WorkerConfig,
+    profile_root: PathBuf,
+    guard: TargetGuard,
+) -> anyhow::Result<BrowserPool> {
+    let launch = browser::ChromeLaunch {
+        path: config.chrome_path.clone(),
+        user: browser::confinement::ChromeUser::resolve(config.chrome_user.as_deref())?,
+        sandbox: config.chrome_sandbox,
+    };
+    Ok(BrowserPool::new(
+        launch,
+        profile_root,
+        browser_slots(config),
+        guard,
+    ))
+}
