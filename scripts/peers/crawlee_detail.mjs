@@ -78,7 +78,8 @@ const crawler = new PuppeteerCrawler(
                 label: 'DETAIL',
                 transformRequestFunction: (req) => {
                     req.uniqueKey = `${run}:${req.url}`;
-                    req.userData = { run };
+                    // Crawlee keeps a request's label in its userData: keep it.
+                    req.userData = { ...req.userData, run };
                     return req;
                 },
             });
