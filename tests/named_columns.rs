@@ -97,8 +97,9 @@ fn is_sql(text: &str) -> bool {
         .any(|word| upper.contains(word))
 }
 
-/// The wildcards of a statement, each as the text around it.
-fn wildcards(sql: &str) -> Vec<String> {
+/// The wildcards of a statement, each with its line in the statement (from
+/// 0) and the text around it.
+fn wildcards(sql: &str) -> Vec<(usize, String)> {
     let code: String = sql
         .lines()
         .map(|line| line.split("--").next().unwrap_or(""))
@@ -118,14 +119,12 @@ fn wildcards(sql: &str) -> Vec<String> {
             .next()
             .unwrap_or("")
             .to_uppercase();
+        // `alias.*`, `a, *`, `* FROM`, or `*` right after the word that opens
+        // a column list (`SELECT *`, `RETURNING *`, `DISTINCT *`).
         let wildcard = before.ends_with('.')
             || before.ends_with(',')
-            || (!before.ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
-                && !before.ends_with('(')
-                && next_word == "FROM")
-            || (before.ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
-                && ["SELECT", "RETURNING", "DISTINCT", "ALL"].contains(&previous_word.as_str()))
-            || next_word == "FROM";
+            || next_word == "FROM"
+            || ["SELECT", "RETURNING", "DISTINCT", "ALL"].contains(&previous_word.as_str());
         if wildcard {
             let from = code[..at]
                 .char_indices()
@@ -136,12 +135,8 @@ fn wildcards(sql: &str) -> Vec<String> {
                 .char_indices()
                 .nth(30)
                 .map_or(code.len(), |(i, _)| at + i);
-            found.push(
-                code[from..to]
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            );
+            let around = code[from..to].split_whitespace().collect::<Vec<_>>();
+            found.push((code[..at].matches('\n').count(), around.join(" ")));
         }
     }
     found
@@ -159,8 +154,9 @@ fn every_query_of_the_store_names_its_columns() {
                 continue;
             }
             statements += 1;
-            for wildcard in wildcards(&text) {
+            for (offset, wildcard) in wildcards(&text) {
                 let file = path.strip_prefix(root).unwrap().display();
+                let line = line + offset;
                 offending.push(format!("{file}:{line}: {wildcard}"));
             }
         }
@@ -194,8 +190,9 @@ fn the_reader_tells_wildcards_from_counts_and_products() {
         "SELECT id FROM t -- not SELECT * FROM t\nWHERE n = 2 * $1",
         "UPDATE t SET n = n * 2 RETURNING id",
     ] {
-        assert_eq!(wildcards(sql), Vec::<String>::new(), "{sql}");
+        assert_eq!(wildcards(sql), Vec::new(), "{sql}");
     }
+    assert_eq!(wildcards("SELECT id\nFROM t\nRETURNING *")[0].0, 2);
     let literals =
         string_literals("let q = r#\"SELECT \"x\" FROM t\"#; // \"SELECT *\"\nlet c = '\"';");
     assert_eq!(literals, vec![(1, "SELECT \"x\" FROM t".to_owned())]);
