@@ -75,16 +75,16 @@ mod tests {
 
     #[test]
     fn a_listing_without_filters_has_no_where_clause() {
-        let listing = Listing::new("SELECT * FROM crawl_runs");
+        let listing = Listing::new("SELECT id, state FROM crawl_runs");
         assert_eq!(
             sql(listing, 100),
-            "SELECT * FROM crawl_runs ORDER BY id DESC LIMIT 100"
+            "SELECT id, state FROM crawl_runs ORDER BY id DESC LIMIT 100"
         );
     }
 
     #[test]
     fn only_the_filters_given_are_written_each_value_bound() {
-        let mut listing = Listing::new("SELECT * FROM t");
+        let mut listing = Listing::new("SELECT a, b FROM t");
         listing
             .filter("a = ", None::<i64>, "")
             .filter("b = ", Some(2_i64), "")
@@ -92,7 +92,7 @@ mod tests {
             .filter("f(", Some("x"), ") > 0");
         assert_eq!(
             sql(listing, 7),
-            "SELECT * FROM t WHERE b = $1 AND f($2) > 0 ORDER BY id DESC LIMIT 7"
+            "SELECT a, b FROM t WHERE b = $1 AND f($2) > 0 ORDER BY id DESC LIMIT 7"
         );
     }
 

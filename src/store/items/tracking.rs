@@ -83,14 +83,17 @@ pub(in crate::store) async fn record_page(
                FOR UPDATE OF r
            ),
            listed AS MATERIALIZED (
-               SELECT held.keyword_id, held.site_id, l.*
+               SELECT held.keyword_id, held.site_id, l.position, l.item_key, l.identified_by, l.item_url,
+                      l.fields, l.content_hash, l.stored_before
                FROM held,
                     UNNEST($6::int[], $7::text[], $8::text[], $9::text[], $10::jsonb[], $11::text[], $12::bool[])
                     AS l(position, item_key, identified_by, item_url, fields, content_hash, stored_before)
            ),
            -- Each item once, as first listed, against what is stored of it.
            compared AS (
-               SELECT f.*, i.id AS known_id, i.fields AS old_fields, i.last_change, i.last_diff,
+               SELECT f.keyword_id, f.site_id, f.position, f.item_key, f.identified_by, f.item_url, f.fields,
+                      f.content_hash, f.stored_before, i.id AS known_id, i.fields AS old_fields,
+                      i.last_change, i.last_diff,
                       i.content_hash IS DISTINCT FROM f.content_hash AS differs,
                       i.last_run_id IS NOT DISTINCT FROM $1 AS seen_in_run,
                       CASE WHEN i.id IS NULL THEN 'new'
@@ -100,19 +103,23 @@ pub(in crate::store) async fn record_page(
                            WHEN i.content_hash = f.content_hash THEN 'unchanged'
                            ELSE 'changed'
                       END AS change
-               FROM (SELECT DISTINCT ON (item_key) * FROM listed ORDER BY item_key, position) AS f
+               FROM (SELECT DISTINCT ON (item_key) keyword_id, site_id, position, item_key, identified_by,
+                            item_url, fields, content_hash, stored_before
+                     FROM listed ORDER BY item_key, position) AS f
                -- A lookup per item by the unique index (LIMIT 1 keeps it one):
                -- a plain join was planned as a scan of every item whenever the
                -- table's statistics were older than its rows, as in a new
                -- fleet's first batch (2 ms a page at 15,000 items).
                LEFT JOIN LATERAL (
-                   SELECT * FROM items
+                   SELECT id, fields, last_change, last_diff, content_hash, last_run_id, removed_at FROM items
                    WHERE keyword_id = f.keyword_id AND site_id = f.site_id AND item_key = f.item_key
                    LIMIT 1
                ) AS i ON true
            ),
            judged AS MATERIALIZED (
-               SELECT c.*,
+               SELECT c.keyword_id, c.site_id, c.position, c.item_key, c.identified_by, c.item_url, c.fields,
+                      c.content_hash, c.stored_before, c.known_id, c.old_fields, c.last_change, c.last_diff,
+                      c.differs, c.seen_in_run, c.change,
                       CASE WHEN c.change <> 'changed' THEN NULL
                            WHEN c.differs THEN field_diff(c.old_fields, c.fields)
                            ELSE c.last_diff
@@ -305,7 +312,8 @@ pub(in crate::store) async fn settle(
            )
            SELECT change AS "change!", item_id AS "item_id!", item_url, fields AS "fields!",
                   diff AS "diff: Json<FieldDiff>", total AS "total!"
-           FROM (SELECT d.*, row_number() OVER (PARTITION BY change ORDER BY page, position, item_id) AS nth,
+           FROM (SELECT d.change, d.item_id, d.item_url, d.fields, d.diff, d.page, d.position,
+                        row_number() OVER (PARTITION BY change ORDER BY page, position, item_id) AS nth,
                         count(*) OVER (PARTITION BY change) AS total
                  FROM described d) AS ranked
            WHERE nth <= $2

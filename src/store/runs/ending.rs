@@ -116,7 +116,12 @@ pub async fn complete(
                    paging_ended = $10, stopped_at_url = $11, stop_reason = $12, health = $13,
                    health_reason = $14
                WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($15)
-               RETURNING *
+               RETURNING id, keyword_id, site_id, state, trigger, priority, attempt, max_attempts,
+                         worker_id, pages_crawled, items_found, current_url, error, error_kind,
+                         queued_at, not_before, dispatched_at, started_at, heartbeat_at,
+                         state_changed_at, finished_at, health, health_reason, refusals,
+                         stopped_at_url, stop_reason, items_new, items_changed, items_removed,
+                         paging_ended
            ),
            closed AS (
                UPDATE crawl_attempts
@@ -131,7 +136,14 @@ pub async fn complete(
                WHERE id = (SELECT site_id FROM run) AND $19 AND (blocked_since IS NULL) = $18
                RETURNING blocked_since IS NOT NULL AS blocked
            )
-           SELECT run.*, (SELECT blocked FROM site) AS "blocked_now?",
+           SELECT run.id, run.keyword_id, run.site_id, run.state, run.trigger, run.priority,
+                  run.attempt, run.max_attempts, run.worker_id, run.pages_crawled, run.items_found,
+                  run.current_url, run.error, run.error_kind, run.queued_at, run.not_before,
+                  run.dispatched_at, run.started_at, run.heartbeat_at, run.state_changed_at,
+                  run.finished_at, run.health, run.health_reason, run.refusals, run.stopped_at_url,
+                  run.stop_reason, run.items_new, run.items_changed, run.items_removed,
+                  run.paging_ended,
+                  (SELECT blocked FROM site) AS "blocked_now?",
                   EXISTS (SELECT 1 FROM webhooks WHERE enabled) AS "listened!"
            FROM run"#,
         fence.run_id,
@@ -198,7 +210,8 @@ async fn hold_between_pages(
            )
            -- The statement sees the results as they were before it: those
            -- it drops are taken off.
-           SELECT held.*,
+           SELECT held.current_url, held.keyword_id, held.site_id, held.refusals, held.expect_min_items,
+                  held.expect_required_fields, held.expect_max_empty_runs,
                   ((SELECT count(*) FROM crawl_results WHERE run_id = $1)
                     - (SELECT count(*) FROM dropped))::int AS "items!"
            FROM held"#,
@@ -270,7 +283,12 @@ pub async fn fail_attempt(
                finished_at = CASE WHEN $8 THEN now() END,
                dispatched_at = NULL, error = $9, error_kind = $10, state_changed_at = now()
            WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($11)
-           RETURNING *"#,
+           RETURNING id, keyword_id, site_id, state, trigger, priority, attempt, max_attempts,
+                     worker_id, pages_crawled, items_found, current_url, error, error_kind,
+                     queued_at, not_before, dispatched_at, started_at, heartbeat_at,
+                     state_changed_at, finished_at, health, health_reason, refusals,
+                     stopped_at_url, stop_reason, items_new, items_changed, items_removed,
+                     paging_ended"#,
         fence.run_id,
         fence.attempt,
         fence.worker_id,
@@ -317,7 +335,12 @@ pub async fn release(pool: &PgPool, fence: &Fence) -> Result<CrawlRun, FenceErro
            SET state = $4, worker_id = NULL, dispatched_at = NULL, not_before = NULL,
                current_url = NULL, state_changed_at = now()
            WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($5)
-           RETURNING *"#,
+           RETURNING id, keyword_id, site_id, state, trigger, priority, attempt, max_attempts,
+                     worker_id, pages_crawled, items_found, current_url, error, error_kind,
+                     queued_at, not_before, dispatched_at, started_at, heartbeat_at,
+                     state_changed_at, finished_at, health, health_reason, refusals,
+                     stopped_at_url, stop_reason, items_new, items_changed, items_removed,
+                     paging_ended"#,
         fence.run_id,
         fence.attempt,
         fence.worker_id,

@@ -56,13 +56,24 @@ pub async fn claim(
                SET state = $4, worker_id = $3, started_at = now(), heartbeat_at = now(),
                    state_changed_at = now(), dispatched_at = NULL, pages_crawled = 0, current_url = NULL
                WHERE id = $1 AND attempt = $2 AND state = ANY($5) AND dispatched_at IS NOT NULL
-               RETURNING *
+               RETURNING id, keyword_id, site_id, state, trigger, priority, attempt, max_attempts,
+                         worker_id, pages_crawled, items_found, current_url, error, error_kind,
+                         queued_at, not_before, dispatched_at, started_at, heartbeat_at,
+                         state_changed_at, finished_at, health, health_reason, refusals,
+                         stopped_at_url, stop_reason, items_new, items_changed, items_removed,
+                         paging_ended
            ),
            opened AS (
                INSERT INTO crawl_attempts (run_id, attempt, worker_id)
                SELECT id, attempt, $3 FROM claimed
            )
-           SELECT c.*, k.keyword, s.updated_at AS site_updated_at
+           SELECT c.id, c.keyword_id, c.site_id, c.state, c.trigger, c.priority, c.attempt,
+                  c.max_attempts, c.worker_id, c.pages_crawled, c.items_found, c.current_url,
+                  c.error, c.error_kind, c.queued_at, c.not_before, c.dispatched_at, c.started_at,
+                  c.heartbeat_at, c.state_changed_at, c.finished_at, c.health, c.health_reason,
+                  c.refusals, c.stopped_at_url, c.stop_reason, c.items_new, c.items_changed,
+                  c.items_removed, c.paging_ended,
+                  k.keyword, s.updated_at AS site_updated_at
            FROM claimed c
            JOIN keywords k ON k.id = c.keyword_id
            JOIN sites s ON s.id = c.site_id"#,
@@ -127,7 +138,12 @@ async fn enter_call(
         r#"UPDATE crawl_runs
            SET state = $4, current_url = $5, state_changed_at = now(), heartbeat_at = now()
            WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($6)
-           RETURNING *"#,
+           RETURNING id, keyword_id, site_id, state, trigger, priority, attempt, max_attempts,
+                     worker_id, pages_crawled, items_found, current_url, error, error_kind,
+                     queued_at, not_before, dispatched_at, started_at, heartbeat_at,
+                     state_changed_at, finished_at, health, health_reason, refusals,
+                     stopped_at_url, stop_reason, items_new, items_changed, items_removed,
+                     paging_ended"#,
         fence.run_id,
         fence.attempt,
         fence.worker_id,
@@ -208,7 +224,12 @@ pub async fn store_page(
                items_found = (SELECT count(*) FROM crawl_results WHERE run_id = $1),
                items_new = items_new + $6, items_changed = items_changed + $7
            WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($8)
-           RETURNING *"#,
+           RETURNING id, keyword_id, site_id, state, trigger, priority, attempt, max_attempts,
+                     worker_id, pages_crawled, items_found, current_url, error, error_kind,
+                     queued_at, not_before, dispatched_at, started_at, heartbeat_at,
+                     state_changed_at, finished_at, health, health_reason, refusals,
+                     stopped_at_url, stop_reason, items_new, items_changed, items_removed,
+                     paging_ended"#,
         fence.run_id,
         fence.attempt,
         fence.worker_id,
@@ -241,7 +262,12 @@ pub async fn page_refused(pool: &PgPool, fence: &Fence) -> Result<CrawlRun, Fenc
         r#"UPDATE crawl_runs
            SET state = $4, state_changed_at = now(), heartbeat_at = now(), refusals = refusals + 1
            WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($5)
-           RETURNING *"#,
+           RETURNING id, keyword_id, site_id, state, trigger, priority, attempt, max_attempts,
+                     worker_id, pages_crawled, items_found, current_url, error, error_kind,
+                     queued_at, not_before, dispatched_at, started_at, heartbeat_at,
+                     state_changed_at, finished_at, health, health_reason, refusals,
+                     stopped_at_url, stop_reason, items_new, items_changed, items_removed,
+                     paging_ended"#,
         fence.run_id,
         fence.attempt,
         fence.worker_id,

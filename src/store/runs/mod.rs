@@ -108,7 +108,12 @@ async fn queue_in(
                        SELECT 1 FROM crawl_runs c
                        WHERE c.keyword_id = k.id AND c.site_id = ks.site_id
                          AND c.state = 'completed' AND c.finished_at >= $3)
-                   RETURNING *"#,
+                   RETURNING id, keyword_id, site_id, state, trigger, priority, attempt,
+                             max_attempts, worker_id, pages_crawled, items_found, current_url,
+                             error, error_kind, queued_at, not_before, dispatched_at, started_at,
+                             heartbeat_at, state_changed_at, finished_at, health, health_reason,
+                             refusals, stopped_at_url, stop_reason, items_new, items_changed,
+                             items_removed, paging_ended"#,
                 keyword_id,
                 trigger.as_str(),
                 since,
@@ -131,7 +136,12 @@ async fn queue_in(
            -- The only unique index a new run can break is the one over the
            -- active states (crawl_runs_one_active): a pair with an active run.
            ON CONFLICT DO NOTHING
-           RETURNING *"#,
+           RETURNING id, keyword_id, site_id, state, trigger, priority, attempt, max_attempts,
+                     worker_id, pages_crawled, items_found, current_url, error, error_kind,
+                     queued_at, not_before, dispatched_at, started_at, heartbeat_at,
+                     state_changed_at, finished_at, health, health_reason, refusals,
+                     stopped_at_url, stop_reason, items_new, items_changed, items_removed,
+                     paging_ended"#,
         keyword_id,
         trigger.as_str(),
         &skipped.iter().map(|r| r.site_id).collect::<Vec<_>>(),
@@ -143,7 +153,12 @@ async fn queue_in(
     .and_then(runs)?;
     let already_active = sqlx::query_as!(
         RunRow,
-        r#"SELECT * FROM crawl_runs
+        r#"SELECT id, keyword_id, site_id, state, trigger, priority, attempt, max_attempts,
+                  worker_id, pages_crawled, items_found, current_url, error, error_kind, queued_at,
+                  not_before, dispatched_at, started_at, heartbeat_at, state_changed_at,
+                  finished_at, health, health_reason, refusals, stopped_at_url, stop_reason,
+                  items_new, items_changed, items_removed, paging_ended
+           FROM crawl_runs
            WHERE keyword_id = $1 AND state IN ('queued', 'running', 'url_call', 'call_done')
              AND NOT (id = ANY($2::bigint[]))
            ORDER BY site_id"#,
@@ -170,9 +185,18 @@ async fn queue_in(
 }
 
 pub async fn get(pool: &PgPool, id: i64) -> sqlx::Result<Option<CrawlRun>> {
-    let row = sqlx::query_as!(RunRow, "SELECT * FROM crawl_runs WHERE id = $1", id)
-        .fetch_optional(pool)
-        .await?;
+    let row = sqlx::query_as!(
+        RunRow,
+        r#"SELECT id, keyword_id, site_id, state, trigger, priority, attempt, max_attempts,
+                  worker_id, pages_crawled, items_found, current_url, error, error_kind, queued_at,
+                  not_before, dispatched_at, started_at, heartbeat_at, state_changed_at,
+                  finished_at, health, health_reason, refusals, stopped_at_url, stop_reason,
+                  items_new, items_changed, items_removed, paging_ended
+           FROM crawl_runs WHERE id = $1"#,
+        id
+    )
+    .fetch_optional(pool)
+    .await?;
     maybe_run(row)
 }
 
@@ -196,7 +220,9 @@ pub struct RunFilter {
 /// 1 to `listing::MAX_LIMIT`. The query holds only the filters given (see
 /// `store::listing`).
 pub async fn list(pool: &PgPool, filter: &RunFilter) -> sqlx::Result<Vec<CrawlRun>> {
-    let mut listing = Listing::new("SELECT * FROM crawl_runs");
+    let columns = RunRow::RUN_COLUMNS.trim_end_matches(", ");
+    let select = format!("SELECT {columns} FROM crawl_runs");
+    let mut listing = Listing::new(&select);
     listing
         .filter("keyword_id = ", filter.keyword_id, "")
         .filter("site_id = ", filter.site_id, "")
@@ -247,7 +273,12 @@ pub async fn cancel(pool: &PgPool, id: i64) -> sqlx::Result<Option<CrawlRun>> {
             r#"UPDATE crawl_runs
                SET state = $3, finished_at = now(), state_changed_at = now(), dispatched_at = NULL
                WHERE id = $1 AND attempt = $2 AND state = ANY($4)
-               RETURNING *"#,
+               RETURNING id, keyword_id, site_id, state, trigger, priority, attempt, max_attempts,
+                         worker_id, pages_crawled, items_found, current_url, error, error_kind,
+                         queued_at, not_before, dispatched_at, started_at, heartbeat_at,
+                         state_changed_at, finished_at, health, health_reason, refusals,
+                         stopped_at_url, stop_reason, items_new, items_changed, items_removed,
+                         paging_ended"#,
             id,
             cancel.attempt,
             cancel.to as RunState,
@@ -302,7 +333,12 @@ pub async fn retry(
                worker_id = NULL, not_before = NULL, dispatched_at = NULL, finished_at = NULL,
                error = NULL, error_kind = NULL, queued_at = now(), state_changed_at = now()
            WHERE id = $1 AND attempt = $2 AND state = ANY($6)
-           RETURNING *"#,
+           RETURNING id, keyword_id, site_id, state, trigger, priority, attempt, max_attempts,
+                     worker_id, pages_crawled, items_found, current_url, error, error_kind,
+                     queued_at, not_before, dispatched_at, started_at, heartbeat_at,
+                     state_changed_at, finished_at, health, health_reason, refusals,
+                     stopped_at_url, stop_reason, items_new, items_changed, items_removed,
+                     paging_ended"#,
         id,
         run.attempt,
         retry.to as RunState,

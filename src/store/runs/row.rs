@@ -12,10 +12,14 @@ use crate::{
     store::columns::{decode, decode_optional},
 };
 
-/// Declares a row of every column of `crawl_runs` (what `RETURNING *` reads)
-/// and, for a query that returns more beside them, those `extra` columns;
-/// `into_parts` splits it into the run's row and the extras. The columns are
-/// listed once, in the `@columns` arm's call.
+/// Declares a row of every column of `crawl_runs` and, for a query that
+/// returns more beside them, those `extra` columns; `into_parts` splits it
+/// into the run's row and the extras. The columns are listed once, in the
+/// `@columns` arm's call.
+///
+/// A query reading into it names each of these columns (never `RETURNING *`
+/// or `run.*`): `query_as!` decodes by position, so a wildcard would shift
+/// under a release that still runs while a later migration adds a column.
 macro_rules! run_row {
     ($(#[$doc:meta])* $name:ident { $($extra:ident: $ty:ty),* $(,)? }) => {
         run_row!(@columns $(#[$doc])* $name { $($extra: $ty),* } {
@@ -60,6 +64,11 @@ macro_rules! run_row {
         }
 
         impl $name {
+            /// The run's columns, comma separated, for a query built at run time.
+            #[allow(dead_code)]
+            pub(in crate::store) const RUN_COLUMNS: &'static str =
+                concat!($(stringify!($column), ", ",)* "");
+
             #[allow(dead_code)]
             pub(in crate::store) fn into_parts(self) -> (RunRow, ($($ty,)*)) {
                 let run = RunRow { $($column: self.$column,)* };
@@ -71,8 +80,8 @@ macro_rules! run_row {
 pub(in crate::store) use run_row;
 
 run_row!(
-    /// Every column of `crawl_runs`, as stored (`RETURNING *` reads into it;
-    /// a listing built at run time reads it column by column, by name).
+    /// Every column of `crawl_runs`, as stored (a query returning a run names
+    /// them; a listing built at run time reads them by name).
     #[derive(sqlx::FromRow)]
     RunRow {}
 );
