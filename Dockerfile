@@ -15,7 +15,7 @@ FROM rust:${RUST_VERSION}-slim-bookworm AS builder
 WORKDIR /src
 ENV SQLX_OFFLINE=true \
     CARGO_TERM_COLOR=never
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
 COPY .sqlx ./.sqlx
 COPY migrations ./migrations
 COPY src ./src
