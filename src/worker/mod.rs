@@ -16,7 +16,7 @@ mod preview;
 mod scale_in;
 mod session;
 
-pub use extract::content_hash;
+pub use extract::{content_hash, learn};
 
 use std::{
     collections::VecDeque,
