@@ -214,8 +214,12 @@ pub(super) fn item_candidates(index: &PageIndex<'_>, nodes: &[usize]) -> Vec<Can
     let mut path = tag.to_owned();
     let mut level = nodes.to_vec();
     for _ in 0..3 {
-        let Some(up) = parents(index, &level) else { break };
-        let Some(ptag) = one_tag(index, &up) else { break };
+        let Some(up) = parents(index, &level) else {
+            break;
+        };
+        let Some(ptag) = one_tag(index, &up) else {
+            break;
+        };
         path = format!("{ptag} > {path}");
         add(path.clone(), 0.4);
         level = up;

@@ -155,7 +155,7 @@ impl Bounds {
 
     fn check(&self) -> Result<(), LearnError> {
         self.budget
-            .check()
+            .look_now()
             .map_err(|_| LearnError::OverBudget(Spent::Time))
     }
 }
