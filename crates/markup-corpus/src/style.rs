@@ -177,7 +177,7 @@ impl Style {
             let digits = won.to_string();
             let mut out = String::new();
             for (i, d) in digits.chars().enumerate() {
-                if i > 0 && (digits.len() - i) % 3 == 0 {
+                if i > 0 && (digits.len() - i).is_multiple_of(3) {
                     out.push(sep);
                 }
                 out.push(d);

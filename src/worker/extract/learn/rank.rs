@@ -269,6 +269,9 @@ fn checks(examples: &Examples, places: &[usize]) -> Vec<(String, usize, String)>
         .collect()
 }
 
+/// A spec per field and their mean stability.
+type FieldsFound = (BTreeMap<String, FieldSpec>, f64);
+
 /// A selector per field for the items `item` finds, or the field none fits.
 #[allow(clippy::too_many_arguments)]
 fn fields_for(
@@ -280,7 +283,7 @@ fn fields_for(
     places: &[usize],
     examples: &Examples,
     bounds: &Bounds,
-) -> Result<Result<(BTreeMap<String, FieldSpec>, f64), String>, LearnError> {
+) -> Result<Result<FieldsFound, String>, LearnError> {
     let mut fields = BTreeMap::new();
     let mut stability = 0.0;
     for (name, values) in examples {
