@@ -78,6 +78,7 @@ const MAY_IMPORT: &[(&str, &[&str])] = &[
 const TOOLS_MAY_USE: &[(&str, &[&str])] = &[
     ("simulate", &["domain"]),
     ("demo", &["config", "domain", "ops", "store"]),
+    ("markup-corpus", &[]),
 ];
 
 /// Crates (and parts of std) that reach a disk, a network, a process or a

@@ -19,7 +19,7 @@ mod session;
 pub mod smoke;
 
 pub use context::browser_slots;
-pub use extract::content_hash;
+pub use extract::{content_hash, learn};
 
 use std::{
     collections::VecDeque,

@@ -9,6 +9,7 @@ mod browser;
 mod budget;
 mod html;
 mod json;
+pub mod learn;
 mod reading;
 mod select;
 mod structured;

@@ -1,0 +1,177 @@
+//! Selectors learned from examples, measured on the markup-change corpus
+//! (crates/markup-corpus): for every page, two examples per field (the
+//! second item's and the second-to-last's values) are given to
+//! `worker::learn::learn`, and the top proposal is correct when the items
+//! it extracts are exactly the page's items. Also: proposals per page, CPU
+//! time per proposal (this thread's), and, with no examples, whether the
+//! page's items are found as its main repeated structure.
+//!
+//!   cargo bench --bench learn
+//!
+//! Prints a table per layout and change kind; exits non-zero below 90 %
+//! correct over the corpus.
+
+use std::collections::BTreeMap;
+
+use crawlfleet::worker::learn::{self, Proposal};
+use markup_corpus::{Change, Layout, PAGE_URL, Page, corpus};
+use url::Url;
+
+const REQUIRED_CORRECT: f64 = 0.90;
+
+/// This thread's CPU time, in milliseconds.
+fn cpu_ms() -> f64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid pointer to a timespec the call fills.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    now.tv_sec as f64 * 1e3 + now.tv_nsec as f64 / 1e6
+}
+
+/// Whether the proposal's items are the page's, field by field.
+fn exact(proposal: &Proposal, page: &Page) -> bool {
+    proposal.items.len() == page.items.len()
+        && proposal.items.iter().zip(&page.items).all(|(got, want)| {
+            want.iter()
+                .all(|(field, value)| got.get(field).and_then(|v| v.as_str()) == Some(value))
+        })
+}
+
+#[derive(Default)]
+struct Tally {
+    pages: usize,
+    correct: usize,
+    proposals: usize,
+    cpu_ms: f64,
+    discovered: usize,
+}
+
+impl Tally {
+    fn add(&mut self, other: &Tally) {
+        self.pages += other.pages;
+        self.correct += other.correct;
+        self.proposals += other.proposals;
+        self.cpu_ms += other.cpu_ms;
+        self.discovered += other.discovered;
+    }
+
+    fn row(&self, name: &str) {
+        println!(
+            "{name:<22} {:>6} {:>9.1} % {:>10.2} {:>12.2} {:>11.1} %",
+            self.pages,
+            100.0 * self.correct as f64 / self.pages.max(1) as f64,
+            self.proposals as f64 / self.pages.max(1) as f64,
+            self.cpu_ms / self.proposals.max(1) as f64,
+            100.0 * self.discovered as f64 / self.pages.max(1) as f64,
+        );
+    }
+}
+
+fn main() {
+    let url = Url::parse(PAGE_URL).expect("a URL");
+    let pages = corpus();
+    let mut by_layout: BTreeMap<String, (Tally, Tally)> = BTreeMap::new();
+    let mut by_change: BTreeMap<&'static str, Tally> = BTreeMap::new();
+    let mut wrong = Vec::new();
+    for page in &pages {
+        let n = page.items.len();
+        let examples = page.examples(&[1, n - 2]);
+        let started = cpu_ms();
+        let learned = learn::learn(&page.html, &url, &examples);
+        let took = cpu_ms() - started;
+        let mut tally = Tally {
+            pages: 1,
+            cpu_ms: took,
+            ..Tally::default()
+        };
+        match &learned {
+            Ok(proposals) => {
+                tally.proposals = proposals.len();
+                if exact(&proposals[0], page) {
+                    tally.correct = 1;
+                } else {
+                    wrong.push(format!(
+                        "{}: top {} {:?} -> {} items",
+                        page.name(),
+                        proposals[0].item_selector.as_str(),
+                        proposals[0]
+                            .fields
+                            .iter()
+                            .map(|(k, f)| format!(
+                                "{k}={}{}",
+                                f.selector.as_ref().map_or("", |s| s.as_str()),
+                                f.attr
+                                    .as_deref()
+                                    .map(|a| format!("@{a}"))
+                                    .unwrap_or_default()
+                            ))
+                            .collect::<Vec<_>>(),
+                        proposals[0].items.len()
+                    ));
+                }
+            }
+            Err(e) => wrong.push(format!("{}: {e}", page.name())),
+        }
+        let discovered = learn::learn(&page.html, &url, &BTreeMap::new());
+        if let Ok(found) = discovered
+            && found[0].items.len() == n
+        {
+            tally.discovered = 1;
+        }
+        let layout = format!("{:?}", page.layout);
+        let entry = by_layout.entry(layout).or_default();
+        match page.changes.is_empty() {
+            true => entry.0.add(&tally),
+            false => entry.1.add(&tally),
+        }
+        for change in &page.changes {
+            by_change.entry(change.kind()).or_default().add(&tally);
+        }
+    }
+    let header = || {
+        println!(
+            "{:<22} {:>6} {:>11} {:>10} {:>12} {:>13}",
+            "", "pages", "correct", "proposals", "cpu ms/prop", "no-ex found"
+        )
+    };
+    println!("examples -> correct selectors: 2 examples per field, top proposal exact\n");
+    header();
+    let (mut originals, mut changed) = (Tally::default(), Tally::default());
+    for layout in Layout::ALL {
+        let (o, c) = &by_layout[&format!("{layout:?}")];
+        o.row(&format!("{layout:?} original"));
+        c.row(&format!("{layout:?} changed"));
+        originals.add(o);
+        changed.add(c);
+    }
+    originals.row("all originals");
+    changed.row("all changed");
+    let mut all = Tally::default();
+    all.add(&originals);
+    all.add(&changed);
+    all.row("all");
+    println!("\nby change (a page with several changes counts under each)\n");
+    header();
+    for kind in Change::KINDS {
+        if let Some(t) = by_change.get(kind) {
+            t.row(kind);
+        }
+    }
+    if !wrong.is_empty() {
+        println!("\nnot exact ({}):", wrong.len());
+        for line in &wrong {
+            println!("  {line}");
+        }
+    }
+    let rate = all.correct as f64 / all.pages as f64;
+    if rate < REQUIRED_CORRECT {
+        eprintln!(
+            "correct {:.1} % is below {:.0} %",
+            100.0 * rate,
+            100.0 * REQUIRED_CORRECT
+        );
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,371 @@
+//! Selectors generalised from elements that play one part in several items:
+//! what they have in common, stable names first (classes and attributes a
+//! site's authors chose), structure (tags, `:nth-of-type`) last. Class names
+//! a build tool generated (CSS modules' `card_x7f3a`, `css-1q2w3e`,
+//! styled-components' `sc-bdVaJa`) change with every deploy and are never used.
+
+use scraper::ElementRef;
+
+use super::page::{Hit, PageIndex, Source};
+
+/// A candidate selector and how stable it is (0..1).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Candidate {
+    /// None: the item itself (a field only).
+    pub selector: Option<String>,
+    pub stability: f64,
+}
+
+/// Attributes whose values name what an element is, not which one it is.
+const NAMING_ATTRS: &[&str] = &[
+    "itemprop",
+    "itemtype",
+    "role",
+    "data-testid",
+    "data-test",
+    "data-qa",
+    "data-component",
+    "data-type",
+    "data-role",
+];
+
+/// Prefixes of class names CSS-in-JS libraries generate.
+const GENERATED_PREFIXES: &[&str] = &["css-", "sc-", "jsx-", "emotion-", "svelte-", "tw-"];
+
+/// Whether a class name looks generated: a known generator's prefix, a long
+/// random token, or a part that mixes letters and digits (`x7f3a`) or cases
+/// at random (`bdVaJa`).
+pub(super) fn is_generated(class: &str) -> bool {
+    if class.len() > 40 || GENERATED_PREFIXES.iter().any(|p| class.starts_with(p)) {
+        return true;
+    }
+    if class
+        .chars()
+        .all(|c| c.is_ascii_digit() || c == '-' || c == '_')
+    {
+        return true;
+    }
+    class
+        .split(['_', '-'])
+        .filter(|part| part.len() >= 4)
+        .any(|part| {
+            let digits = part.chars().filter(char::is_ascii_digit).count();
+            let letters = part.chars().filter(char::is_ascii_alphabetic).count();
+            let inner_upper = part
+                .chars()
+                .skip(1)
+                .filter(char::is_ascii_uppercase)
+                .count();
+            // `h2`, `col12` carry a number as words do; a hash spreads them.
+            let mixed = digits > 0
+                && letters > 0
+                && !part
+                    .trim_end_matches(|c: char| c.is_ascii_digit())
+                    .chars()
+                    .all(|c| c.is_ascii_alphabetic());
+            mixed || inner_upper >= 2 && part.len() <= 8
+        })
+}
+
+/// The element's classes a selector may use, in its order.
+pub(super) fn stable_classes(el: ElementRef<'_>) -> Vec<String> {
+    el.value()
+        .classes()
+        .filter(|c| !is_generated(c))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn common_classes(index: &PageIndex<'_>, nodes: &[usize]) -> Vec<String> {
+    let mut classes = stable_classes(index.elements[nodes[0]].el);
+    for &n in &nodes[1..] {
+        let el = index.elements[n].el;
+        classes.retain(|c| {
+            el.value()
+                .has_class(c, scraper::CaseSensitivity::CaseSensitive)
+        });
+    }
+    classes
+}
+
+/// Naming attributes (`itemprop="price"`) every node has with one value.
+fn common_attrs(index: &PageIndex<'_>, nodes: &[usize]) -> Vec<(String, String)> {
+    let first = index.elements[nodes[0]].el.value();
+    NAMING_ATTRS
+        .iter()
+        .filter_map(|name| first.attr(name).map(|v| (*name, v)))
+        .filter(|(_, v)| v.len() <= 60 && !v.is_empty())
+        .filter(|(name, v)| {
+            nodes[1..]
+                .iter()
+                .all(|&n| index.elements[n].el.value().attr(name) == Some(*v))
+        })
+        .map(|(n, v)| (n.to_owned(), v.to_owned()))
+        .collect()
+}
+
+/// `data-*` attributes every node has (with any values): `li[data-sku]`.
+fn common_data_attrs(index: &PageIndex<'_>, nodes: &[usize]) -> Vec<String> {
+    index.elements[nodes[0]]
+        .el
+        .value()
+        .attrs()
+        .map(|(name, _)| name)
+        .filter(|name| name.starts_with("data-") && plain_name(name))
+        .filter(|name| {
+            nodes[1..]
+                .iter()
+                .all(|&n| index.elements[n].el.value().attr(name).is_some())
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+fn plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+fn ident(name: &str) -> String {
+    let mut out = String::new();
+    cssparser::serialize_identifier(name, &mut out).expect("writing to a String");
+    out
+}
+
+fn quoted(value: &str) -> String {
+    let mut out = String::new();
+    cssparser::serialize_string(value, &mut out).expect("writing to a String");
+    out
+}
+
+fn one_tag<'i>(index: &'i PageIndex<'_>, nodes: &[usize]) -> Option<&'i str> {
+    let tag = index.tag(nodes[0]);
+    nodes.iter().all(|&n| index.tag(n) == tag).then_some(tag)
+}
+
+/// A selector for one node of a group by its own name: `ul.results`,
+/// `div#grid`, `[role="list"]`; None when it has none stable.
+fn named(index: &PageIndex<'_>, nodes: &[usize]) -> Option<String> {
+    let tag = one_tag(index, nodes)?;
+    if let Some(class) = common_classes(index, nodes).first() {
+        return Some(format!("{tag}.{}", ident(class)));
+    }
+    let id = index.elements[nodes[0]].el.value().id();
+    if let Some(id) = id.filter(|id| !is_generated(id) && plain_name(id))
+        && nodes
+            .iter()
+            .all(|&n| index.elements[n].el.value().id() == Some(id))
+    {
+        return Some(format!("{tag}#{}", ident(id)));
+    }
+    common_attrs(index, nodes)
+        .first()
+        .map(|(n, v)| format!("{tag}[{n}={}]", quoted(v)))
+}
+
+fn parents(index: &PageIndex<'_>, nodes: &[usize]) -> Option<Vec<usize>> {
+    nodes.iter().map(|&n| index.elements[n].parent).collect()
+}
+
+/// Item selectors for `nodes` (one item per row), most stable first.
+pub(super) fn item_candidates(index: &PageIndex<'_>, nodes: &[usize]) -> Vec<Candidate> {
+    let Some(tag) = one_tag(index, nodes) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    let mut add = |selector: String, stability: f64| {
+        if !found
+            .iter()
+            .any(|c: &Candidate| c.selector.as_deref() == Some(&selector))
+        {
+            found.push(Candidate {
+                selector: Some(selector),
+                stability,
+            });
+        }
+    };
+    let classes = common_classes(index, nodes);
+    for class in classes.iter().take(2) {
+        add(format!("{tag}.{}", ident(class)), 1.0);
+    }
+    if let [a, b, ..] = classes.as_slice() {
+        add(format!("{tag}.{}.{}", ident(a), ident(b)), 0.95);
+    }
+    for (name, value) in common_attrs(index, nodes) {
+        add(format!("{tag}[{name}={}]", quoted(&value)), 0.95);
+    }
+    if let Some(up) = parents(index, nodes) {
+        match named(index, &up) {
+            Some(parent) => add(format!("{parent} > {tag}"), 0.8),
+            None => {
+                if let Some(ptag) = one_tag(index, &up) {
+                    let grand = parents(index, &up);
+                    if let Some(g) = grand.as_deref().and_then(|g| named(index, g)) {
+                        add(format!("{g} > {ptag} > {tag}"), 0.7);
+                    }
+                    add(format!("{ptag} > {tag}"), 0.5);
+                }
+            }
+        }
+    }
+    // By tags alone, from up to three levels above: `main > div > div`.
+    let mut path = tag.to_owned();
+    let mut level = nodes.to_vec();
+    for _ in 0..3 {
+        let Some(up) = parents(index, &level) else {
+            break;
+        };
+        let Some(ptag) = one_tag(index, &up) else {
+            break;
+        };
+        path = format!("{ptag} > {path}");
+        add(path.clone(), 0.4);
+        level = up;
+    }
+    for name in common_data_attrs(index, nodes).into_iter().take(2) {
+        add(format!("{tag}[{name}]"), 0.7);
+    }
+    add(tag.to_owned(), 0.3);
+    found
+}
+
+/// The element's place among its parent's children of its tag (1-based).
+fn nth_of_type(el: ElementRef<'_>) -> usize {
+    let tag = el.value().name();
+    1 + el
+        .prev_siblings()
+        .filter_map(ElementRef::wrap)
+        .filter(|s| s.value().name() == tag)
+        .count()
+}
+
+/// Field selectors inside `items` for the elements `hits` (one per row,
+/// alike in source and tag), most stable first.
+pub(super) fn field_candidates(
+    index: &PageIndex<'_>,
+    items: &[usize],
+    hits: &[Hit],
+) -> Vec<Candidate> {
+    if hits.iter().zip(items).all(|(h, &i)| h.node == i) {
+        return vec![Candidate {
+            selector: None,
+            stability: 1.0,
+        }];
+    }
+    let nodes: Vec<usize> = hits.iter().map(|h| h.node).collect();
+    let Some(tag) = one_tag(index, &nodes) else {
+        return Vec::new();
+    };
+    let with = match &hits[0].source {
+        Source::Attr(name) if plain_name(name) => format!("[{name}]"),
+        Source::Attr(_) => return Vec::new(),
+        Source::Text => String::new(),
+    };
+    let mut found = Vec::new();
+    let mut add = |selector: String, stability: f64| {
+        if !found
+            .iter()
+            .any(|c: &Candidate| c.selector.as_deref() == Some(&selector))
+        {
+            found.push(Candidate {
+                selector: Some(selector),
+                stability,
+            });
+        }
+    };
+    for class in common_classes(index, &nodes).iter().take(2) {
+        add(format!("{tag}.{}{with}", ident(class)), 1.0);
+        add(format!(".{}{with}", ident(class)), 0.95);
+    }
+    for (name, value) in common_attrs(index, &nodes) {
+        add(format!("{tag}[{name}={}]", quoted(&value)), 0.95);
+    }
+    // The nearest ancestor inside the item with a stable name: `.meta span`.
+    let ups: Vec<Vec<usize>> = nodes
+        .iter()
+        .zip(items)
+        .map(|(&n, &item)| {
+            index
+                .ancestors_or_self(n)
+                .skip(1)
+                .take_while(|&a| a != item)
+                .collect()
+        })
+        .collect();
+    let depth = ups.iter().map(Vec::len).min().unwrap_or(0);
+    for step in 0..depth {
+        let level: Vec<usize> = ups.iter().map(|u| u[step]).collect();
+        if let Some(class) = common_classes(index, &level).first() {
+            add(format!(".{} {tag}{with}", ident(class)), 0.85);
+            break;
+        }
+    }
+    add(format!("{tag}{with}"), 0.6);
+    // The path from the item down, by tags, then by places among siblings.
+    let paths: Vec<Vec<usize>> = ups
+        .iter()
+        .zip(&nodes)
+        .map(|(up, &n)| up.iter().rev().copied().chain([n]).collect())
+        .collect();
+    if paths.iter().all(|p| p.len() == paths[0].len()) {
+        let steps = paths[0].len();
+        let tags: Option<Vec<&str>> = (0..steps)
+            .map(|s| {
+                let level: Vec<usize> = paths.iter().map(|p| p[s]).collect();
+                one_tag(index, &level)
+            })
+            .collect();
+        if let Some(tags) = tags {
+            add(format!(":scope > {}{with}", tags.join(" > ")), 0.5);
+            let nth: Option<Vec<String>> = (0..steps)
+                .map(|s| {
+                    let place = nth_of_type(index.elements[paths[0][s]].el);
+                    paths
+                        .iter()
+                        .all(|p| nth_of_type(index.elements[p[s]].el) == place)
+                        .then(|| format!("{}:nth-of-type({place})", tags[s]))
+                })
+                .collect();
+            if let Some(nth) = nth {
+                add(format!(":scope > {}{with}", nth.join(" > ")), 0.3);
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_generated;
+
+    #[test]
+    fn generated_class_names_are_told_from_chosen_ones() {
+        for generated in [
+            "card_x7f3a",
+            "Card_title__3kX9a",
+            "css-1q2w3e",
+            "sc-bdVaJa",
+            "jsx-2841",
+            "a8f3k2j9",
+            "title_7Hq2Z",
+            "12345",
+        ] {
+            assert!(is_generated(generated), "{generated}");
+        }
+        for chosen in [
+            "product",
+            "product-card",
+            "col-12",
+            "h2",
+            "price__amount",
+            "grid-row",
+            "searchResult",
+            "item_title",
+            "mt-4",
+        ] {
+            assert!(!is_generated(chosen), "{chosen}");
+        }
+    }
+}
