@@ -45,6 +45,19 @@ pub(super) fn is_generated(class: &str) -> bool {
     {
         return true;
     }
+    // CSS modules' `Name_hash`: a short token after the last underscore with
+    // a digit or a capital inside it (`Cardtitle_klnJ9`), where a chosen
+    // name's part is a word (`item_title`, `btn_Primary`).
+    if let Some((_, token)) = class.rsplit_once('_')
+        && (5..=8).contains(&token.len())
+        && token.chars().all(|c| c.is_ascii_alphanumeric())
+        && token
+            .chars()
+            .enumerate()
+            .any(|(i, c)| c.is_ascii_digit() || i > 0 && c.is_ascii_uppercase())
+    {
+        return true;
+    }
     class
         .split(['_', '-'])
         .filter(|part| part.len() >= 4)
@@ -350,6 +363,8 @@ mod tests {
             "jsx-2841",
             "a8f3k2j9",
             "title_7Hq2Z",
+            "Cardtitle_klnJ9",
+            "Price_aB3cd",
             "12345",
         ] {
             assert!(is_generated(generated), "{generated}");
@@ -363,6 +378,7 @@ mod tests {
             "grid-row",
             "searchResult",
             "item_title",
+            "btn_Primary",
             "mt-4",
         ] {
             assert!(!is_generated(chosen), "{chosen}");
