@@ -16,6 +16,26 @@ pub(super) struct Candidate {
     pub stability: f64,
 }
 
+/// Candidates in the order they were found, each selector once (the first,
+/// most stable, kept).
+#[derive(Default)]
+struct Found(Vec<Candidate>);
+
+impl Found {
+    fn add(&mut self, selector: String, stability: f64) {
+        if !self
+            .0
+            .iter()
+            .any(|c| c.selector.as_deref() == Some(&selector))
+        {
+            self.0.push(Candidate {
+                selector: Some(selector),
+                stability,
+            });
+        }
+    }
+}
+
 /// Attributes whose values name what an element is, not which one it is.
 const NAMING_ATTRS: &[&str] = &[
     "itemprop",
@@ -187,38 +207,27 @@ pub(super) fn item_candidates(index: &PageIndex<'_>, nodes: &[usize]) -> Vec<Can
     let Some(tag) = one_tag(index, nodes) else {
         return Vec::new();
     };
-    let mut found = Vec::new();
-    let mut add = |selector: String, stability: f64| {
-        if !found
-            .iter()
-            .any(|c: &Candidate| c.selector.as_deref() == Some(&selector))
-        {
-            found.push(Candidate {
-                selector: Some(selector),
-                stability,
-            });
-        }
-    };
+    let mut found = Found::default();
     let classes = common_classes(index, nodes);
     for class in classes.iter().take(2) {
-        add(format!("{tag}.{}", ident(class)), 1.0);
+        found.add(format!("{tag}.{}", ident(class)), 1.0);
     }
     if let [a, b, ..] = classes.as_slice() {
-        add(format!("{tag}.{}.{}", ident(a), ident(b)), 0.95);
+        found.add(format!("{tag}.{}.{}", ident(a), ident(b)), 0.95);
     }
     for (name, value) in common_attrs(index, nodes) {
-        add(format!("{tag}[{name}={}]", quoted(&value)), 0.95);
+        found.add(format!("{tag}[{name}={}]", quoted(&value)), 0.95);
     }
     if let Some(up) = parents(index, nodes) {
         match named(index, &up) {
-            Some(parent) => add(format!("{parent} > {tag}"), 0.8),
+            Some(parent) => found.add(format!("{parent} > {tag}"), 0.8),
             None => {
                 if let Some(ptag) = one_tag(index, &up) {
                     let grand = parents(index, &up);
                     if let Some(g) = grand.as_deref().and_then(|g| named(index, g)) {
-                        add(format!("{g} > {ptag} > {tag}"), 0.7);
+                        found.add(format!("{g} > {ptag} > {tag}"), 0.7);
                     }
-                    add(format!("{ptag} > {tag}"), 0.5);
+                    found.add(format!("{ptag} > {tag}"), 0.5);
                 }
             }
         }
@@ -234,14 +243,14 @@ pub(super) fn item_candidates(index: &PageIndex<'_>, nodes: &[usize]) -> Vec<Can
             break;
         };
         path = format!("{ptag} > {path}");
-        add(path.clone(), 0.4);
+        found.add(path.clone(), 0.4);
         level = up;
     }
     for name in common_data_attrs(index, nodes).into_iter().take(2) {
-        add(format!("{tag}[{name}]"), 0.7);
+        found.add(format!("{tag}[{name}]"), 0.7);
     }
-    add(tag.to_owned(), 0.3);
-    found
+    found.add(tag.to_owned(), 0.3);
+    found.0
 }
 
 /// The element's place among its parent's children of its tag (1-based).
@@ -276,24 +285,13 @@ pub(super) fn field_candidates(
         Source::Attr(_) => return Vec::new(),
         Source::Text => String::new(),
     };
-    let mut found = Vec::new();
-    let mut add = |selector: String, stability: f64| {
-        if !found
-            .iter()
-            .any(|c: &Candidate| c.selector.as_deref() == Some(&selector))
-        {
-            found.push(Candidate {
-                selector: Some(selector),
-                stability,
-            });
-        }
-    };
+    let mut found = Found::default();
     for class in common_classes(index, &nodes).iter().take(2) {
-        add(format!("{tag}.{}{with}", ident(class)), 1.0);
-        add(format!(".{}{with}", ident(class)), 0.95);
+        found.add(format!("{tag}.{}{with}", ident(class)), 1.0);
+        found.add(format!(".{}{with}", ident(class)), 0.95);
     }
     for (name, value) in common_attrs(index, &nodes) {
-        add(format!("{tag}[{name}={}]", quoted(&value)), 0.95);
+        found.add(format!("{tag}[{name}={}]", quoted(&value)), 0.95);
     }
     // The nearest ancestor inside the item with a stable name: `.meta span`.
     let ups: Vec<Vec<usize>> = nodes
@@ -311,11 +309,11 @@ pub(super) fn field_candidates(
     for step in 0..depth {
         let level: Vec<usize> = ups.iter().map(|u| u[step]).collect();
         if let Some(class) = common_classes(index, &level).first() {
-            add(format!(".{} {tag}{with}", ident(class)), 0.85);
+            found.add(format!(".{} {tag}{with}", ident(class)), 0.85);
             break;
         }
     }
-    add(format!("{tag}{with}"), 0.6);
+    found.add(format!("{tag}{with}"), 0.6);
     // The path from the item down, by tags, then by places among siblings.
     let paths: Vec<Vec<usize>> = ups
         .iter()
@@ -331,7 +329,7 @@ pub(super) fn field_candidates(
             })
             .collect();
         if let Some(tags) = tags {
-            add(format!(":scope > {}{with}", tags.join(" > ")), 0.5);
+            found.add(format!(":scope > {}{with}", tags.join(" > ")), 0.5);
             let nth: Option<Vec<String>> = (0..steps)
                 .map(|s| {
                     let place = nth_of_type(index.elements[paths[0][s]].el);
@@ -342,11 +340,11 @@ pub(super) fn field_candidates(
                 })
                 .collect();
             if let Some(nth) = nth {
-                add(format!(":scope > {}{with}", nth.join(" > ")), 0.3);
+                found.add(format!(":scope > {}{with}", nth.join(" > ")), 0.3);
             }
         }
     }
-    found
+    found.0
 }
 
 #[cfg(test)]
