@@ -9,7 +9,9 @@
 //!   cargo bench --bench learn
 //!
 //! Prints a table per layout and change kind; exits non-zero below 90 %
-//! correct over the corpus.
+//! correct over the corpus. With `LEARN_RESULTS=file`, also writes each
+//! page's outcome there as a JSON line (`name`, `examples`: exact, wrong or
+//! none, `cpu_ms`), which scripts/bench-repair sets beside the peers'.
 
 use std::collections::BTreeMap;
 
@@ -75,6 +77,7 @@ fn main() {
     let mut by_layout: BTreeMap<String, (Tally, Tally)> = BTreeMap::new();
     let mut by_change: BTreeMap<&'static str, Tally> = BTreeMap::new();
     let mut wrong = Vec::new();
+    let mut results = Vec::new();
     for page in &pages {
         let n = page.items.len();
         let examples = page.examples(&[1, n - 2]);
@@ -114,6 +117,13 @@ fn main() {
             }
             Err(e) => wrong.push(format!("{}: {e}", page.name())),
         }
+        let outcome = match &learned {
+            Ok(_) if tally.correct == 1 => "exact",
+            Ok(_) => "wrong",
+            Err(_) => "none",
+        };
+        results
+            .push(serde_json::json!({ "name": page.name(), "examples": outcome, "cpu_ms": took }));
         let discovered = learn::learn(&page.html, &url, &BTreeMap::new());
         if let Ok(found) = discovered
             && found[0].items.len() == n
@@ -164,6 +174,10 @@ fn main() {
         for line in &wrong {
             println!("  {line}");
         }
+    }
+    if let Ok(path) = std::env::var("LEARN_RESULTS") {
+        let lines: String = results.iter().map(|r| format!("{r}\n")).collect();
+        std::fs::write(&path, lines).expect("writing LEARN_RESULTS");
     }
     let rate = all.correct as f64 / all.pages as f64;
     if rate < REQUIRED_CORRECT {

@@ -57,6 +57,105 @@ impl Layout {
     }
 }
 
+/// Where a field's value sits in an item, as a site written for the layout's
+/// original markup reads it: the text of `selector`'s first match (or of the
+/// item itself when there is none), or its attribute `attr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpecField {
+    pub name: &'static str,
+    pub selector: Option<&'static str>,
+    pub attr: Option<&'static str>,
+}
+
+/// How the layout's original markup is read: what a site was set up with
+/// before its markup changed.
+#[derive(Debug, Clone, Copy)]
+pub struct Spec {
+    pub item: &'static str,
+    pub fields: &'static [SpecField],
+}
+
+const fn text(name: &'static str, selector: &'static str) -> SpecField {
+    SpecField {
+        name,
+        selector: Some(selector),
+        attr: None,
+    }
+}
+
+const fn attr(name: &'static str, selector: Option<&'static str>, attr: &'static str) -> SpecField {
+    SpecField {
+        name,
+        selector,
+        attr: Some(attr),
+    }
+}
+
+/// The selectors of each layout's original markup.
+const LIST_SPEC: Spec = Spec {
+    item: "li.product",
+    fields: &[
+        text("title", "a.title"),
+        text("price", "span.price"),
+        attr("link", Some("a.title"), "href"),
+        attr("image", Some("img.thumb"), "src"),
+    ],
+};
+
+const CARDS_SPEC: Spec = Spec {
+    item: "div.card",
+    fields: &[
+        text("title", "h3.card-title"),
+        text("price", "span.price"),
+        attr("link", Some("a.card-link"), "href"),
+        attr("image", Some("img.card-img"), "src"),
+        attr("rating", Some("span.rating"), "aria-label"),
+    ],
+};
+
+const TABLE_SPEC: Spec = Spec {
+    item: "tr.row",
+    fields: &[
+        text("title", "td.name a"),
+        text("price", "td.price"),
+        attr("link", Some("td.name a"), "href"),
+        text("date", "td.listed"),
+    ],
+};
+
+const TILES_SPEC: Spec = Spec {
+    item: "div.tile",
+    fields: &[
+        text("title", "span.tile-title"),
+        attr("price", None, "data-price"),
+        attr("link", Some("a.tile-link"), "href"),
+        attr("image", Some("a.tile-link img"), "src"),
+    ],
+};
+
+const NEWS_SPEC: Spec = Spec {
+    item: "article.story",
+    fields: &[
+        text("title", "h2.headline a"),
+        attr("link", Some("h2.headline a"), "href"),
+        attr("date", Some("time"), "datetime"),
+        text("source", "span.source"),
+    ],
+};
+
+impl Layout {
+    /// The selectors that read the layout's original markup.
+    pub fn spec(self) -> Spec {
+        match self {
+            Layout::List => LIST_SPEC,
+            Layout::Cards => CARDS_SPEC,
+            Layout::Table => TABLE_SPEC,
+            Layout::Tiles => TILES_SPEC,
+            Layout::News => NEWS_SPEC,
+        }
+    }
+}
+
 /// One item's expected values, by field.
 pub type Item = BTreeMap<String, String>;
 
@@ -94,13 +193,19 @@ impl Page {
 
 /// The layout's original page.
 pub fn original(layout: Layout) -> Page {
+    before(layout, 0)
+}
+
+/// The items of [`changed`]`(layout, seed)` in the layout's original markup:
+/// the page as it was before its site changed it.
+pub fn before(layout: Layout, seed: u64) -> Page {
     let style = Style::original(layout);
-    let data = layouts::data(layout, 0);
+    let data = layouts::data(layout, seed);
     let (html, items) = layouts::render(layout, &data, &style);
     Page {
         layout,
         changes: Vec::new(),
-        seed: 0,
+        seed,
         html,
         items,
     }
@@ -153,6 +258,28 @@ mod tests {
                 let mut fields = page.layout.fields().to_vec();
                 fields.sort();
                 assert_eq!(names, fields, "{}", page.name());
+            }
+        }
+    }
+
+    #[test]
+    fn a_spec_reads_every_field_of_its_layout_and_before_keeps_the_changed_items() {
+        for layout in Layout::ALL {
+            let mut named: Vec<&str> = layout.spec().fields.iter().map(|f| f.name).collect();
+            named.sort();
+            let mut fields = layout.fields().to_vec();
+            fields.sort();
+            assert_eq!(named, fields, "{layout:?}");
+            for seed in 1..=3 {
+                let (was, now) = (before(layout, seed), changed(layout, seed));
+                assert!(was.changes.is_empty());
+                let titles = |p: &Page| {
+                    p.items
+                        .iter()
+                        .map(|i| i["title"].clone())
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(titles(&was), titles(&now), "{layout:?} {seed}");
             }
         }
     }
