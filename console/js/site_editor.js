@@ -1,12 +1,14 @@
 // A site's editor: the form, with each error the API names shown beside its
 // field; "Test this site" beside it (`site_preview.js`); and, for a stored
-// site, how it is doing. Its detail pages are `site_detail.js`.
+// site, how it is doing and its versions (`site_versions.js`). Its detail
+// pages are `site_detail.js`.
 
 import { get, post, put, del } from "./api.js";
 import { h, show, ago, time, percent, sparkline, failure, healthBadge } from "./dom.js";
 import { input, check, fieldRow, readFields, fieldRowTarget } from "./site_fields.js";
 import { detailPart } from "./site_detail.js";
 import { renderPreview } from "./site_preview.js";
+import { showVersions } from "./site_versions.js";
 
 export function render(root, { id }, ctx) {
   const form = h("form", { class: "form panel", id: "site-form", novalidate: true });
@@ -14,6 +16,7 @@ export function render(root, { id }, ctx) {
   const formError = h("p", { class: "error", id: "site-form-error", role: "alert" });
   const preview = h("section", { class: "panel preview", id: "preview" });
   const health = h("section", { class: "panel", id: "site-health" });
+  const versions = h("section", { class: "panel", id: "site-versions" });
   const detail = detailPart(fields);
 
   // One fieldset around everything: disabled for a read token, which
@@ -96,7 +99,7 @@ export function render(root, { id }, ctx) {
   show(root,
     h("p", {}, h("a", { href: "#/sites" }, "← Sites")),
     h("h1", { id: "site-title" }, id ? "Site" : "New site"),
-    h("div", { class: "split" }, form, h("div", {}, preview, id ? health : null)));
+    h("div", { class: "split" }, form, h("div", {}, preview, id ? health : null, id ? versions : null)));
 
   const applyRender = () => {
     const mode = form.render.value;
@@ -109,6 +112,13 @@ export function render(root, { id }, ctx) {
     clearError(e.target);
     if (fields.contains(e.target)) detail.refresh();
   });
+
+  function refreshVersions() {
+    showVersions(versions, id, ctx, (site) => {
+      fill(form, fields, detail, site);
+      applyRender();
+    });
+  }
 
   async function remove() {
     if (!confirm("Delete this site, its runs and its results?")) return;
@@ -133,7 +143,10 @@ export function render(root, { id }, ctx) {
       ctx.catalog.forget();
       ctx.toast(id ? "Site saved" : "Site created");
       if (!id) ctx.go(`#/sites/${saved.id}`);
-      else fill(form, fields, detail, saved);
+      else {
+        fill(form, fields, detail, saved);
+        refreshVersions();
+      }
     } catch (error) {
       showError(form, formError, error, "", fields, detail);
     } finally {
@@ -158,6 +171,7 @@ export function render(root, { id }, ctx) {
       })
       .catch((e) => show(formError, failure(e)));
     showHealth(health, id);
+    refreshVersions();
   } else {
     fields.append(fieldRow("title", { selector: "" }));
     detail.fill(null);
@@ -311,8 +325,8 @@ async function showHealth(root, id) {
     show(root, h("h2", {}, "How it is doing"),
       h("dl", { class: "facts", id: "site-health" },
         h("dt", {}, "status"), h("dd", { id: "site-status" }, healthBadge(s.status),
-          s.blocked_since ? ` since ${time(s.blocked_since)}` : ""),
-        h("dt", {}, "streak"), h("dd", {}, s.streak ? `${s.streak.runs} ${s.streak.verdict} run(s) in a row, since ${time(s.streak.since)}` : "—"),
+          s.blocked_since ? [" since ", time(s.blocked_since)] : ""),
+        h("dt", {}, "streak"), h("dd", {}, s.streak ? [`${s.streak.runs} ${s.streak.verdict} run(s) in a row, since `, time(s.streak.since)] : "—"),
         h("dt", {}, "last success"), h("dd", {}, ago(s.last_success_at)),
         ...[["24 h", s.last_24h], ["7 days", s.last_7d]].flatMap(([span, w]) => [
           h("dt", {}, `success, ${span}`), h("dd", {}, `${percent(w.success_rate)} of ${w.runs_ended} runs, ${percent(w.degraded_rate)} degraded`),

@@ -130,6 +130,7 @@ fn concrete(path: &str, owned: &Owned) -> String {
     };
     path.replace("{id}", &id.to_string())
         .replace("{attempt}", "1")
+        .replace("{version}", "1")
 }
 
 async fn make_owned(api: &Api, targets: &Targets) -> anyhow::Result<Owned> {
@@ -183,7 +184,11 @@ async fn make_owned(api: &Api, targets: &Targets) -> anyhow::Result<Owned> {
 async fn bad_ids(api: &Api, routes: &[Route], targets: &Targets) {
     for route in routes.iter().filter(|r| r.path.contains("{id}")) {
         for id in BAD_IDS {
-            let path = route.path.replace("{id}", id).replace("{attempt}", "1");
+            let path = route
+                .path
+                .replace("{id}", id)
+                .replace("{attempt}", "1")
+                .replace("{version}", "1");
             let token = if route.method == Method::GET {
                 Token::Read
             } else {

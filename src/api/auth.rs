@@ -72,6 +72,14 @@ impl TokenKey {
         let digest = digest(token);
         TokenKey(digest[..8].try_into().expect("8 of 32 bytes"))
     }
+
+    /// How a record names the token that made a change: `token:` and the
+    /// prefix in hex (the same token always gives the same name, and the
+    /// name gives no way back to the token).
+    pub fn name(&self) -> String {
+        let hex: String = self.0.iter().map(|b| format!("{b:02x}")).collect();
+        format!("token:{hex}")
+    }
 }
 
 fn digest(token: &str) -> [u8; 32] {

@@ -174,12 +174,36 @@ impl<S: Send + Sync> FromRequestParts<S> for RunAttempt {
         let [id, attempt] = two_ids(parts, state, ["id", "attempt"]).await?;
         Ok(RunAttempt {
             run_id: id,
-            attempt: i32::try_from(attempt).map_err(|_| ApiError::BadRequest {
-                message: format!("attempt is out of range: {attempt}"),
-                field: Some("attempt".into()),
-            })?,
+            attempt: small("attempt", attempt)?,
         })
     }
+}
+
+/// The `{id}` and `{version}` of a site's version path.
+pub struct SiteVersion {
+    pub site_id: i64,
+    pub version: i32,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for SiteVersion {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let [site_id, version] = two_ids(parts, state, ["id", "version"]).await?;
+        Ok(SiteVersion {
+            site_id,
+            version: small("version", version)?,
+        })
+    }
+}
+
+/// A path number kept as an `i32` (an attempt, a version): a 400 naming
+/// `field` when it does not fit.
+fn small(field: &str, value: i64) -> Result<i32, ApiError> {
+    i32::try_from(value).map_err(|_| ApiError::BadRequest {
+        message: format!("{field} is out of range: {value}"),
+        field: Some(field.into()),
+    })
 }
 
 /// The `{id}` and `{delivery_id}` of a webhook's delivery path.

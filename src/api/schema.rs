@@ -18,6 +18,7 @@ use crate::domain::{
     page::PagingEnd,
     page::StopReason,
     run::RunState,
+    site::VersionReason,
     webhook::{DeliveryState, WebhookEventType},
 };
 
@@ -67,6 +68,9 @@ text_enum_schemas! {
         "What an endpoint is told about: run.failed (for good: its last attempt, or a \
          failure no retry mends), run.completed, run.degraded, site.blocked, \
          site.recovered, items.new, items.changed, items.removed.";
+    VersionReason => "VersionReason",
+        "Why a site's version was made: recorded (the site as it was when versions began \
+         to be kept), created, edited, restored (an earlier version brought back).";
     DeliveryState => "WebhookDeliveryState",
         "pending (waiting for its first attempt or a retry), delivered (the endpoint \
          answered 2xx), failed (every attempt of the retry schedule failed).";

@@ -22,7 +22,7 @@ use crate::domain::{
     page::PagingEnd,
     page::StopReason,
     run::{AttemptOutcome, RunState, Trigger},
-    site::{RenderMode, RunVerdict},
+    site::{RenderMode, RunVerdict, VersionReason},
     webhook::{DeliveryState, WebhookEventType},
 };
 
@@ -71,6 +71,7 @@ text_columns!(
     RunVerdict,
     StopReason,
     Trigger,
+    VersionReason,
     WebhookEventType,
 );
 

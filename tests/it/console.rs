@@ -536,3 +536,49 @@ async fn the_overview_reconnects_after_an_api_restart_and_goes_on_updating_witho
     assert_eq!(api.terminate(Duration::from_secs(15)).await, 0);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn an_operator_sees_what_each_version_changed_and_brings_one_back() {
+    let app = fleet_with_tokens(Roles::default()).await;
+    let site = app.create_site(app.site_body("shop", "/search")).await;
+    let mut edited = app.site_body("shop", "/search");
+    edited["item_selector"] = json!("div.card");
+    let (status, body) = app.put(&format!("/api/sites/{site}"), edited).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let browser = ConsoleBrowser::open(&app.base).await;
+    browser.sign_in(WRITE_TOKEN).await;
+    browser.go(&format!("#/sites/{site}")).await;
+    let listed = browser
+        .wait_for_text("#site-versions-list", "Version 2")
+        .await;
+    assert!(
+        listed.contains("item_selector: li.product → div.card"),
+        "{listed}"
+    );
+    assert!(listed.contains("(current)"), "{listed}");
+
+    browser.click("[data-restore='1']").await;
+    browser
+        .client
+        .accept_alert()
+        .await
+        .expect("the restore asks first");
+    let listed = browser
+        .wait_for_text("#site-versions-list", "restored version 1")
+        .await;
+    assert!(listed.contains("Version 3"), "{listed}");
+    // The form shows the version brought back.
+    let shown = browser
+        .find("#site-item_selector")
+        .await
+        .prop("value")
+        .await
+        .unwrap();
+    assert_eq!(shown.as_deref(), Some("li.product"));
+    let (_, stored) = app.get(&format!("/api/sites/{site}")).await;
+    assert_eq!(stored["item_selector"], "li.product", "{stored}");
+
+    browser.close().await;
+    app.stop().await;
+}

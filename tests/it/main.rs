@@ -46,6 +46,7 @@ mod scheduling_local;
 mod sessions;
 mod site_health;
 mod site_storage;
+mod site_versions;
 mod smoke;
 mod spot;
 mod ssrf;

@@ -15,6 +15,10 @@ const ROUTES: &[(&str, &str)] = &[
     ("delete", "/api/sites/{id}"),
     ("delete", "/api/sites/{id}/session"),
     ("get", "/api/sites/{id}/health"),
+    ("get", "/api/sites/{id}/versions"),
+    ("get", "/api/sites/{id}/versions/{version}"),
+    ("get", "/api/sites/{id}/versions/{version}/diff"),
+    ("post", "/api/sites/{id}/versions/{version}/restore"),
     ("get", "/api/sites/health"),
     ("post", "/api/sites/preview"),
     ("get", "/api/keywords"),
@@ -86,6 +90,7 @@ async fn the_openapi_document_is_valid_and_lists_every_route_the_router_serves()
             path.replace("{id}", "1")
                 .replace("{attempt}", "1")
                 .replace("{delivery_id}", "1")
+                .replace("{version}", "1")
         );
         let method: Method = method.to_uppercase().parse().unwrap();
         let mut req = app.http.request(method.clone(), &url);

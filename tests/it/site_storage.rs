@@ -1,10 +1,15 @@
 //! A site's columns (`store::sites`): every part of a spec is written by the
 //! INSERT and by the UPDATE and read back as it was, secrets included, in
-//! each kind of extraction.
+//! each kind of extraction; and read back again from the version each write
+//! recorded.
 
 use crawlfleet::{
-    domain::site::{SiteInput, SiteSpec},
-    store::{self, sealing::SessionKey},
+    domain::site::{Identity, SiteInput, SiteSpec, VersionReason},
+    store::{
+        self,
+        sealing::SessionKey,
+        sites::{Revision, versions},
+    },
 };
 use serde_json::json;
 
@@ -74,9 +79,16 @@ async fn every_column_of_a_site_is_read_back_as_written_by_its_insert_and_its_up
     assert_ne!(first, second);
     assert_ne!(second, third);
 
-    let created = store::sites::create(&db.pool, &first, Some(&key))
-        .await
-        .unwrap();
+    let edited = Revision::new(VersionReason::Edited, Some("token:test".into()));
+    let created = store::sites::create(
+        &db.pool,
+        &first,
+        Some(&key),
+        &Revision::new(VersionReason::Created, None),
+    )
+    .await
+    .unwrap();
+    assert_eq!(created.version, 1);
     let read = store::sites::get(&db.pool, created.id, Some(&key))
         .await
         .unwrap()
@@ -84,22 +96,59 @@ async fn every_column_of_a_site_is_read_back_as_written_by_its_insert_and_its_up
     assert_eq!(read.spec, first, "as inserted");
     assert_eq!(read.created_at, created.created_at);
 
-    for replacement in [second, third, first.clone()] {
-        let updated = store::sites::update(&db.pool, created.id, &replacement, Some(&key))
+    let written = [second, third, first.clone()];
+    for (version, replacement) in (2..).zip(&written) {
+        let updated = store::sites::update(&db.pool, created.id, replacement, Some(&key), &edited)
             .await
             .unwrap()
             .expect("the site exists");
-        assert_eq!(updated.spec, replacement);
+        assert_eq!(&updated.spec, replacement);
+        assert_eq!(updated.version, version);
         let read = store::sites::get(&db.pool, created.id, Some(&key))
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(read.spec, replacement, "as updated to {}", replacement.name);
+        assert_eq!(
+            &read.spec, replacement,
+            "as updated to {}",
+            replacement.name
+        );
         assert_eq!(read.created_at, created.created_at);
         assert!(read.updated_at >= created.updated_at);
     }
+    // Each version reads back every column it keeps as it was written, with
+    // today's identity (header values and the proxy are not versioned).
+    let today = first.identity.clone();
+    for (version, replacement) in (2..).zip(&written) {
+        let (kept, as_kept) = versions::get(&db.pool, created.id, version, Some(&key))
+            .await
+            .unwrap()
+            .expect("the version was recorded");
+        assert_eq!(kept.reason, VersionReason::Edited);
+        assert_eq!(kept.changed_by.as_deref(), Some("token:test"));
+        let expected = SiteSpec {
+            identity: Identity {
+                user_agent: replacement.identity.user_agent.clone(),
+                ..today.clone()
+            },
+            ..replacement.clone()
+        };
+        assert_eq!(as_kept.spec, expected, "version {version}");
+    }
 
-    let missing = store::sites::update(&db.pool, created.id + 1000, &first, Some(&key))
+    // Writing what is there already makes no version.
+    let same = store::sites::update(&db.pool, created.id, &first, Some(&key), &edited)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(same.version, 4);
+    let listed = versions::list(&db.pool, created.id, None, 10)
+        .await
+        .unwrap();
+    let numbers: Vec<i32> = listed.iter().map(|v| v.version).collect();
+    assert_eq!(numbers, [4, 3, 2, 1]);
+
+    let missing = store::sites::update(&db.pool, created.id + 1000, &first, Some(&key), &edited)
         .await
         .unwrap();
     assert!(missing.is_none(), "no such site: nothing updated");

@@ -13,7 +13,7 @@ use crawlfleet::{
     domain::{
         keyword::KeywordInput,
         run::Trigger,
-        site::{FieldInput, SiteInput},
+        site::{FieldInput, SiteInput, VersionReason},
     },
     store,
 };
@@ -50,7 +50,9 @@ pub async fn register_once(config: &Config, pool: &PgPool, base_url: &str) -> an
         ..SiteInput::default()
     }
     .parse()?;
-    let demo_site = store::sites::create(pool, &spec, config.common.session_key.as_ref()).await?;
+    let revision = store::sites::Revision::new(VersionReason::Created, None);
+    let key = config.common.session_key.as_ref();
+    let demo_site = store::sites::create(pool, &spec, key, &revision).await?;
     let keyword = KeywordInput {
         keyword: "laptop".into(),
         site_ids: vec![demo_site.id],

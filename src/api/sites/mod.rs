@@ -1,26 +1,29 @@
-//! Sites: create, read, replace, delete, forget a kept session, and try one
-//! on a worker before saving it (`preview`). A request body parses straight
+//! Sites: create, read, replace, delete, forget a kept session, try one on a
+//! worker before saving it (`preview`), and their versions (`versions`: every
+//! change recorded, compared and restorable). A request body parses straight
 //! into the domain's `SiteInput`, whose `parse` checks every rule.
 
 mod preview;
+mod versions;
 mod view;
 
-use axum::{Json, extract::State, http::StatusCode};
+use axum::{Extension, Json, extract::State, http::StatusCode};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
     ApiError, AppState, Page,
+    auth::TokenKey,
     error::ErrorBody,
     extract::{ApiJson, Id},
 };
 use crate::{
     domain::{
         FieldError,
-        site::{MASK, SearchUrlTemplate, SiteInput, SiteSpec, restore_masked},
+        site::{MASK, SearchUrlTemplate, SiteInput, SiteSpec, VersionReason, restore_masked},
     },
     store::{
         self,
-        sites::{DeleteOutcome, LoadError},
+        sites::{DeleteOutcome, LoadError, Revision},
     },
 };
 use view::{SiteHealthView, SiteView};
@@ -42,6 +45,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(health))
         .routes(routes!(health_of_all))
         .routes(routes!(preview::preview))
+        .merge(versions::router())
 }
 
 /// The rules a site must pass beyond its own: where it points must be a
@@ -120,11 +124,14 @@ fn name_taken() -> ApiError {
               (status = 422, description = "A rule broken; `field` names it (`item_selector`, `structured_items`, `fields.price.structured`)", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
 async fn create(
     State(state): State<AppState>,
+    token: Option<Extension<TokenKey>>,
     ApiJson(input): ApiJson<SiteInput>,
 ) -> Result<(StatusCode, Json<SiteView>), ApiError> {
     let spec = input.parse()?;
     check_reachable(&state, &spec).await?;
-    match store::sites::create(&state.pool, &spec, state.session_key.as_ref()).await {
+    let revision = Revision::new(VersionReason::Created, versions::changed_by(token));
+    let key = state.session_key.as_ref();
+    match store::sites::create(&state.pool, &spec, key, &revision).await {
         Ok(site) => Ok((StatusCode::CREATED, Json(site.into()))),
         Err(e) if store::violates(&e, NAME_TAKEN) => Err(name_taken()),
         Err(e) => Err(e.into()),
@@ -161,12 +168,15 @@ async fn show(State(state): State<AppState>, Id(id): Id) -> Result<Json<SiteView
 async fn update(
     State(state): State<AppState>,
     Id(id): Id,
+    token: Option<Extension<TokenKey>>,
     ApiJson(mut input): ApiJson<SiteInput>,
 ) -> Result<Json<SiteView>, ApiError> {
     restore_stored_secrets(&state, id, &mut input).await?;
     let spec = input.parse()?;
     check_reachable(&state, &spec).await?;
-    match store::sites::update(&state.pool, id, &spec, state.session_key.as_ref()).await {
+    let revision = Revision::new(VersionReason::Edited, versions::changed_by(token));
+    let key = state.session_key.as_ref();
+    match store::sites::update(&state.pool, id, &spec, key, &revision).await {
         Ok(Some(site)) => Ok(Json(site.into())),
         Ok(None) => Err(ApiError::not_found("site", id)),
         Err(e) if store::violates(&e, NAME_TAKEN) => Err(name_taken()),

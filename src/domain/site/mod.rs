@@ -10,6 +10,7 @@ pub(in crate::domain) mod render;
 mod standing;
 mod structured;
 pub(in crate::domain) mod template;
+mod version;
 
 use std::collections::BTreeMap;
 
@@ -34,6 +35,7 @@ pub use structured::{
     StructuredPath, short_type_name,
 };
 pub use template::{SearchUrlTemplate, with_query_param};
+pub use version::{Difference, VersionReason, differences};
 
 use super::{
     FieldError,
@@ -154,6 +156,9 @@ pub struct SiteInput {
 pub struct Site {
     pub id: i64,
     pub spec: SiteSpec,
+    /// The version the site is at (0: stored before versions were kept and
+    /// not changed since).
+    pub version: i32,
     /// When a run last kept the site's session (`spec.session.keep`).
     pub session_saved_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,

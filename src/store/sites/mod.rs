@@ -5,6 +5,7 @@
 mod health;
 mod row;
 mod secrets;
+pub mod versions;
 
 use std::{collections::BTreeMap, sync::LazyLock};
 
@@ -20,6 +21,7 @@ use row::SiteRow;
 pub(crate) use secrets::secrets_bound_to;
 use secrets::{Secrets, StoredSecrets, write_secrets};
 pub use secrets::{SecretsError, count_unsealed, seal_unsealed};
+pub use versions::Revision;
 
 /// Why a stored site could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -37,11 +39,12 @@ pub enum LoadError {
 }
 
 /// Stores a new site, its secrets sealed with `key` (the api refuses a site
-/// with secrets when it has no key).
+/// with secrets when it has no key), as its version 1.
 pub async fn create(
     pool: &PgPool,
     spec: &SiteSpec,
     key: Option<&SessionKey>,
+    revision: &Revision,
 ) -> sqlx::Result<Site> {
     let mut tx = pool.begin().await?;
     let row = SiteRow::of(spec)
@@ -50,25 +53,29 @@ pub async fn create(
         .fetch_one(&mut *tx)
         .await?;
     write_secrets(&mut tx, row.id, &spec.identity, key).await?;
+    let version = versions::record(&mut tx, row.id, revision).await?;
     tx.commit().await?;
     Ok(Site {
         id: row.id,
         spec: spec.clone(),
+        version,
         session_saved_at: None,
         created_at: row.created_at,
         updated_at: row.updated_at,
     })
 }
 
-/// Replaces a site, its secrets sealed anew with `key`; `None` when there is
-/// no such site.
+/// Replaces a site, its secrets sealed anew with `key`, as its next version
+/// (none when nothing changed); `None` when there is no such site.
 pub async fn update(
     pool: &PgPool,
     id: i64,
     spec: &SiteSpec,
     key: Option<&SessionKey>,
+    revision: &Revision,
 ) -> sqlx::Result<Option<Site>> {
     let mut tx = pool.begin().await?;
+    versions::record_unversioned(&mut tx, id).await?;
     let updated = SiteRow::of(spec)
         .update(id)
         .try_map(|row| Written::from_row(&row))
@@ -78,10 +85,12 @@ pub async fn update(
         return Ok(None);
     };
     write_secrets(&mut tx, id, &spec.identity, key).await?;
+    let version = versions::record(&mut tx, id, revision).await?;
     tx.commit().await?;
     Ok(Some(Site {
         id: row.id,
         spec: spec.clone(),
+        version,
         session_saved_at: row.session_saved_at,
         created_at: row.created_at,
         updated_at: row.updated_at,
@@ -120,7 +129,7 @@ async fn select(
 ) -> Result<Vec<Site>, LoadError> {
     static SQL: LazyLock<String> = LazyLock::new(|| {
         format!(
-            "SELECT s.id, {}, s.secrets_nonce, s.secrets_sealed, s.unsealed_headers,
+            "SELECT s.id, {}, s.version, s.secrets_nonce, s.secrets_sealed, s.unsealed_headers,
                     s.unsealed_proxy, ss.saved_at AS session_saved_at, s.created_at, s.updated_at
              FROM sites s LEFT JOIN site_sessions ss ON ss.site_id = s.id
              WHERE ($1::bigint IS NULL OR s.id = $1)
@@ -197,6 +206,7 @@ struct StoredSite {
     id: i64,
     #[sqlx(flatten)]
     row: SiteRow,
+    version: i32,
     secrets_nonce: Option<Vec<u8>>,
     secrets_sealed: Option<Vec<u8>>,
     unsealed_headers: Json<BTreeMap<String, String>>,
@@ -226,6 +236,7 @@ impl StoredSite {
         Ok(Site {
             id: self.id,
             spec: self.row.spec(secrets)?,
+            version: self.version,
             session_saved_at: self.session_saved_at,
             created_at: self.created_at,
             updated_at: self.updated_at,

@@ -86,6 +86,11 @@ site_row! {
     }
 }
 
+/// The columns a version does not keep: where the site's secrets go (the
+/// header values and proxy credentials are sealed apart), so a restored
+/// version keeps today's.
+const UNVERSIONED: &[&str] = &["header_names", "proxy"];
+
 impl SiteRow {
     /// The row that stores `spec`.
     pub(super) fn of(spec: &SiteSpec) -> SiteRow {
@@ -247,6 +252,34 @@ impl SiteRow {
             )
         });
         self.bind_to(sqlx::query(&SQL).bind(id))
+    }
+
+    /// The versioned columns of the `sites` row `alias` as one JSON object,
+    /// key by column (`versions`).
+    pub(super) fn snapshot_of(alias: &str) -> String {
+        let pairs: Vec<String> = SiteRow::COLUMNS
+            .iter()
+            .filter(|column| !UNVERSIONED.contains(column))
+            .map(|column| format!("'{column}', {alias}.{column}"))
+            .collect();
+        format!("jsonb_build_object({})", pairs.join(", "))
+    }
+
+    /// The columns as a SELECT of a version lists them: a versioned column
+    /// from the record `version` populated from `snapshot`, unless the
+    /// snapshot lacks it (a column added after it was taken); the others
+    /// from the site's row `site`.
+    pub(super) fn versioned_select_list(version: &str, site: &str, snapshot: &str) -> String {
+        SiteRow::COLUMNS
+            .iter()
+            .map(|column| match UNVERSIONED.contains(column) {
+                true => format!("{site}.{column}"),
+                false => format!(
+                    "CASE WHEN {snapshot} ? '{column}' THEN {version}.{column} ELSE {site}.{column} END AS {column}"
+                ),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// The columns as a SELECT lists them, each prefixed by `alias`.
