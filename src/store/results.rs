@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use super::{columns::decode_optional, listing::Listing};
 use crate::domain::{
     change::{Change, FieldDiff},
+    run::RunState,
     site::{FieldSpec, item_field_names},
 };
 
@@ -218,11 +219,12 @@ pub async fn stored_by_completed_runs(
            WHERE EXISTS (
                SELECT 1 FROM crawl_results r JOIN crawl_runs c ON c.id = r.run_id
                WHERE r.keyword_id = $1 AND r.site_id = $2 AND r.item_key = page.item_key
-                 AND r.run_id <> $3 AND c.state = 'completed')"#,
+                 AND r.run_id <> $3 AND c.state = $5)"#,
         keyword_id,
         site_id,
         this_run,
-        item_keys
+        item_keys,
+        RunState::Completed as RunState
     )
     .fetch_all(pool)
     .await
@@ -230,7 +232,9 @@ pub async fn stored_by_completed_runs(
 
 /// The newest item earlier completed runs stored for this keyword/site: the
 /// first result of the last of them that stored any. In a newest-first feed,
-/// everything after it was stored before.
+/// everything after it was stored before. The completed state is written
+/// out: it is the predicate of the partial index this reads
+/// (crawl_runs_keyword_site_finished).
 pub async fn newest_stored_by_completed_run(
     pool: &PgPool,
     keyword_id: i64,

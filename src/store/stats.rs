@@ -32,35 +32,38 @@ impl QueueCounts {
 }
 
 pub async fn queue_counts(pool: &PgPool) -> sqlx::Result<QueueCounts> {
-    let row = sqlx::query!(
-        r#"SELECT
-             count(*) FILTER (WHERE state = 'queued') AS "queued!",
-             count(*) FILTER (WHERE state = 'queued' AND dispatched_at IS NOT NULL) AS "dispatched!",
-             count(*) FILTER (WHERE state = 'queued' AND not_before > now()) AS "delayed!",
-             count(*) FILTER (WHERE state = 'running') AS "running!",
-             count(*) FILTER (WHERE state = 'url_call') AS "url_call!",
-             count(*) FILTER (WHERE state = 'call_done') AS "call_done!",
-             COALESCE(EXTRACT(EPOCH FROM now() - min(queued_at) FILTER (WHERE state = 'queued')), 0)::bigint
-               AS "oldest_queued_age_secs!"
+    let mut counts = QueueCounts::default();
+    // One row per active state; what only a queued run has (dispatched, a
+    // backoff, its age) is read from the queued row.
+    for row in sqlx::query!(
+        r#"SELECT state AS "state: RunState", count(*) AS "runs!",
+                  count(*) FILTER (WHERE dispatched_at IS NOT NULL) AS "dispatched!",
+                  count(*) FILTER (WHERE not_before > now()) AS "delayed!",
+                  COALESCE(EXTRACT(EPOCH FROM now() - min(queued_at)), 0)::bigint AS "oldest_age_secs!"
            FROM crawl_runs
-           WHERE state = ANY($1)"#,
+           WHERE state = ANY($1)
+           GROUP BY state"#,
         &RunState::ACTIVE as &[RunState]
     )
-    .fetch_one(pool)
-    .await?;
-    let (completed_last_hour, failed_last_hour) =
+    .fetch_all(pool)
+    .await?
+    {
+        match row.state {
+            RunState::Queued => {
+                counts.queued = row.runs;
+                counts.dispatched = row.dispatched;
+                counts.delayed = row.delayed;
+                counts.oldest_queued_age_secs = row.oldest_age_secs;
+            }
+            RunState::Running => counts.running = row.runs,
+            RunState::UrlCall => counts.url_call = row.runs,
+            RunState::CallDone => counts.call_done = row.runs,
+            RunState::Completed | RunState::Failed | RunState::Skipped | RunState::Cancelled => {}
+        }
+    }
+    (counts.completed_last_hour, counts.failed_last_hour) =
         finished_between(pool, Utc::now() - chrono::TimeDelta::hours(1), None).await?;
-    Ok(QueueCounts {
-        queued: row.queued,
-        dispatched: row.dispatched,
-        delayed: row.delayed,
-        running: row.running,
-        url_call: row.url_call,
-        call_done: row.call_done,
-        completed_last_hour,
-        failed_last_hour,
-        oldest_queued_age_secs: row.oldest_queued_age_secs,
-    })
+    Ok(counts)
 }
 
 /// Runs queued or in progress (the scaling metric `QueueWaitingJobs`).
@@ -81,13 +84,15 @@ pub async fn finished_between(
     until: Option<DateTime<Utc>>,
 ) -> sqlx::Result<(i64, i64)> {
     let row = sqlx::query!(
-        r#"SELECT count(*) FILTER (WHERE state = 'completed') AS "completed!",
-                  count(*) FILTER (WHERE state = 'failed') AS "failed!"
+        r#"SELECT count(*) FILTER (WHERE state = $3) AS "completed!",
+                  count(*) FILTER (WHERE state = $4) AS "failed!"
            FROM crawl_runs
            WHERE finished_at >= $1 AND ($2::timestamptz IS NULL OR finished_at < $2)
-             AND state IN ('completed', 'failed')"#,
+             AND state IN ($3, $4)"#,
         since,
-        until
+        until,
+        RunState::Completed as RunState,
+        RunState::Failed as RunState
     )
     .fetch_one(pool)
     .await?;
@@ -138,16 +143,18 @@ pub async fn finished_per_minute(pool: &PgPool, minutes: i32) -> sqlx::Result<Ve
     sqlx::query_as!(
         MinuteCounts,
         r#"SELECT m.minute AS "minute!",
-                  count(r.id) FILTER (WHERE r.state = 'completed') AS "completed!",
-                  count(r.id) FILTER (WHERE r.state = 'failed') AS "failed!"
+                  count(r.id) FILTER (WHERE r.state = $2) AS "completed!",
+                  count(r.id) FILTER (WHERE r.state = $3) AS "failed!"
            FROM generate_series(date_trunc('minute', now()) - make_interval(mins => $1 - 1),
                                 date_trunc('minute', now()), interval '1 minute') AS m(minute)
            LEFT JOIN crawl_runs r
              ON r.finished_at >= m.minute AND r.finished_at < m.minute + interval '1 minute'
-            AND r.state IN ('completed', 'failed')
+            AND r.state IN ($2, $3)
            GROUP BY m.minute
            ORDER BY m.minute"#,
-        minutes
+        minutes,
+        RunState::Completed as RunState,
+        RunState::Failed as RunState
     )
     .fetch_all(pool)
     .await

@@ -1,4 +1,5 @@
-//! The OpenAPI document: valid, and listing exactly the routes the router serves.
+//! The OpenAPI document: valid, and listing exactly the routes the router serves
+//! and the component schemas clients know.
 
 use std::collections::BTreeSet;
 
@@ -62,6 +63,82 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/ready"),
 ];
 
+/// Every component schema of the document, by name: clients generate types
+/// from them, so one renamed or dropped breaks their code even when every
+/// route stays.
+const SCHEMAS: &[&str] = &[
+    "Access",
+    "AccessView",
+    "Action",
+    "Attempt",
+    "Change",
+    "CrawlResult",
+    "CrawlRun",
+    "DateRule",
+    "Detail",
+    "DetailInput",
+    "ErrorBody",
+    "ErrorDetail",
+    "ErrorKind",
+    "Expectations",
+    "FieldInput",
+    "FieldSpec",
+    "HealthWindow",
+    "IdentifiedBy",
+    "Item",
+    "ItemValue",
+    "JsonInput",
+    "Keyword",
+    "KeywordInput",
+    "LineNote",
+    "LineNotes",
+    "MinuteCounts",
+    "NumberRule",
+    "Page_CrawlResult",
+    "Page_CrawlRun",
+    "Page_ItemValue",
+    "Page_Keyword",
+    "Page_Site",
+    "Page_UrlEntry",
+    "Page_UrlList",
+    "Page_Webhook",
+    "Page_WebhookDelivery",
+    "Paging",
+    "PagingEnd",
+    "PreviewBody",
+    "PreviewDetailView",
+    "PreviewItemView",
+    "PreviewPageView",
+    "PreviewRefusalView",
+    "PreviewTimings",
+    "PreviewView",
+    "QueueCounts",
+    "QueueOutcome",
+    "QueueReport",
+    "RunDetail",
+    "RunItems",
+    "RunState",
+    "Site",
+    "SiteHealth",
+    "SiteInput",
+    "StopReason",
+    "Streak",
+    "StructuredItemView",
+    "StructuredView",
+    "UploadReport",
+    "UrlEntry",
+    "UrlList",
+    "UrlListInput",
+    "Webhook",
+    "WebhookDelivery",
+    "WebhookDeliveryAttempt",
+    "WebhookDeliveryState",
+    "WebhookEventType",
+    "WebhookInput",
+    "WebhookTest",
+    "WorkerSeen",
+];
+
 #[tokio::test]
 async fn the_openapi_document_is_valid_and_lists_every_route_the_router_serves() {
     let app = TestApp::spawn().await;
@@ -108,7 +185,8 @@ async fn the_openapi_document_is_valid_and_lists_every_route_the_router_serves()
 
     let components = parsed.components.expect("components");
     assert!(components.security_schemes.contains_key("bearer"));
-    assert!(components.schemas.contains_key("ErrorBody"));
+    let schemas: BTreeSet<&str> = components.schemas.keys().map(String::as_str).collect();
+    assert_eq!(schemas, SCHEMAS.iter().copied().collect::<BTreeSet<_>>());
     let crawl = doc["paths"]["/api/keywords/{id}/crawl"]["post"].clone();
     assert_eq!(crawl["security"][0]["bearer"], serde_json::json!([]));
     assert!(crawl["responses"]["401"].is_object());

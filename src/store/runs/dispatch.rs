@@ -1,10 +1,15 @@
 //! Moving queued runs into Redis and back: the dispatcher's bookkeeping.
+//!
+//! Where a query reads runs by a partial index (`crawl_runs_backlog`,
+//! `crawl_runs_in_redis`, `crawl_runs_site_active`), its states are written
+//! out as the index predicate is: a bound parameter would not match it, and
+//! the dispatcher's scans would read every run instead.
 
 use std::time::Duration;
 
 use sqlx::PgPool;
 
-use crate::domain::site::RenderMode;
+use crate::domain::{run::RunState, site::RenderMode};
 
 /// A run whose job message should be put into Redis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,8 +108,9 @@ pub async fn take_for_dispatch(
 /// Puts runs whose push to Redis failed back into the backlog.
 pub async fn undispatch(pool: &PgPool, run_ids: &[i64]) -> sqlx::Result<u64> {
     let done = sqlx::query!(
-        "UPDATE crawl_runs SET dispatched_at = NULL WHERE id = ANY($1) AND state = 'queued'",
-        run_ids
+        "UPDATE crawl_runs SET dispatched_at = NULL WHERE id = ANY($1) AND state = $2",
+        run_ids,
+        RunState::Queued as RunState
     )
     .execute(pool)
     .await?;

@@ -1,6 +1,7 @@
 //! Claiming a run and the writes a worker makes while it crawls, each
-//! conditional on (run, attempt, worker). How an attempt ends is in
-//! `ending`; the runs the watchdog takes back are found by `abandoned`.
+//! conditional on (run, attempt, worker). How an attempt completes is in
+//! `completion`, how it fails or is released in `unfinished`; the runs the
+//! watchdog takes back are found by `abandoned`.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;

@@ -1,24 +1,27 @@
-//! Crawl runs: queueing, listing, cancelling and retrying (here), dispatch
-//! bookkeeping (`dispatch`), claiming and the fenced writes of a crawl
-//! (`fenced`), how an attempt ends (`ending`; docs/design.md, "Claiming and
-//! fencing"), and the runs the watchdog takes back (`abandoned`).
+//! Crawl runs: queueing, listing and retrying (here), dispatch bookkeeping
+//! (`dispatch`), claiming and the fenced writes of a crawl (`fenced`), how
+//! an attempt completes (`completion`) or ends otherwise: failed, released
+//! or cancelled (`unfinished`; docs/design.md, "Claiming and fencing"), and
+//! the runs the watchdog takes back (`abandoned`).
 
 mod abandoned;
+mod completion;
 mod dispatch;
-mod ending;
 mod evidence;
 mod fenced;
 mod health;
 mod raised;
 pub(super) mod row;
 mod scheduled;
+mod unfinished;
 
 pub use abandoned::*;
+pub use completion::*;
 pub use dispatch::*;
-pub use ending::*;
 pub use evidence::*;
 pub use fenced::*;
 pub use scheduled::*;
+pub use unfinished::*;
 
 use std::time::Duration;
 
@@ -30,7 +33,7 @@ use super::listing::Listing;
 use crate::{
     domain::{
         failure::FailureKind,
-        run::{Attempt, AttemptOutcome, CrawlRun, RunState, Transition, Trigger},
+        run::{Attempt, CrawlRun, RunState, Transition, Trigger},
     },
     store::columns::decode,
 };
@@ -97,10 +100,12 @@ async fn queue_in(
     let skipped = match skip_completed_since {
         None => Vec::new(),
         Some(since) => {
+            // The completed state is written out: it is the predicate of the
+            // partial index this reads (crawl_runs_keyword_site_finished).
             sqlx::query_as!(
                 RunRow,
                 r#"INSERT INTO crawl_runs (keyword_id, site_id, state, trigger, priority, max_attempts, finished_at)
-                   SELECT k.id, ks.site_id, 'skipped', $2, k.priority, COALESCE(s.max_attempts, $4), now()
+                   SELECT k.id, ks.site_id, $5, $2, k.priority, COALESCE(s.max_attempts, $4), now()
                    FROM keywords k
                    JOIN keyword_sites ks ON ks.keyword_id = k.id
                    JOIN sites s ON s.id = ks.site_id
@@ -117,7 +122,8 @@ async fn queue_in(
                 keyword_id,
                 trigger.as_str(),
                 since,
-                default_max_attempts
+                default_max_attempts,
+                RunState::Skipped as RunState
             )
             .fetch_all(&mut **tx)
             .await
@@ -151,6 +157,8 @@ async fn queue_in(
     .fetch_all(&mut **tx)
     .await
     .and_then(runs)?;
+    // The active states are written out: they are the predicate of the
+    // partial index this reads (crawl_runs_one_active).
     let already_active = sqlx::query_as!(
         RunRow,
         r#"SELECT id, keyword_id, site_id, state, trigger, priority, attempt, max_attempts,
@@ -251,59 +259,6 @@ pub async fn count_by_state(pool: &PgPool) -> sqlx::Result<Vec<(RunState, i64)>>
     rows.into_iter()
         .map(|r| Ok((decode("state", &r.state)?, r.n)))
         .collect()
-}
-
-/// Stops a queued or active run; `None` when there is no such run, otherwise
-/// the run after the attempt (unchanged when it had already ended). A worker
-/// crawling it notices at its next fenced write.
-pub async fn cancel(pool: &PgPool, id: i64) -> sqlx::Result<Option<CrawlRun>> {
-    loop {
-        let Some(run) = get(pool, id).await? else {
-            return Ok(None);
-        };
-        let cancel = Transition::cancel(run.attempt);
-        if !cancel.from.contains(&run.state) {
-            return Ok(Some(run));
-        }
-        let mut tx = pool.begin().await?;
-        // Guarded on the attempt read: a run that moved on meanwhile (a retry
-        // queued another attempt) is read and judged again.
-        let cancelled = sqlx::query_as!(
-            RunRow,
-            r#"UPDATE crawl_runs
-               SET state = $3, finished_at = now(), state_changed_at = now(), dispatched_at = NULL
-               WHERE id = $1 AND attempt = $2 AND state = ANY($4)
-               RETURNING id, keyword_id, site_id, state, trigger, priority, attempt, max_attempts,
-                         worker_id, pages_crawled, items_found, current_url, error, error_kind,
-                         queued_at, not_before, dispatched_at, started_at, heartbeat_at,
-                         state_changed_at, finished_at, health, health_reason, refusals,
-                         stopped_at_url, stop_reason, items_new, items_changed, items_removed,
-                         paging_ended"#,
-            id,
-            cancel.attempt,
-            cancel.to as RunState,
-            cancel.from as &[RunState]
-        )
-        .fetch_optional(&mut *tx)
-        .await
-        .and_then(maybe_run)?;
-        let Some(run) = cancelled else {
-            tx.rollback().await?;
-            continue;
-        };
-        sqlx::query!(
-            r#"UPDATE crawl_attempts SET ended_at = now(), outcome = $2, reason = 'cancelled by a user',
-                      error_kind = $3
-               WHERE run_id = $1 AND ended_at IS NULL"#,
-            id,
-            cancel.closes.map(AttemptOutcome::as_str),
-            FailureKind::Cancelled.as_str()
-        )
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        return Ok(Some(run));
-    }
 }
 
 /// Queues a failed or cancelled run again with a fresh attempt budget (the

@@ -9,6 +9,7 @@ use sqlx::PgPool;
 
 use crate::domain::{
     failure::FailureKind,
+    run::RunState,
     site::{RunVerdict, SiteStatus, Streak},
 };
 
@@ -82,18 +83,20 @@ async fn select(pool: &PgPool, only: Option<i64>) -> sqlx::Result<Vec<SiteHealth
     let mut windows: HashMap<i64, (Window, Window)> = HashMap::new();
     for row in sqlx::query!(
         r#"SELECT site_id,
-                  count(*) FILTER (WHERE day AND state IN ('completed', 'failed')) AS "ended_24h!",
-                  count(*) FILTER (WHERE day AND state = 'completed') AS "completed_24h!",
+                  count(*) FILTER (WHERE day AND state IN ($2, $3)) AS "ended_24h!",
+                  count(*) FILTER (WHERE day AND state = $2) AS "completed_24h!",
                   count(*) FILTER (WHERE day AND health = 'degraded') AS "degraded_24h!",
-                  count(*) FILTER (WHERE state IN ('completed', 'failed')) AS "ended_7d!",
-                  count(*) FILTER (WHERE state = 'completed') AS "completed_7d!",
+                  count(*) FILTER (WHERE state IN ($2, $3)) AS "ended_7d!",
+                  count(*) FILTER (WHERE state = $2) AS "completed_7d!",
                   count(*) FILTER (WHERE health = 'degraded') AS "degraded_7d!"
            FROM (SELECT site_id, state, health, finished_at > now() - interval '24 hours' AS day
                  FROM crawl_runs
                  WHERE finished_at > now() - interval '7 days'
                    AND ($1::bigint IS NULL OR site_id = $1)) AS ended
            GROUP BY site_id"#,
-        only
+        only,
+        RunState::Completed as RunState,
+        RunState::Failed as RunState
     )
     .fetch_all(&mut *tx)
     .await?
@@ -133,12 +136,13 @@ async fn select(pool: &PgPool, only: Option<i64>) -> sqlx::Result<Vec<SiteHealth
            CROSS JOIN LATERAL (
                SELECT id, finished_at, items_found, health IS NOT DISTINCT FROM 'degraded' AS degraded
                FROM crawl_runs
-               WHERE site_id = s.id AND state = 'completed' AND finished_at IS NOT NULL
+               WHERE site_id = s.id AND state = $3 AND finished_at IS NOT NULL
                ORDER BY finished_at DESC
                LIMIT $2) AS c
            WHERE ($1::bigint IS NULL OR s.id = $1)"#,
         only,
-        RECENT_RUNS
+        RECENT_RUNS,
+        RunState::Completed as RunState
     )
     .fetch_all(&mut *tx)
     .await?
@@ -156,11 +160,12 @@ async fn select(pool: &PgPool, only: Option<i64>) -> sqlx::Result<Vec<SiteHealth
            CROSS JOIN LATERAL (
                SELECT finished_at FROM crawl_runs
                WHERE site_id = s.id AND finished_at IS NOT NULL
-                 AND state = 'completed' AND health IS DISTINCT FROM 'degraded'
+                 AND state = $2 AND health IS DISTINCT FROM 'degraded'
                ORDER BY finished_at DESC
                LIMIT 1) AS c
            WHERE ($1::bigint IS NULL OR s.id = $1)"#,
-        only
+        only,
+        RunState::Completed as RunState
     )
     .fetch_all(&mut *tx)
     .await?
@@ -183,14 +188,16 @@ async fn select(pool: &PgPool, only: Option<i64>) -> sqlx::Result<Vec<SiteHealth
                                 OVER (ORDER BY finished_at DESC) AS newest
                      FROM crawl_runs
                      WHERE site_id = s.id AND finished_at IS NOT NULL
-                       AND state IN ('completed', 'failed')
+                       AND state IN ($3, $4)
                      ORDER BY finished_at DESC
                      LIMIT $2) AS last
                  WHERE ($1::bigint IS NULL OR s.id = $1)) AS runs
            WHERE changed = 0
            GROUP BY site_id, verdict"#,
         only,
-        STREAK_RUNS
+        STREAK_RUNS,
+        RunState::Completed as RunState,
+        RunState::Failed as RunState
     )
     .fetch_all(&mut *tx)
     .await?

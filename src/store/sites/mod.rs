@@ -13,7 +13,10 @@ use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgPool, types::Json};
 
 use crate::{
-    domain::site::{Site, SiteSpec},
+    domain::{
+        run::RunState,
+        site::{Site, SiteSpec},
+    },
     store::sealing::{Sealed, SessionKey},
 };
 pub use health::{RECENT_RUNS, RunItems, STREAK_RUNS, SiteHealth, Window, health, health_of_all};
@@ -153,8 +156,9 @@ pub async fn delete(pool: &PgPool, id: i64) -> sqlx::Result<DeleteOutcome> {
     }
     let active = sqlx::query_scalar!(
         r#"SELECT count(*) AS "n!" FROM crawl_runs
-           WHERE site_id = $1 AND state IN ('queued', 'running', 'url_call', 'call_done')"#,
-        id
+           WHERE site_id = $1 AND state = ANY($2)"#,
+        id,
+        &RunState::ACTIVE as &[RunState]
     )
     .fetch_one(&mut *tx)
     .await?;

@@ -1,22 +1,22 @@
-//! How an attempt ends, each decided as a `Transition` (`domain::run`) and
+//! How an attempt completes, decided as a `Transition` (`domain::run`) and
 //! applied once, fenced on (run, attempt, worker) in the states it may
-//! leave, closing the attempt's record: completed, failed (retried or not,
-//! by the failure's kind), or handed back by a draining worker. A run that
-//! ends completed or failed records its webhook events in the same
-//! transaction (`raised::record_ending`).
+//! complete from: the last page stored when the crawl left it unstored, the
+//! items it did not find settled, the run judged against its site's
+//! expectations, its attempt's record closed and its site's standing changed
+//! as the verdict says. A run that completes records its webhook events in
+//! the same transaction (`raised::record_events`).
 
 use sqlx::{PgConnection, PgPool};
 
 use super::{
     fenced::{Fence, FenceError},
     health,
-    raised::{record_ending, record_events},
-    row::{RunRow, maybe_run, run_row},
+    raised::record_events,
+    row::{RunRow, run_row},
 };
 use crate::{
     domain::{
         change::ChangeSummary,
-        failure::{Failure, FailureKind},
         page::PagesRead,
         run::{AttemptOutcome, CrawlRun, RunState, SiteTransition, Transition},
         site::{Expectations, RunTally},
@@ -237,155 +237,4 @@ async fn hold_between_pages(
         last_url: held.current_url,
         stored_page: None,
     })
-}
-
-/// What a failing or released attempt knows of its held run once its row
-/// is locked.
-struct HeldAttempt {
-    site_id: i64,
-    max_attempts: i32,
-    current_url: Option<String>,
-}
-
-/// Locks the run `fence` holds, in any held state.
-async fn hold(tx: &mut PgConnection, fence: &Fence) -> Result<HeldAttempt, FenceError> {
-    sqlx::query_as!(
-        HeldAttempt,
-        r#"SELECT site_id, max_attempts, current_url FROM crawl_runs
-           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($4)
-           FOR UPDATE"#,
-        fence.run_id,
-        fence.attempt,
-        fence.worker_id,
-        &RunState::HELD as &[RunState]
-    )
-    .fetch_optional(&mut *tx)
-    .await?
-    .ok_or_else(|| fence.superseded())
-}
-
-/// Ends a failed attempt as [`Transition::fail`] decides: back to `queued`
-/// for the next attempt after a backoff, or `failed` when this was the last
-/// attempt or no later attempt can succeed ([`FailureKind::may_succeed_later`]).
-pub async fn fail_attempt(
-    pool: &PgPool,
-    fence: &Fence,
-    failure: &Failure,
-) -> Result<CrawlRun, FenceError> {
-    let mut tx = pool.begin().await?;
-    let held = hold(&mut tx, fence).await?;
-    let failed = Transition::fail(fence.attempt, held.max_attempts, failure.kind);
-    let run = sqlx::query_as!(
-        RunRow,
-        r#"UPDATE crawl_runs
-           SET state = $4, attempt = $5, not_before = now() + make_interval(secs => $6),
-               worker_id = CASE WHEN $7 THEN worker_id END,
-               finished_at = CASE WHEN $8 THEN now() END,
-               dispatched_at = NULL, error = $9, error_kind = $10, state_changed_at = now()
-           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($11)
-           RETURNING id, keyword_id, site_id, state, trigger, priority, attempt, max_attempts,
-                     worker_id, pages_crawled, items_found, current_url, error, error_kind,
-                     queued_at, not_before, dispatched_at, started_at, heartbeat_at,
-                     state_changed_at, finished_at, health, health_reason, refusals,
-                     stopped_at_url, stop_reason, items_new, items_changed, items_removed,
-                     paging_ended"#,
-        fence.run_id,
-        fence.attempt,
-        fence.worker_id,
-        failed.to as RunState,
-        failed.attempt,
-        failed.not_before.map(|wait| wait.as_secs_f64()),
-        failed.keeps_worker(),
-        failed.ends_run(),
-        failure.message,
-        failure.kind as FailureKind,
-        failed.from as &[RunState]
-    )
-    .fetch_optional(&mut *tx)
-    .await
-    .and_then(maybe_run)?
-    .ok_or_else(|| fence.superseded())?;
-    let site = match failed.site {
-        Some(change) => health::change_standing(&mut tx, held.site_id, change).await?,
-        None => None,
-    };
-    close_attempt(
-        &mut tx,
-        fence,
-        failed.closes,
-        Some(&failure.message),
-        Some(failure.kind),
-        held.current_url.as_deref(),
-    )
-    .await?;
-    record_ending(&mut tx, &run, None, site).await?;
-    tx.commit().await?;
-    Ok(run)
-}
-
-/// Hands a held run back to the queue without counting the attempt against it
-/// (the worker is draining: the crawl did not fail).
-pub async fn release(pool: &PgPool, fence: &Fence) -> Result<CrawlRun, FenceError> {
-    let mut tx = pool.begin().await?;
-    let held = hold(&mut tx, fence).await?;
-    let released = Transition::release(fence.attempt);
-    let run = sqlx::query_as!(
-        RunRow,
-        r#"UPDATE crawl_runs
-           SET state = $4, worker_id = NULL, dispatched_at = NULL, not_before = NULL,
-               current_url = NULL, state_changed_at = now()
-           WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($5)
-           RETURNING id, keyword_id, site_id, state, trigger, priority, attempt, max_attempts,
-                     worker_id, pages_crawled, items_found, current_url, error, error_kind,
-                     queued_at, not_before, dispatched_at, started_at, heartbeat_at,
-                     state_changed_at, finished_at, health, health_reason, refusals,
-                     stopped_at_url, stop_reason, items_new, items_changed, items_removed,
-                     paging_ended"#,
-        fence.run_id,
-        fence.attempt,
-        fence.worker_id,
-        released.to as RunState,
-        released.from as &[RunState]
-    )
-    .fetch_optional(&mut *tx)
-    .await
-    .and_then(maybe_run)?
-    .ok_or_else(|| fence.superseded())?;
-    close_attempt(
-        &mut tx,
-        fence,
-        released.closes,
-        Some("worker drained"),
-        None,
-        held.current_url.as_deref(),
-    )
-    .await?;
-    tx.commit().await?;
-    Ok(run)
-}
-
-/// Closes the open attempt record of a fence.
-async fn close_attempt(
-    tx: &mut PgConnection,
-    fence: &Fence,
-    outcome: Option<AttemptOutcome>,
-    reason: Option<&str>,
-    error_kind: Option<FailureKind>,
-    last_url: Option<&str>,
-) -> sqlx::Result<()> {
-    sqlx::query!(
-        r#"UPDATE crawl_attempts SET ended_at = now(), outcome = $4, reason = $5, error_kind = $6,
-                  last_url = $7
-           WHERE run_id = $1 AND attempt = $2 AND worker_id = $3 AND ended_at IS NULL"#,
-        fence.run_id,
-        fence.attempt,
-        fence.worker_id,
-        outcome.map(AttemptOutcome::as_str),
-        reason,
-        error_kind.map(FailureKind::as_str),
-        last_url
-    )
-    .execute(&mut *tx)
-    .await?;
-    Ok(())
 }
