@@ -69,6 +69,7 @@ struct ListedVersion {
 
 /// One place two versions differ.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(as = VersionChange)]
 struct DifferenceView {
     /// The setting, by its stored name (`item_selector`,
     /// `fields.price.selector`).
