@@ -62,6 +62,7 @@ fn weight(p: &Proposal) -> f64 {
 fn groups(index: &PageIndex<'_>, bounds: &Bounds) -> Result<Vec<(f64, Vec<usize>)>, LearnError> {
     let mut children: BTreeMap<(usize, String), Vec<usize>> = BTreeMap::new();
     for (i, element) in index.elements.iter().enumerate() {
+        bounds.check_step()?;
         let Some(parent) = element.parent else {
             continue;
         };
@@ -79,7 +80,7 @@ fn groups(index: &PageIndex<'_>, bounds: &Bounds) -> Result<Vec<(f64, Vec<usize>
         children.entry((parent, signature)).or_default().push(i);
     }
     bounds.check()?;
-    Ok(children
+    let groups = children
         .into_values()
         .filter(|members| members.len() >= MIN_GROUP)
         .map(|members| {
@@ -89,11 +90,17 @@ fn groups(index: &PageIndex<'_>, bounds: &Bounds) -> Result<Vec<(f64, Vec<usize>
                 .map(|&m| index.elements[m].text_len.min(300) as f64)
                 .sum::<f64>()
                 / n;
-            let linked = members.iter().filter(|&&m| has_tag(index, m, "a")).count() as f64 / n;
+            let linked = members
+                .iter()
+                .filter(|&&m| has_tag(index, m, "a", bounds))
+                .count() as f64
+                / n;
             let score = n * (1.0 + text / 40.0) * (0.5 + linked);
             (score, members)
         })
-        .collect())
+        .collect();
+    bounds.check()?;
+    Ok(groups)
 }
 
 /// The element's tag and stable classes: `div.tile`.
@@ -106,8 +113,10 @@ fn signature_of(index: &PageIndex<'_>, i: usize) -> String {
     signature
 }
 
-fn has_tag(index: &PageIndex<'_>, item: usize, tag: &str) -> bool {
-    item_elements(index, item).any(|e| index.tag(e) == tag)
+fn has_tag(index: &PageIndex<'_>, item: usize, tag: &str, bounds: &Bounds) -> bool {
+    item_elements(index, item)
+        .take_while(|_| bounds.budget.step())
+        .any(|e| index.tag(e) == tag)
 }
 
 /// The elements inside `item` (at most [`ITEM_ELEMENTS`]).
@@ -155,6 +164,7 @@ fn propose_group(
     let mut first_seen: BTreeMap<(Kind, String), usize> = BTreeMap::new();
     for (order, &m) in members.iter().enumerate() {
         for (at, e) in item_elements(index, m).enumerate() {
+            bounds.check_step()?;
             let el = index.elements[e].el.value();
             let kind = match index.tag(e) {
                 "a" if el.attr("href").is_some() => Some(Kind::Link),

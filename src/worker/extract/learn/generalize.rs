@@ -49,14 +49,59 @@ const NAMING_ATTRS: &[&str] = &[
     "data-role",
 ];
 
-/// Prefixes of class names CSS-in-JS libraries generate.
-const GENERATED_PREFIXES: &[&str] = &["css-", "sc-", "jsx-", "emotion-", "svelte-", "tw-"];
+/// Prefixes of class names CSS-in-JS libraries and frameworks generate
+/// (emotion's `css-1x2y3z`, styled-components' `sc-aBcD`, Angular's
+/// animation and insertion marks).
+const GENERATED_PREFIXES: &[&str] = &[
+    "css-",
+    "sc-",
+    "jsx-",
+    "emotion-",
+    "svelte-",
+    "tw-",
+    "ng-tns-",
+    "ng-star-inserted",
+];
+
+/// Prefixes of attributes a framework puts on every element of a component
+/// to scope its styles (Vue's `data-v-7ba5bd90`, Angular's
+/// `_ngcontent-ng-c12`, `_nghost-`): the name is a hash, never a selector's.
+const GENERATED_ATTR_PREFIXES: &[&str] = &["data-v-", "_ngcontent-", "_nghost-", "ng-reflect-"];
+
+/// Whether an attribute's name was generated ([`GENERATED_ATTR_PREFIXES`],
+/// or a `data-` name with a hash in it).
+pub(super) fn is_generated_attr(name: &str) -> bool {
+    GENERATED_ATTR_PREFIXES.iter().any(|p| name.starts_with(p))
+        || name
+            .strip_prefix("data-")
+            .is_some_and(|rest| !rest.is_empty() && is_generated(rest))
+}
+
+/// JSS's `sheet-rule-counter` (`makeStyles-root-12`, `MuiButton-label-3`):
+/// a camel-cased sheet name, a rule, and a counter that changes with the
+/// order styles were mounted; `jss12` in production.
+fn is_jss(class: &str) -> bool {
+    if let Some(counter) = class.strip_prefix("jss") {
+        return !counter.is_empty() && counter.chars().all(|c| c.is_ascii_digit());
+    }
+    let parts: Vec<&str> = class.split('-').collect();
+    match parts.as_slice() {
+        [sheet, .., counter] if parts.len() >= 3 => {
+            sheet.chars().skip(1).any(|c| c.is_ascii_uppercase())
+                && sheet.chars().all(|c| c.is_ascii_alphabetic())
+                && !counter.is_empty()
+                && counter.chars().all(|c| c.is_ascii_digit())
+        }
+        _ => false,
+    }
+}
 
 /// Whether a class name looks generated: a known generator's prefix, a long
 /// random token, or a part that mixes letters and digits (`x7f3a`) or cases
 /// at random (`bdVaJa`).
 pub(super) fn is_generated(class: &str) -> bool {
-    if class.len() > 40 || GENERATED_PREFIXES.iter().any(|p| class.starts_with(p)) {
+    if class.len() > 40 || GENERATED_PREFIXES.iter().any(|p| class.starts_with(p)) || is_jss(class)
+    {
         return true;
     }
     if class
@@ -102,11 +147,21 @@ pub(super) fn is_generated(class: &str) -> bool {
 
 /// The element's classes a selector may use, in its order.
 pub(super) fn stable_classes(el: ElementRef<'_>) -> Vec<String> {
+    let styled = el.value().classes().any(|c| c.starts_with("sc-"));
     el.value()
         .classes()
-        .filter(|c| !is_generated(c))
+        .filter(|c| !is_generated(c) && !(styled && is_styled_pair(c)))
         .map(str::to_owned)
         .collect()
+}
+
+/// styled-components gives an element two classes: its component's
+/// `sc-` id and a hash of its styles (`kDsUuF`, `fzfbkF`), letters in both
+/// cases. Beside an `sc-` class, a short word with a capital is that hash.
+fn is_styled_pair(class: &str) -> bool {
+    (5..=8).contains(&class.len())
+        && class.chars().all(|c| c.is_ascii_alphabetic())
+        && class.chars().any(|c| c.is_ascii_uppercase())
 }
 
 fn common_classes(index: &PageIndex<'_>, nodes: &[usize]) -> Vec<String> {
@@ -144,7 +199,7 @@ fn common_data_attrs(index: &PageIndex<'_>, nodes: &[usize]) -> Vec<String> {
         .value()
         .attrs()
         .map(|(name, _)| name)
-        .filter(|name| name.starts_with("data-") && plain_name(name))
+        .filter(|name| name.starts_with("data-") && plain_name(name) && !is_generated_attr(name))
         .filter(|name| {
             nodes[1..]
                 .iter()
@@ -349,7 +404,7 @@ pub(super) fn field_candidates(
 
 #[cfg(test)]
 mod tests {
-    use super::is_generated;
+    use super::{is_generated, is_generated_attr, stable_classes};
 
     #[test]
     fn generated_class_names_are_told_from_chosen_ones() {
@@ -364,6 +419,17 @@ mod tests {
             "Cardtitle_klnJ9",
             "Price_aB3cd",
             "12345",
+            "css-1x2y3z",
+            "css-1q2w3e-Button",
+            "emotion-0",
+            "sc-aBcD",
+            "sc-bdVaJa-1",
+            "makeStyles-root-12",
+            "MuiButton-label-3",
+            "jss12",
+            "svelte-1ab2c3d",
+            "ng-tns-c12-0",
+            "ng-star-inserted",
         ] {
             assert!(is_generated(generated), "{generated}");
         }
@@ -378,8 +444,45 @@ mod tests {
             "item_title",
             "btn_Primary",
             "mt-4",
+            "col-md-12",
+            "MuiButton-root",
+            "page-2",
+            "navBar",
         ] {
             assert!(!is_generated(chosen), "{chosen}");
+        }
+    }
+
+    #[test]
+    fn a_styled_components_hash_beside_its_sc_class_is_generated_and_alone_is_not() {
+        let html = scraper::Html::parse_fragment(
+            r#"<p class="sc-bdVaJa kDsUuF fzfbkF card"></p><p class="navBar card"></p>"#,
+        );
+        let selector = scraper::Selector::parse("p").unwrap();
+        let classes: Vec<Vec<String>> = html
+            .select(&selector)
+            .map(|p| {
+                let mut classes = stable_classes(p);
+                classes.sort();
+                classes
+            })
+            .collect();
+        assert_eq!(classes, [vec!["card"], vec!["card", "navBar"]]);
+    }
+
+    #[test]
+    fn framework_scoping_attributes_are_generated_and_naming_data_attributes_are_not() {
+        for generated in [
+            "data-v-7ba5bd90",
+            "_ngcontent-ng-c1234",
+            "_nghost-xyz-c12",
+            "ng-reflect-router-link",
+            "data-x7f3a9",
+        ] {
+            assert!(is_generated_attr(generated), "{generated}");
+        }
+        for chosen in ["data-sku", "data-price", "data-testid", "data-item-id"] {
+            assert!(!is_generated_attr(chosen), "{chosen}");
         }
     }
 }

@@ -153,6 +153,14 @@ impl Bounds {
         self.check()
     }
 
+    /// Charges one step of a walk over the page.
+    fn check_step(&self) -> Result<(), LearnError> {
+        match self.budget.step() {
+            true => Ok(()),
+            false => Err(LearnError::OverBudget(Spent::Time)),
+        }
+    }
+
     fn check(&self) -> Result<(), LearnError> {
         self.budget
             .look_now()
@@ -176,13 +184,30 @@ pub fn learn_within(
 ) -> Result<Vec<Proposal>, LearnError> {
     check_examples(examples)?;
     let page = HtmlPage::parse(html, url);
+    learn_page(&page, examples, time, max_runs)
+}
+
+/// [`learn_within`] over a page already parsed: the time starts now.
+pub fn learn_page(
+    page: &HtmlPage,
+    examples: &Examples,
+    time: Duration,
+    max_runs: usize,
+) -> Result<Vec<Proposal>, LearnError> {
+    check_examples(examples)?;
     let bounds = Bounds::new(time, max_runs);
-    let index = page::PageIndex::build(&page, &bounds)?;
-    if examples.is_empty() {
-        return discover::discover(&page, &index, &bounds);
-    }
-    let rows = rows::find_rows(&index, examples, page.base(), &bounds)?;
-    rank::propose(&page, &index, &rows, examples, &bounds)
+    let index = page::PageIndex::build(page, &bounds)?;
+    let proposals = match examples.is_empty() {
+        true => discover::discover(page, &index, &bounds)?,
+        false => {
+            let rows = rows::find_rows(&index, examples, page.base(), &bounds)?;
+            rank::propose(page, &index, &rows, examples, &bounds)?
+        }
+    };
+    // A walk cut short by the budget found less than it should have: none
+    // of what followed is returned.
+    bounds.check()?;
+    Ok(proposals)
 }
 
 fn check_examples(examples: &Examples) -> Result<(), LearnError> {

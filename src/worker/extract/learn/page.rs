@@ -29,7 +29,14 @@ pub(super) struct Element<'a> {
 pub(super) struct PageIndex<'a> {
     pub elements: Vec<Element<'a>>,
     at: HashMap<ego_tree::NodeId, usize>,
+    /// Every step of a walk up the tree is charged here: a page nested
+    /// thousands deep makes each walk as long as the page.
+    bounds: &'a Bounds,
 }
+
+/// Most elements taken as holding one example: a value repeated all over a
+/// page (a currency sign, "Add to cart") says nothing more past this.
+pub(super) const MAX_HITS: usize = 64;
 
 /// Where an example's value was found in an element.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -48,7 +55,7 @@ pub(super) struct Hit {
 impl<'a> PageIndex<'a> {
     /// Indexes `page` (the elements of its body and head alike, those in
     /// [`SKIPPED`] without their text).
-    pub fn build(page: &'a HtmlPage, bounds: &Bounds) -> Result<Self, LearnError> {
+    pub fn build(page: &'a HtmlPage, bounds: &'a Bounds) -> Result<Self, LearnError> {
         let mut elements: Vec<Element<'a>> = Vec::new();
         let mut at = HashMap::new();
         let root = page.document().root_element();
@@ -86,7 +93,11 @@ impl<'a> PageIndex<'a> {
                 elements[p].text_len += elements[i].text_len;
             }
         }
-        Ok(PageIndex { elements, at })
+        Ok(PageIndex {
+            elements,
+            at,
+            bounds,
+        })
     }
 
     pub fn tag(&self, i: usize) -> &str {
@@ -104,29 +115,53 @@ impl<'a> PageIndex<'a> {
             .any(|a| SKIPPED.contains(&self.tag(a)))
     }
 
-    /// `i`, its parent, its parent's parent, ...
+    /// `i`, its parent, its parent's parent, ..., each step charged to the
+    /// budget: once it is spent the walk ends early, and what it found is
+    /// not used, since the learning's next check fails.
     pub fn ancestors_or_self(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
-        std::iter::successors(Some(i), move |&a| self.elements[a].parent)
+        std::iter::successors(Some(i), move |&a| {
+            self.elements[a]
+                .parent
+                .filter(|_| self.bounds.budget.step())
+        })
     }
 
-    /// The nearest element both `a` and `b` are in (or are).
+    /// The nearest element both `a` and `b` are in (or are); each step
+    /// charged, as [`Self::ancestors_or_self`]'s.
     pub fn common_ancestor(&self, mut a: usize, mut b: usize) -> usize {
+        let up = |i: usize| self.elements[i].parent.expect("deeper than the root");
         while self.elements[a].depth > self.elements[b].depth {
-            a = self.elements[a].parent.expect("deeper than the root");
+            if !self.bounds.budget.step() {
+                return a;
+            }
+            a = up(a);
         }
         while self.elements[b].depth > self.elements[a].depth {
-            b = self.elements[b].parent.expect("deeper than the root");
+            if !self.bounds.budget.step() {
+                return a;
+            }
+            b = up(b);
         }
         while a != b {
-            a = self.elements[a].parent.expect("one root");
-            b = self.elements[b].parent.expect("one root");
+            if !self.bounds.budget.step() {
+                return a;
+            }
+            a = up(a);
+            b = up(b);
         }
         a
     }
 
-    /// Whether `inner` is `outer` or below it.
+    /// Whether `inner` is `outer` or below it (a walk of the depths between).
     pub fn is_within(&self, inner: usize, outer: usize) -> bool {
-        self.ancestors_or_self(inner).any(|a| a == outer)
+        let steps = self.elements[inner]
+            .depth
+            .checked_sub(self.elements[outer].depth);
+        steps.is_some_and(|steps| {
+            self.ancestors_or_self(inner)
+                .take(steps + 1)
+                .any(|a| a == outer)
+        })
     }
 
     /// The element's text, whitespace collapsed, as extraction reads it.
@@ -146,6 +181,9 @@ impl<'a> PageIndex<'a> {
         let number = numeric(&example);
         for i in 0..self.elements.len() {
             bounds.check()?;
+            if exact.len() >= MAX_HITS {
+                break;
+            }
             let element = &self.elements[i];
             for (name, value) in element.el.value().attrs() {
                 if matches!(name, "class" | "style") || !bounds.budget.charge_bytes(value.len()) {
@@ -158,7 +196,8 @@ impl<'a> PageIndex<'a> {
                         node: i,
                         source: Source::Attr(name.to_owned()),
                     });
-                } else if number.is_some() && numeric(value) == number {
+                } else if number.is_some() && by_value.len() < MAX_HITS && numeric(value) == number
+                {
                     by_value.push(Hit {
                         node: i,
                         source: Source::Attr(name.to_owned()),
@@ -175,7 +214,7 @@ impl<'a> PageIndex<'a> {
                     node: i,
                     source: Source::Text,
                 });
-            } else if number.is_some() && numeric(&text) == number {
+            } else if number.is_some() && by_value.len() < MAX_HITS && numeric(&text) == number {
                 by_value.push(Hit {
                     node: i,
                     source: Source::Text,
@@ -183,6 +222,7 @@ impl<'a> PageIndex<'a> {
             }
         }
         bounds.check()?;
+        exact.truncate(MAX_HITS);
         Ok(match exact.is_empty() {
             true => by_value,
             false => exact,

@@ -49,6 +49,7 @@ pub(super) fn select(
     let nested = found
         .iter()
         .any(|&f| index.ancestors_or_self(f).skip(1).any(|a| set.contains(&a)));
+    bounds.check()?;
     Ok((!nested).then_some((parsed, found)))
 }
 

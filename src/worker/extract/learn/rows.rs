@@ -50,6 +50,8 @@ pub(super) fn find_rows(
         [lone] => lone_levels(index, *lone),
         _ => shared_levels(index, &meets),
     };
+    // The walks above stop early once the budget is spent.
+    bounds.check()?;
     if levels.is_empty() {
         return Err(LearnError::NoItems);
     }

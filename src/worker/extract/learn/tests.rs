@@ -9,7 +9,9 @@ use std::{
 use markup_corpus::{Change, Layout, PAGE_URL, Page, changed, original};
 use url::Url;
 
-use super::{Examples, LEARN_MAX_ELEMENTS, LearnError, Proposal, Spent, learn, learn_within};
+use super::{
+    Examples, LEARN_MAX_ELEMENTS, LearnError, Proposal, Spent, learn, learn_page, learn_within,
+};
 
 fn url() -> Url {
     Url::parse(PAGE_URL).unwrap()
@@ -199,4 +201,107 @@ fn a_huge_page_is_refused_at_the_element_bound_and_costly_work_at_the_time_and_r
     assert_eq!(error, LearnError::OverBudget(Spent::Time));
     let error = learn_within(SHOP, &url(), &given, Duration::from_secs(5), 1).unwrap_err();
     assert_eq!(error, LearnError::OverBudget(Spent::Runs));
+}
+
+/// A page nested `depth` elements deep with two values at the bottom.
+fn deep_page(depth: usize) -> String {
+    format!(
+        "<html><body>{}<span>Blue Kettle</span><b>₩12,900</b>{}</body></html>",
+        "<div class=\"level\"><i>a</i><i>b</i><i>c</i>".repeat(depth),
+        "</div>".repeat(depth)
+    )
+}
+
+/// Two items, each nested `depth` elements deep: finding them is quick, and
+/// every candidate item selector then matches thousands of nested elements.
+fn deep_pair(depth: usize) -> String {
+    let item = |title: &str| {
+        format!(
+            "{}<span>{title}</span>{}",
+            "<div class=\"level\">".repeat(depth),
+            "</div>".repeat(depth)
+        )
+    };
+    format!(
+        "<html><body>{}{}</body></html>",
+        item("Blue Kettle"),
+        item("Red Pan")
+    )
+}
+
+/// How far past its budget a learn may end. A step is charged every few
+/// microseconds at most, even in a debug build; the rest is room for a test
+/// machine busy with other tests.
+const SLACK: Duration = Duration::from_millis(1_500);
+
+#[test]
+fn a_page_nested_eight_thousand_deep_stops_within_the_budget_with_a_clear_error() {
+    let pair = crate::worker::extract::HtmlPage::parse(&deep_pair(4_000), &url());
+    let budget = Duration::from_millis(300);
+    let started = Instant::now();
+    let outcome = learn_page(
+        &pair,
+        &examples(&[("title", &["Blue Kettle", "Red Pan"])]),
+        budget,
+        400,
+    );
+    let took = started.elapsed();
+    assert_eq!(outcome.unwrap_err(), LearnError::OverBudget(Spent::Time));
+    assert!(took < budget + SLACK, "{took:?}");
+
+    let html = deep_page(8_000);
+    // Parsing is outside the budget (bounded by the page's size); learning
+    // from the parsed page is what must stop.
+    let page = crate::worker::extract::HtmlPage::parse(&html, &url());
+    let budget = Duration::from_millis(300);
+    for given in [
+        examples(&[("title", &["Blue Kettle"]), ("price", &["₩12,900"])]),
+        examples(&[("title", &["Blue Kettle", "Blue Kettle"])]),
+        Examples::new(),
+    ] {
+        let started = Instant::now();
+        let outcome = learn_page(&page, &given, budget, 400);
+        let took = started.elapsed();
+        let error = outcome.expect_err("nothing to learn from a page this deep");
+        assert_eq!(error, LearnError::OverBudget(Spent::Time), "{given:?}");
+        assert!(error.to_string().contains("budget"), "{error}");
+        assert!(took < budget + SLACK, "{given:?}: {took:?}");
+    }
+}
+
+#[test]
+fn walks_up_the_tree_are_charged_to_the_budget_and_end_once_it_is_spent() {
+    let html = deep_page(8_000);
+    let page = crate::worker::extract::HtmlPage::parse(&html, &url());
+    let bounds = super::Bounds::new(Duration::from_millis(200), 400);
+    let index = super::page::PageIndex::build(&page, &bounds).unwrap();
+    let bottom = index.elements.len() - 1;
+    let top = 0;
+    assert!(index.ancestors_or_self(bottom).count() > 8_000);
+    assert!(index.is_within(bottom, top));
+    std::thread::sleep(Duration::from_millis(250));
+    assert_eq!(
+        bounds.check().unwrap_err(),
+        LearnError::OverBudget(Spent::Time)
+    );
+    // Spent: every walk ends at its first step instead of walking 8,000.
+    assert_eq!(index.ancestors_or_self(bottom).count(), 1);
+    assert!(!index.is_within(bottom, top));
+    assert_eq!(index.common_ancestor(bottom, top), bottom);
+}
+
+#[test]
+fn an_example_found_all_over_a_page_is_taken_from_its_first_64_places() {
+    let html = format!(
+        "<html><body><ul>{}</ul></body></html>",
+        "<li><span>Add to cart</span><b>₩1,000</b></li>".repeat(500)
+    );
+    let page = crate::worker::extract::HtmlPage::parse(&html, &url());
+    let bounds = super::Bounds::new(Duration::from_secs(30), 400);
+    let index = super::page::PageIndex::build(&page, &bounds).unwrap();
+    let hits = index.hits("Add to cart", page.base(), &bounds).unwrap();
+    assert_eq!(hits.len(), super::page::MAX_HITS);
+    // By value (`1000` is `₩1,000`): capped alike.
+    let hits = index.hits("1000", page.base(), &bounds).unwrap();
+    assert_eq!(hits.len(), super::page::MAX_HITS);
 }
