@@ -4,6 +4,7 @@
 //! role is handed the common settings and its own, nothing else.
 
 mod bounds;
+mod browser;
 mod clients;
 mod datastores;
 
@@ -12,6 +13,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 
 pub use bounds::CrawlBoundsSettings;
+pub use browser::{BrowserBackend, DevToolsUrl, RemoteBrowserSettings};
 pub use clients::ClientLimits;
 pub use datastores::{DatabaseSettings, RedisSettings, SslMode};
 
@@ -393,6 +395,27 @@ pub struct WorkerConfig {
     #[arg(long, env = "CHROME_SANDBOX", value_enum, default_value_t = SandboxMode::Auto)]
     pub chrome_sandbox: SandboxMode,
 
+    /// Where the browser slots live: local (a Chrome the worker starts) or
+    /// devtools (contexts of the remote browser at BROWSER_DEVTOOLS_URL).
+    #[arg(long, env = "BROWSER_BACKEND", value_enum, default_value_t = BrowserBackend::Local)]
+    pub browser_backend: BrowserBackend,
+
+    /// The remote browser of BROWSER_BACKEND=devtools: its WebSocket
+    /// (`ws://host:port/devtools/browser/...`) or `http://host:port`, whose
+    /// `/json/version` names it. A secret (it may hold a token): never logged.
+    #[arg(long, env = "BROWSER_DEVTOOLS_URL", hide_env_values = true)]
+    pub browser_devtools_url: Option<Secret>,
+
+    /// The remote browser's own limit of contexts at once: the worker opens
+    /// no more than the smaller of this and its browser slots.
+    #[arg(long, env = "BROWSER_DEVTOOLS_SLOTS")]
+    pub browser_devtools_slots: Option<usize>,
+
+    /// The address the browser relays listen on. A remote browser must reach
+    /// it; the relays serve only connections from the remote browser's address.
+    #[arg(long, env = "BROWSER_RELAY_BIND", default_value = "127.0.0.1")]
+    pub browser_relay_bind: String,
+
     /// On SIGTERM, how long in-flight crawls may run before their runs are handed
     /// back to the queue (keep under ECS's 30 s stopTimeout).
     #[arg(long, env = "DRAIN_TIMEOUT_SECS", default_value_t = 25)]
@@ -435,9 +458,42 @@ pub struct WorkerConfig {
     pub extract_budget_ms: u64,
 }
 
+/// A setting's text that no `Debug` shows.
+#[derive(Clone)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<redacted>")
+    }
+}
+
+impl std::str::FromStr for Secret {
+    type Err = std::convert::Infallible;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Ok(Secret(text.to_owned()))
+    }
+}
+
+impl WorkerConfig {
+    /// The remote browser the settings name (`None`: the local Chrome), or
+    /// an error naming the setting that is wrong.
+    pub fn remote_browser(&self) -> anyhow::Result<Option<RemoteBrowserSettings>> {
+        browser::remote_browser(
+            self.browser_backend,
+            self.browser_devtools_url.as_ref().map(|s| s.0.as_str()),
+            self.browser_devtools_slots,
+            &self.browser_relay_bind,
+        )
+    }
+}
+
 impl Config {
     /// Settings as parsed, with the datastores' URLs made from what was given.
     pub fn resolve(mut self) -> anyhow::Result<Config> {
+        if self.process.runs_worker() {
+            self.worker.remote_browser()?;
+        }
         self.common.database_url = self.common.database.resolve()?;
         self.common.redis_url = self.common.redis.resolve()?;
         self.common.session_key = match (

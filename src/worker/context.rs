@@ -78,10 +78,13 @@ pub(super) fn browser_pool(
         user: browser::confinement::ChromeUser::resolve(config.chrome_user.as_deref())?,
         sandbox: config.chrome_sandbox,
     };
-    Ok(BrowserPool::new(
-        launch,
-        profile_root,
-        browser_slots(config),
-        guard,
-    ))
+    match config.remote_browser()? {
+        Some(remote) => BrowserPool::remote(remote, profile_root, browser_slots(config), guard),
+        None => Ok(BrowserPool::new(
+            launch,
+            profile_root,
+            browser_slots(config),
+            guard,
+        )),
+    }
 }

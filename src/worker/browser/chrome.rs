@@ -16,7 +16,7 @@ use serde_json::json;
 use tokio::{net::unix::pipe, process::Command, sync::watch};
 
 use super::{
-    ChromeLaunch,
+    ChromeLaunch, DevToolsUrl,
     confinement::{ChromeUser, passed_to_chrome},
     devtools::{DevTools, field},
     launch::{chrome_args, write_preferences},
@@ -30,21 +30,32 @@ const START_LIMIT: Duration = Duration::from_secs(30);
 /// How long a polite `Browser.close` gets before the processes are killed.
 const CLOSE_LIMIT: Duration = Duration::from_secs(5);
 
-/// A running Chrome.
+/// A running Chrome: one the worker started, or a connection to a remote one.
 pub struct Chrome {
     pub devtools: DevTools,
-    /// Its profile folder: the handle to find and kill all its processes.
-    profile_dir: PathBuf,
     /// Chrome's user agent without "Headless": what a site sees when it sets
     /// none (many refuse headless browsers on sight).
     pub user_agent: String,
-    /// Turns `true` when the browser process exited.
-    exited: watch::Receiver<bool>,
     /// Pages loaded, for recycling the browser (see `BrowserPool`).
     pages: AtomicU32,
-    /// Guards the connections Chrome opens outside any crawl's context (its
-    /// own services, which it should not open at all); lives with it.
-    _relay: Option<SocksRelay>,
+    place: Place,
+}
+
+/// Where the browser runs.
+enum Place {
+    /// Started by the worker: its processes are the worker's to kill.
+    Local {
+        /// Its profile folder: the handle to find and kill all its processes.
+        profile_dir: PathBuf,
+        /// Turns `true` when the browser process exited.
+        exited: watch::Receiver<bool>,
+        /// Guards the connections Chrome opens outside any crawl's context
+        /// (its own services, which it should not open at all); lives with it.
+        _relay: Option<SocksRelay>,
+    },
+    /// A remote browser, not ours to kill: "closing" it drops the connection
+    /// (the contexts it opened go with it).
+    Remote,
 }
 
 /// Where Chrome keeps files besides its profile: under the worker's profile
@@ -183,17 +194,67 @@ impl Chrome {
             field(&version, "userAgent", "Browser.getVersion")?.replace("HeadlessChrome", "Chrome");
         Ok(Chrome {
             devtools,
-            profile_dir,
             user_agent,
-            exited,
             pages: AtomicU32::new(0),
-            _relay: relay,
+            place: Place::Local {
+                profile_dir,
+                exited,
+                _relay: relay,
+            },
+        })
+    }
+
+    /// Connects to the remote browser at `url` (its WebSocket, or read from
+    /// its `/json/version`) and waits until it answers.
+    pub async fn connect(url: &DevToolsUrl) -> anyhow::Result<Chrome> {
+        let at = url.host_port();
+        let socket_url = match url.is_websocket() {
+            true => url.expose().to_string(),
+            false => tokio::time::timeout(START_LIMIT, websocket_of(url))
+                .await
+                .with_context(|| format!("{at} did not answer within {START_LIMIT:?}"))??,
+        };
+        let (socket, _) = tokio::time::timeout(
+            START_LIMIT,
+            tokio_tungstenite::connect_async(socket_url.as_str()),
+        )
+        .await
+        .with_context(|| format!("{at} did not answer within {START_LIMIT:?}"))?
+        // The error may quote the URL (and its token): only where it failed.
+        .map_err(|e| {
+            anyhow::anyhow!("connecting to the remote browser at {at}: {}", kind_of(&e))
+        })?;
+        let devtools = DevTools::over_websocket(socket);
+        let version = tokio::time::timeout(
+            START_LIMIT,
+            devtools.call(None, "Browser.getVersion", json!({})),
+        )
+        .await
+        .with_context(|| format!("the remote browser at {at} did not answer"))?;
+        let version = match version {
+            Ok(version) => version,
+            Err(e) => {
+                devtools.shut();
+                return Err(e).with_context(|| format!("the remote browser at {at}"));
+            }
+        };
+        let user_agent =
+            field(&version, "userAgent", "Browser.getVersion")?.replace("HeadlessChrome", "Chrome");
+        Ok(Chrome {
+            devtools,
+            user_agent,
+            pages: AtomicU32::new(0),
+            place: Place::Remote,
         })
     }
 
     /// Whether the browser is still there to take commands.
     pub fn is_alive(&self) -> bool {
-        !*self.exited.borrow() && !self.devtools.is_closed()
+        let exited = match &self.place {
+            Place::Local { exited, .. } => *exited.borrow(),
+            Place::Remote => false,
+        };
+        !exited && !self.devtools.is_closed()
     }
 
     /// Counts a page loaded; returns how many it loaded so far.
@@ -208,6 +269,10 @@ impl Chrome {
     /// Closes the browser: politely first, then by killing its processes,
     /// and removes its profile folder.
     pub async fn close(&self) {
+        let Place::Local { exited, .. } = &self.place else {
+            self.devtools.shut();
+            return;
+        };
         if self.is_alive() {
             let polite = tokio::time::timeout(
                 CLOSE_LIMIT,
@@ -215,7 +280,7 @@ impl Chrome {
             )
             .await;
             if matches!(polite, Ok(Ok(_))) {
-                let mut exited = self.exited.clone();
+                let mut exited = exited.clone();
                 let _ = tokio::time::timeout(CLOSE_LIMIT, exited.wait_for(|e| *e)).await;
             }
         }
@@ -223,17 +288,75 @@ impl Chrome {
     }
 
     /// Kills every process of the browser at once and removes its folder.
+    /// A remote browser is let go instead (its connection dropped).
     pub async fn kill_and_clean(&self) {
-        if !kill_chrome_under_and_wait(&self.profile_dir, CLOSE_LIMIT).await {
-            tracing::warn!(dir = %self.profile_dir.display(), "Chrome processes still running");
+        let Place::Local { profile_dir, .. } = &self.place else {
+            self.devtools.shut();
+            return;
+        };
+        if !kill_chrome_under_and_wait(profile_dir, CLOSE_LIMIT).await {
+            tracing::warn!(dir = %profile_dir.display(), "Chrome processes still running");
         }
-        remove_profile(&self.profile_dir).await;
+        remove_profile(profile_dir).await;
     }
 
     /// Kills the browser's processes now, without waiting (a lease dropped
     /// where nothing can wait).
     pub fn kill_now(&self) {
-        kill_chrome_under(&self.profile_dir);
+        match &self.place {
+            Place::Local { profile_dir, .. } => {
+                kill_chrome_under(profile_dir);
+            }
+            Place::Remote => self.devtools.shut(),
+        }
+    }
+}
+
+/// The WebSocket a remote browser's `/json/version` names.
+async fn websocket_of(url: &DevToolsUrl) -> anyhow::Result<String> {
+    let at = url.host_port();
+    let mut version = url.expose().clone();
+    version.set_path("/json/version");
+    // Straight to the endpoint, never through a proxy of the environment.
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .context("an HTTP client")?;
+    let answer: serde_json::Value = client
+        .get(version)
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|e| anyhow::anyhow!("reading /json/version of {at}: {}", e.without_url()))?
+        .json()
+        .await
+        .map_err(|e| anyhow::anyhow!("reading /json/version of {at}: {}", e.without_url()))?;
+    let socket = answer["webSocketDebuggerUrl"]
+        .as_str()
+        .with_context(|| format!("/json/version of {at} names no webSocketDebuggerUrl"))?;
+    let mut socket = url::Url::parse(socket)
+        .with_context(|| format!("/json/version of {at} names no valid webSocketDebuggerUrl"))?;
+    // The browser names itself as it sees itself; the worker reaches it at
+    // the configured host, with the configured query (a token).
+    let _ = socket.set_host(url.expose().host_str());
+    let _ = socket.set_port(url.expose().port_or_known_default());
+    if url.expose().scheme() == "https" {
+        let _ = socket.set_scheme("wss");
+    }
+    if socket.query().is_none() {
+        socket.set_query(url.expose().query());
+    }
+    Ok(socket.to_string())
+}
+
+/// What went wrong connecting, without the URL.
+fn kind_of(error: &tokio_tungstenite::tungstenite::Error) -> String {
+    use tokio_tungstenite::tungstenite::Error;
+    match error {
+        Error::Io(e) => e.to_string(),
+        Error::Http(response) => format!("answered HTTP {}", response.status()),
+        Error::Url(_) => "not a WebSocket URL".to_owned(),
+        _ => "the WebSocket handshake failed".to_owned(),
     }
 }
 

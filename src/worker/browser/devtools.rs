@@ -1,7 +1,9 @@
-//! The Chrome DevTools Protocol over the pipe Chrome was started with
-//! (`--remote-debugging-pipe`: commands on its fd 3, answers and events on
-//! its fd 4, each a JSON message ending in NUL). No port is opened, so no
-//! other process can drive the browser.
+//! The Chrome DevTools Protocol, over one of two transports: the pipe a
+//! local Chrome was started with (`--remote-debugging-pipe`: commands on its
+//! fd 3, answers and events on its fd 4, each a JSON message ending in NUL;
+//! no port is opened, so no other process can drive the browser), or a
+//! remote browser's WebSocket (a JSON message per text frame). Commands,
+//! answers, sessions and events are the same over both.
 //!
 //! One connection carries every page's commands, each page being a session of
 //! it (`Target.attachToTarget` in flat mode). Chrome answers each session on
@@ -60,6 +62,8 @@ struct Inner {
     pending: Mutex<Option<HashMap<u64, oneshot::Sender<Answer>>>>,
     /// Page sessions and the events each wants.
     sessions: Mutex<HashMap<String, Subscriber>>,
+    /// Cancelled to end the connection from this side.
+    shut: tokio_util::sync::CancellationToken,
 }
 
 struct Subscriber {
@@ -91,46 +95,117 @@ struct IncomingError {
     data: Option<String>,
 }
 
+/// A remote browser's DevTools WebSocket, as `tokio-tungstenite` opens it.
+pub type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
 impl DevTools {
-    /// Speaks over the two pipe ends; the connection ends when Chrome closes
-    /// its end (every pending and later command then fails with `Closed`).
-    pub fn over(to_chrome: pipe::Sender, from_chrome: pipe::Receiver) -> DevTools {
-        let (outgoing, mut to_send) = mpsc::unbounded_channel::<Vec<u8>>();
+    /// A connection whose messages (JSON text, without framing) leave through
+    /// `outgoing`; its transport hands what arrives to [`Inner::dispatch`]
+    /// and calls [`Inner::close`] when it ends.
+    fn with_transport() -> (DevTools, mpsc::UnboundedReceiver<Vec<u8>>) {
+        let (outgoing, to_send) = mpsc::unbounded_channel::<Vec<u8>>();
         let inner = Arc::new(Inner {
             next_id: AtomicU64::new(1),
             outgoing,
             pending: Mutex::new(Some(HashMap::new())),
             sessions: Mutex::new(HashMap::new()),
+            shut: tokio_util::sync::CancellationToken::new(),
         });
+        (DevTools { inner }, to_send)
+    }
+
+    /// Speaks over the two pipe ends, each message ending in NUL; the
+    /// connection ends when Chrome closes its end (every pending and later
+    /// command then fails with `Closed`).
+    pub fn over(to_chrome: pipe::Sender, from_chrome: pipe::Receiver) -> DevTools {
+        let (devtools, mut to_send) = DevTools::with_transport();
         tokio::spawn(async move {
             let mut to_chrome = to_chrome;
-            while let Some(message) = to_send.recv().await {
+            while let Some(mut message) = to_send.recv().await {
+                message.push(0);
                 if to_chrome.write_all(&message).await.is_err() {
                     return;
                 }
             }
         });
         tokio::spawn({
-            let inner = inner.clone();
+            let inner = devtools.inner.clone();
             async move {
                 let mut from_chrome = BufReader::with_capacity(64 * 1024, from_chrome);
                 let mut message = Vec::new();
                 loop {
                     message.clear();
-                    match from_chrome.read_until(0, &mut message).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) => {
-                            if message.last() == Some(&0) {
-                                message.pop();
+                    tokio::select! {
+                        read = from_chrome.read_until(0, &mut message) => match read {
+                            Ok(0) | Err(_) => break,
+                            Ok(_) => {
+                                if message.last() == Some(&0) {
+                                    message.pop();
+                                }
+                                inner.dispatch(&message);
                             }
-                            inner.dispatch(&message);
-                        }
+                        },
+                        () = inner.shut.cancelled() => break,
                     }
                 }
                 inner.close();
             }
         });
-        DevTools { inner }
+        devtools
+    }
+
+    /// Speaks over a remote browser's WebSocket, a message per text frame;
+    /// the connection ends when the socket closes or [`Self::shut`] is
+    /// called (the socket is then closed).
+    pub fn over_websocket(socket: Socket) -> DevTools {
+        use futures::{SinkExt, StreamExt};
+        use tokio_tungstenite::tungstenite::Message;
+        let (devtools, mut to_send) = DevTools::with_transport();
+        let (mut sink, mut stream) = socket.split();
+        tokio::spawn({
+            let inner = devtools.inner.clone();
+            async move {
+                loop {
+                    tokio::select! {
+                        message = to_send.recv() => {
+                            let Some(message) = message else { break };
+                            let Ok(text) = String::from_utf8(message) else { continue };
+                            if sink.send(Message::text(text)).await.is_err() {
+                                break;
+                            }
+                        }
+                        () = inner.shut.cancelled() => break,
+                    }
+                }
+                let _ = sink.close().await;
+            }
+        });
+        tokio::spawn({
+            let inner = devtools.inner.clone();
+            async move {
+                loop {
+                    tokio::select! {
+                        message = stream.next() => match message {
+                            Some(Ok(Message::Text(text))) => inner.dispatch(text.as_bytes()),
+                            Some(Ok(Message::Binary(bytes))) => inner.dispatch(&bytes),
+                            Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
+                            Some(Ok(_)) => {}
+                        },
+                        () = inner.shut.cancelled() => break,
+                    }
+                }
+                inner.close();
+            }
+        });
+        devtools
+    }
+
+    /// Ends the connection from this side: every waiting and later command
+    /// fails with `Closed` (a remote browser is let go, not killed).
+    pub fn shut(&self) {
+        self.inner.shut.cancel();
+        self.inner.close();
     }
 
     /// Sends a command (to a page session, or to the browser when `session`
@@ -151,7 +226,7 @@ impl DevTools {
             };
             pending.insert(id, answer_tx);
         }
-        let mut message = match session {
+        let message = match session {
             Some(session) => {
                 json!({"id": id, "method": method, "params": params, "sessionId": session})
             }
@@ -159,7 +234,6 @@ impl DevTools {
         }
         .to_string()
         .into_bytes();
-        message.push(0);
         if self.inner.outgoing.send(message).is_err() {
             self.inner.forget(id);
             return Err(DevToolsError::Closed(method.to_owned()));
@@ -266,7 +340,7 @@ impl Inner {
         }
     }
 
-    /// The pipe closed: every waiting command fails, every subscription ends.
+    /// The connection ended: every waiting command fails, every subscription ends.
     fn close(&self) {
         // Dropping the senders wakes their callers with `Closed`.
         self.pending.lock().expect("devtools lock").take();

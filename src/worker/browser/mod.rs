@@ -11,6 +11,15 @@
 //! [`PAGES_PER_BROWSER`] pages (a leaking browser cannot grow without
 //! bound) and whenever it dies, its crawls failing as `browser_crashed` and
 //! being retried.
+//!
+//! The browser is either a Chrome the worker starts (`BROWSER_BACKEND=local`)
+//! or a remote one spoken to over a WebSocket (`devtools`: Browserless,
+//! `chrome --remote-debugging-port`). Contexts, pages, wiping and disposing
+//! are the same code for both; a remote browser is never killed: where a
+//! local one would be, its connection is dropped and the next lease
+//! reconnects, waiting longer after each failed attempt ([`RECONNECT_FIRST`]
+//! doubling to [`RECONNECT_MOST`]). Every remote context goes through a
+//! relay of the worker, which serves only the endpoint's address.
 
 mod chrome;
 pub mod confinement;
@@ -22,6 +31,7 @@ mod session;
 mod socks_relay;
 
 use std::{
+    net::IpAddr,
     path::PathBuf,
     sync::{
         Arc, Mutex,
@@ -36,7 +46,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::{domain::site::ProxyUrl, net::target_guard::TargetGuard, ops::metrics::metrics};
 
-pub use crate::config::SandboxMode;
+pub use crate::config::{DevToolsUrl, RemoteBrowserSettings, SandboxMode};
 use chrome::{Chrome, ChromePlaces, remove_profile};
 use confinement::ChromeUser;
 use processes::{kill_chrome_under, kill_chrome_under_and_block, kill_chrome_under_and_wait};
@@ -55,12 +65,28 @@ pub struct ChromeLaunch {
 
 /// A Chrome is replaced (once its crawls are done) after this many pages.
 const PAGES_PER_BROWSER: u32 = 1000;
+/// The wait before reconnecting to a remote browser after a failed attempt,
+/// doubled after each one up to [`RECONNECT_MOST`].
+const RECONNECT_FIRST: Duration = Duration::from_millis(500);
+const RECONNECT_MOST: Duration = Duration::from_secs(30);
+
+/// Which browser the pool's contexts are opened in.
+enum Backend {
+    Local(ChromeLaunch),
+    Remote {
+        url: DevToolsUrl,
+        /// Failed connection attempts in a row, and when the last one ended.
+        failures: Mutex<(u32, Option<std::time::Instant>)>,
+    },
+}
 /// How long disposing a context may take before the browser counts as hung.
 const DISPOSE_LIMIT: Duration = Duration::from_secs(5);
 
 /// The worker's browser.
 pub struct BrowserPool {
-    launch: ChromeLaunch,
+    backend: Backend,
+    /// Where the relays listen (loopback for the local Chrome).
+    relay_bind: IpAddr,
     /// Set once a Chrome could not start with its sandbox (`SandboxMode::Auto`):
     /// the ones after it start without.
     sandbox_unavailable: AtomicBool,
@@ -111,6 +137,7 @@ impl Drop for BrowserLease {
                 self.closing.spawn_on(
                     async move {
                         if !session.dispose(DISPOSE_LIMIT).await {
+                            // A remote browser's connection is dropped instead.
                             session.chrome.kill_now();
                         }
                     },
@@ -143,8 +170,60 @@ impl BrowserPool {
         size: usize,
         guard: TargetGuard,
     ) -> Self {
+        Self::with_backend(Backend::Local(launch), profile_root, size, guard)
+    }
+
+    /// A pool of `size` slots (at most the endpoint's own limit) in the
+    /// remote browser `remote` names; refuses when its address cannot be
+    /// resolved or no relay can listen where it says.
+    pub fn remote(
+        remote: RemoteBrowserSettings,
+        profile_root: PathBuf,
+        size: usize,
+        guard: TargetGuard,
+    ) -> anyhow::Result<Self> {
+        let at = remote.url.host_port();
+        let host = remote.url.expose().host_str().unwrap_or_default();
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let port = remote.url.expose().port_or_known_default().unwrap_or(80);
+        let addresses: Vec<IpAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
+            .with_context(|| format!("resolving BROWSER_DEVTOOLS_URL's host {at}"))?
+            .map(|a| a.ip())
+            .collect();
+        if addresses.is_empty() {
+            anyhow::bail!("BROWSER_DEVTOOLS_URL's host {at} resolves to no address");
+        }
+        std::net::TcpListener::bind((remote.relay_bind, 0)).with_context(|| {
+            format!(
+                "BROWSER_RELAY_BIND: no relay can listen on {}",
+                remote.relay_bind
+            )
+        })?;
+        tracing::info!(endpoint = %at, relay_bind = %remote.relay_bind, "browser slots in a remote browser");
+        let size = remote.slots.map_or(size, |slots| size.min(slots)).max(1);
+        let mut pool = Self::with_backend(
+            Backend::Remote {
+                url: remote.url,
+                failures: Mutex::new((0, None)),
+            },
+            profile_root,
+            size,
+            guard,
+        );
+        pool.relay_bind = remote.relay_bind;
+        pool.peers = Arc::new(ChromePeers::Remote { addresses });
+        Ok(pool)
+    }
+
+    fn with_backend(
+        backend: Backend,
+        profile_root: PathBuf,
+        size: usize,
+        guard: TargetGuard,
+    ) -> Self {
         Self {
-            launch,
+            backend,
+            relay_bind: IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
             sandbox_unavailable: AtomicBool::new(false),
             peers: Arc::new(ChromePeers::under(&profile_root)),
             profile_root,
@@ -212,12 +291,23 @@ impl BrowserPool {
     async fn open(&self, proxy: Option<&ProxyUrl>) -> anyhow::Result<BrowserSession> {
         let chrome = self.chrome().await?;
         // The context goes through our relay when the guard must see its
-        // connections or a proxy needs credentials; else straight out.
-        let needs_relay = !self.guard.is_open() || proxy.is_some_and(|p| p.credentials().is_some());
+        // connections or a proxy needs credentials; else straight out. A
+        // remote browser's always do: its own way out is not the worker's.
+        let needs_relay = !self.guard.is_open()
+            || proxy.is_some_and(|p| p.credentials().is_some())
+            || matches!(self.backend, Backend::Remote { .. });
         let relay = match needs_relay {
             true => {
                 let egress = proxy.map_or(Egress::Direct, |p| Egress::Proxy(p.clone()));
-                Some(SocksRelay::start(egress, self.guard.clone(), self.peers.clone()).await?)
+                Some(
+                    SocksRelay::start(
+                        self.relay_bind,
+                        egress,
+                        self.guard.clone(),
+                        self.peers.clone(),
+                    )
+                    .await?,
+                )
             }
             false => None,
         };
@@ -273,10 +363,13 @@ impl BrowserPool {
         self.close_retired();
     }
 
-    /// Disposes a context; a browser that cannot do it is killed.
+    /// Disposes a context; a browser that cannot do it is killed (a remote
+    /// one let go: its connection dropped).
     async fn dispose(&self, session: BrowserSession) {
         if session.chrome.is_alive() && !session.dispose(DISPOSE_LIMIT).await {
-            tracing::warn!("Chrome did not dispose a context; killing it");
+            tracing::warn!(
+                "Chrome did not dispose a context; killing it (or dropping a remote one)"
+            );
             session.chrome.kill_and_clean().await;
         }
     }
@@ -309,50 +402,94 @@ impl BrowserPool {
                 .retain(|idle| !Arc::ptr_eq(&idle.chrome, &chrome));
             self.retired.lock().expect("pool lock").push(chrome);
         }
-        let chrome = Arc::new(self.launch().await?);
+        let chrome = Arc::new(match &self.backend {
+            Backend::Local(_) => self.launch().await?,
+            Backend::Remote { url, failures } => Self::connect(url, failures).await?,
+        });
         *current = Some(chrome.clone());
         Ok(chrome)
+    }
+
+    /// Connects to the remote browser, first waiting out the back-off of
+    /// the attempts that failed before.
+    async fn connect(
+        url: &DevToolsUrl,
+        failures: &Mutex<(u32, Option<std::time::Instant>)>,
+    ) -> anyhow::Result<Chrome> {
+        let (failed, last) = *failures.lock().expect("pool lock");
+        if let (Some(last), true) = (last, failed > 0) {
+            let wait = RECONNECT_FIRST
+                .saturating_mul(1 << (failed - 1).min(16))
+                .min(RECONNECT_MOST);
+            tokio::time::sleep_until((last + wait).into()).await;
+        }
+        let connected = Chrome::connect(url).await;
+        let mut failures = failures.lock().expect("pool lock");
+        match &connected {
+            Ok(_) => *failures = (0, None),
+            Err(e) => {
+                *failures = (
+                    failures.0.saturating_add(1),
+                    Some(std::time::Instant::now()),
+                );
+                tracing::warn!(
+                    error = format!("{e:#}"),
+                    attempts = failures.0,
+                    "could not reach the remote browser"
+                );
+            }
+        }
+        connected
     }
 
     /// Starts a Chrome: with its sandbox unless the setting or an earlier
     /// failure says otherwise (`SandboxMode::Auto` tries once, then goes on
     /// without and says why).
     async fn launch(&self) -> anyhow::Result<Chrome> {
-        let sandbox = match self.launch.sandbox {
+        let Backend::Local(launch) = &self.backend else {
+            unreachable!("only a local browser is launched")
+        };
+        let sandbox = match launch.sandbox {
             SandboxMode::Off => false,
             SandboxMode::Required => true,
             SandboxMode::Auto => !self.sandbox_unavailable.load(Ordering::Relaxed),
         };
-        match self.launch_once(sandbox).await {
-            Err(e) if sandbox && self.launch.sandbox == SandboxMode::Auto => {
+        match self.launch_once(launch, sandbox).await {
+            Err(e) if sandbox && launch.sandbox == SandboxMode::Auto => {
                 tracing::warn!(
                     error = format!("{e:#}"),
                     "Chrome could not start with its sandbox (no user namespaces here?); \
                      it runs without it, under its own environment{}",
-                    match self.launch.user {
+                    match launch.user {
                         Some(user) => format!(" as uid {}", user.uid),
                         None => String::new(),
                     }
                 );
                 self.sandbox_unavailable.store(true, Ordering::Relaxed);
-                self.launch_once(false).await
+                self.launch_once(launch, false).await
             }
             launched => launched,
         }
     }
 
-    async fn launch_once(&self, sandbox: bool) -> anyhow::Result<Chrome> {
+    async fn launch_once(&self, launch: &ChromeLaunch, sandbox: bool) -> anyhow::Result<Chrome> {
         let n = self.next_profile.fetch_add(1, Ordering::Relaxed);
-        let places = ChromePlaces::under(&self.profile_root, self.launch.user).await?;
+        let places = ChromePlaces::under(&self.profile_root, launch.user).await?;
         // Chrome's own connections (it should open none) meet the guard too.
         let relay = match self.guard.is_open() {
             true => None,
             false => Some(
-                SocksRelay::start(Egress::Direct, self.guard.clone(), self.peers.clone()).await?,
+                SocksRelay::start(
+                    self.relay_bind,
+                    Egress::Direct,
+                    self.guard.clone(),
+                    self.peers.clone(),
+                )
+                .await?,
             ),
         };
         let profile_dir = self.profile_root.join(format!("chrome-{n}"));
-        match Chrome::launch(&self.launch, sandbox, &places, profile_dir.clone(), relay).await {
+        match Chrome::launch(launch, sandbox, &places, profile_dir.clone(), relay).await {
             Ok(chrome) => Ok(chrome),
             Err(e) => {
                 kill_chrome_under(&profile_dir);

@@ -18,18 +18,26 @@ use std::{
 
 use super::processes;
 
-/// The processes a relay accepts connections from: Chrome's, under one
-/// profile root.
-pub struct ChromePeers {
-    profile_root: PathBuf,
-    /// Chrome's pids last seen: the network service stays the same process
-    /// for a browser's life, so the /proc scan for them is rarely repeated.
-    known: Mutex<HashSet<i32>>,
+/// Whom a relay accepts connections from: Chrome's processes under one
+/// profile root, or a remote browser's addresses.
+pub enum ChromePeers {
+    Local {
+        profile_root: PathBuf,
+        /// Chrome's pids last seen: the network service stays the same
+        /// process for a browser's life, so the /proc scan for them is
+        /// rarely repeated.
+        known: Mutex<HashSet<i32>>,
+    },
+    /// A remote browser's processes are not in this machine's /proc: its
+    /// connections are told by their source address alone, the endpoint's
+    /// (resolved when the pool starts). Anything else at that address can
+    /// connect too: see `BROWSER_RELAY_BIND` in the deployment notes.
+    Remote { addresses: Vec<IpAddr> },
 }
 
 impl ChromePeers {
     pub fn under(profile_root: &Path) -> Self {
-        Self {
+        Self::Local {
             profile_root: profile_root.to_owned(),
             known: Mutex::new(HashSet::new()),
         }
@@ -38,22 +46,41 @@ impl ChromePeers {
     /// Whether the client end `peer` of a connection to `local` (the relay's
     /// address) is a socket of this worker's Chrome. Blocking: reads /proc.
     pub fn is_chrome(&self, peer: SocketAddr, local: SocketAddr) -> bool {
+        match self {
+            Self::Local {
+                profile_root,
+                known,
+            } => is_local_chrome(profile_root, known, peer, local),
+            Self::Remote { addresses } => addresses.contains(&unmapped(peer.ip())),
+        }
+    }
+}
+
+/// An IPv4 address written as IPv6 (`::ffff:a.b.c.d`), as IPv4.
+fn unmapped(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+fn is_local_chrome(
+    profile_root: &Path,
+    known: &Mutex<HashSet<i32>>,
+    peer: SocketAddr,
+    local: SocketAddr,
+) -> bool {
+    {
         let Some(inode) = socket_inode(peer, local) else {
             return false;
         };
-        let known: Vec<i32> = self
-            .known
-            .lock()
-            .expect("peers lock")
-            .iter()
-            .copied()
-            .collect();
-        if known.iter().any(|pid| holds_socket(*pid, inode)) {
+        let seen: Vec<i32> = known.lock().expect("peers lock").iter().copied().collect();
+        if seen.iter().any(|pid| holds_socket(*pid, inode)) {
             return true;
         }
-        let chrome = processes::pids_under(&self.profile_root);
+        let chrome = processes::pids_under(profile_root);
         let found = chrome.iter().any(|pid| holds_socket(*pid, inode));
-        *self.known.lock().expect("peers lock") = chrome.into_iter().collect();
+        *known.lock().expect("peers lock") = chrome.into_iter().collect();
         found
     }
 }

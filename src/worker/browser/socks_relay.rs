@@ -14,7 +14,7 @@
 //!   `CONNECT` tunnel, plain-http targets included.
 
 use std::{
-    net::{Ipv4Addr, Ipv6Addr, SocketAddr},
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
     sync::{Arc, Mutex},
 };
 
@@ -47,13 +47,14 @@ pub struct SocksRelay {
 }
 
 impl SocksRelay {
-    /// A relay for the Chrome processes `peers` names, leaving by `egress`.
+    /// A relay on `bind` for the Chrome `peers` names, leaving by `egress`.
     pub async fn start(
+        bind: IpAddr,
         egress: Egress,
         guard: TargetGuard,
         peers: Arc<ChromePeers>,
     ) -> anyhow::Result<Self> {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        let listener = TcpListener::bind((bind, 0))
             .await
             .context("binding the browser's SOCKS5 relay")?;
         let addr = listener.local_addr()?;
