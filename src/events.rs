@@ -28,7 +28,11 @@ pub enum Event {
     #[serde(rename = "run.updated")]
     RunUpdated {
         id: i64,
-        keyword_id: i64,
+        /// `null` for a URL list's run.
+        keyword_id: Option<i64>,
+        /// The URL list a list run reads (`null` for a keyword's run).
+        #[serde(default)]
+        url_list_id: Option<i64>,
         /// The keyword's text. Publishers send ids; the api that fans the
         /// event out fills in the names (`null` if deleted meanwhile).
         #[serde(default)]
@@ -67,7 +71,9 @@ pub enum Event {
     #[serde(rename = "result.stored")]
     ResultStored {
         run_id: i64,
-        keyword_id: i64,
+        keyword_id: Option<i64>,
+        #[serde(default)]
+        url_list_id: Option<i64>,
         site_id: i64,
         page: i32,
         count: usize,
@@ -108,6 +114,7 @@ impl Event {
         Event::RunUpdated {
             id: run.id,
             keyword_id: run.keyword_id,
+            url_list_id: run.url_list_id,
             keyword: None,
             site_id: run.site_id,
             site: None,
@@ -139,8 +146,9 @@ impl Event {
         event
     }
 
-    /// (run, keyword, site) the event is about, for subscription filters.
-    pub fn subject(&self) -> Option<(i64, i64, i64)> {
+    /// (run, keyword, site) the event is about, for subscription filters
+    /// (no keyword: a URL list's run).
+    pub fn subject(&self) -> Option<(i64, Option<i64>, i64)> {
         match self {
             Event::RunUpdated {
                 id,

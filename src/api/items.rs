@@ -33,7 +33,10 @@ view! {
     #[schema(as = Item)]
     pub struct ItemView from (item: Item) {} {
         id: i64 = item.id,
-        keyword_id: i64 = item.keyword_id,
+        /// The keyword whose runs found it (null: a URL list's item).
+        keyword_id: Option<i64> = item.keyword_id,
+        /// The URL list whose runs read it (null: a keyword's item).
+        url_list_id: Option<i64> = item.url_list_id,
         site_id: i64 = item.site_id,
         /// What identifies it: `url`, `key` (the site's `item_key` field) or
         /// `content` (any change makes another item).

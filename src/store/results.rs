@@ -19,7 +19,10 @@ use crate::domain::{
 pub struct CrawlResult {
     pub id: i64,
     pub run_id: i64,
-    pub keyword_id: i64,
+    /// The keyword whose run found it (`None`: a URL list's run).
+    pub keyword_id: Option<i64>,
+    /// The URL list whose run read it (`None`: a keyword's run).
+    pub url_list_id: Option<i64>,
     pub site_id: i64,
     pub page: i32,
     pub position: i32,
@@ -45,6 +48,7 @@ pub struct CrawlResult {
 #[derive(Debug, Default, Clone)]
 pub struct ResultFilter {
     pub keyword_id: Option<i64>,
+    pub url_list_id: Option<i64>,
     pub site_id: Option<i64>,
     pub run_id: Option<i64>,
     /// Full-text search over the string values of the fields (whole words,
@@ -67,7 +71,8 @@ pub struct ResultFilter {
 struct ResultRow {
     id: i64,
     run_id: i64,
-    keyword_id: i64,
+    keyword_id: Option<i64>,
+    url_list_id: Option<i64>,
     site_id: i64,
     page: i32,
     position: i32,
@@ -91,6 +96,7 @@ impl TryFrom<ResultRow> for CrawlResult {
             id: row.id,
             run_id: row.run_id,
             keyword_id: row.keyword_id,
+            url_list_id: row.url_list_id,
             site_id: row.site_id,
             page: row.page,
             position: row.position,
@@ -126,21 +132,24 @@ async fn list_stored(
     change: Option<Change>,
 ) -> sqlx::Result<Vec<ResultRow>> {
     let mut listing = Listing::new(
-        r#"SELECT r.id, r.run_id, r.keyword_id, r.site_id, r.page, r.position, r.page_url, r.item_url,
-                  r.fields, r.content_hash, r.fetched_at,
-                  COALESCE(i.first_seen_at, r.fetched_at) AS first_seen_at,
-                  COALESCE(i.last_seen_at, r.fetched_at) AS last_seen_at,
+        r#"SELECT r.id, r.run_id, r.keyword_id, r.url_list_id, r.site_id, r.page, r.position, r.page_url,
+                  r.item_url, r.fields, r.content_hash, r.fetched_at,
+                  COALESCE(i.first_seen_at, li.first_seen_at, r.fetched_at) AS first_seen_at,
+                  COALESCE(i.last_seen_at, li.last_seen_at, r.fetched_at) AS last_seen_at,
                   r.item_id, r.change, r.diff
            FROM crawl_results r
            LEFT JOIN items i
-             ON i.keyword_id = r.keyword_id AND i.site_id = r.site_id AND i.item_key = r.item_key"#,
+             ON i.keyword_id = r.keyword_id AND i.site_id = r.site_id AND i.item_key = r.item_key
+           LEFT JOIN items li
+             ON li.url_list_id = r.url_list_id AND li.site_id = r.site_id AND li.item_key = r.item_key"#,
     );
     filter_rows(
         &mut listing,
         filter,
         "r",
-        "COALESCE(i.first_seen_at, r.fetched_at)",
+        "COALESCE(i.first_seen_at, li.first_seen_at, r.fetched_at)",
     );
+    listing.filter("r.url_list_id = ", filter.url_list_id, "");
     if let Some(change) = change {
         // New or changed: beside the bound value, the predicate of the
         // partial crawl_results_changes index, without which the plan cached
@@ -187,8 +196,12 @@ fn filter_rows<'a>(
 /// and fields then, `fetched_at` its last sighting; `run_id` is the run that
 /// found it gone.
 async fn list_removed(pool: &PgPool, filter: &ResultFilter) -> sqlx::Result<Vec<ResultRow>> {
+    // A URL list's runs judge no removals (`items::tracking::settle`).
+    if filter.url_list_id.is_some() {
+        return Ok(Vec::new());
+    }
     let mut listing = Listing::new(
-        r#"SELECT m.id, m.run_id, m.keyword_id, m.site_id, m.page, m.position, m.page_url, m.item_url,
+        r#"SELECT m.id, m.run_id, m.keyword_id, NULL::bigint AS url_list_id, m.site_id, m.page, m.position, m.page_url, m.item_url,
                   m.fields, m.content_hash, m.last_seen_at AS fetched_at, m.first_seen_at, m.last_seen_at,
                   m.item_id, 'removed' AS change, NULL::jsonb AS diff
            FROM item_removals m"#,

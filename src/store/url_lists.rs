@@ -23,8 +23,15 @@ pub struct UrlList {
     pub updated_at: DateTime<Utc>,
     /// URLs in the list.
     pub urls: i64,
-    /// URLs read since the latest fire.
+    /// When the current period began: the latest of the latest fire and
+    /// the latest run's period (a manual crawl starts one).
+    pub period_started_at: Option<DateTime<Utc>>,
+    /// URLs read since the period began.
     pub read_in_period: i64,
+    /// URLs whose page could not be read in the period.
+    pub failed_in_period: i64,
+    /// The list's run still active, if any.
+    pub active_run_id: Option<i64>,
 }
 
 /// Why a URL list could not be written.
@@ -127,11 +134,21 @@ async fn select(
     sqlx::query_as!(
         UrlList,
         r#"SELECT l.id, l.site_id, l.name, l.schedule, l.timezone, l.jitter_secs, l.enabled,
-                  l.last_fired_at, l.created_at, l.updated_at,
+                  l.last_fired_at, l.created_at, l.updated_at, p.started AS period_started_at,
                   (SELECT count(*) FROM url_list_entries e WHERE e.list_id = l.id) AS "urls!",
                   (SELECT count(*) FROM url_list_entries e
-                    WHERE e.list_id = l.id AND e.last_read_at >= l.last_fired_at) AS "read_in_period!"
+                    WHERE e.list_id = l.id AND e.last_read_at >= p.started) AS "read_in_period!",
+                  (SELECT count(*) FROM url_list_entries e
+                    WHERE e.list_id = l.id AND e.failed_at >= p.started) AS "failed_in_period!",
+                  (SELECT r.id FROM crawl_runs r
+                    WHERE r.url_list_id = l.id AND r.state IN ('queued', 'running', 'url_call', 'call_done'))
+                    AS active_run_id
            FROM url_lists l
+           CROSS JOIN LATERAL (
+               SELECT GREATEST(l.last_fired_at,
+                               (SELECT max(r.period_start) FROM crawl_runs r WHERE r.url_list_id = l.id))
+                      AS started
+           ) AS p
            WHERE ($1::bigint IS NULL OR l.id = $1) AND ($2::bigint IS NULL OR l.site_id = $2)
            ORDER BY l.id"#,
         id,
@@ -271,6 +288,9 @@ pub struct Entry {
     pub line: i32,
     pub added_at: DateTime<Utc>,
     pub last_read_at: Option<DateTime<Utc>>,
+    /// When a run last could not read its page, and why (cleared when one does).
+    pub failed_at: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
 }
 
 /// A list's URLs in their order, from the line after `after_line`.
@@ -282,7 +302,7 @@ pub async fn entries(
 ) -> sqlx::Result<Vec<Entry>> {
     sqlx::query_as!(
         Entry,
-        "SELECT url, line, added_at, last_read_at FROM url_list_entries
+        "SELECT url, line, added_at, last_read_at, failed_at, last_error FROM url_list_entries
          WHERE list_id = $1 AND line > $2 ORDER BY line LIMIT $3",
         list_id,
         after_line,

@@ -492,7 +492,7 @@ async fn a_result_listing_reads_every_column_and_refuses_a_limit_out_of_range() 
             first.page,
             first.position
         ),
-        (runs[1], pairs.keywords[1], pairs.sites[0], 1, 0)
+        (runs[1], Some(pairs.keywords[1]), pairs.sites[0], 1, 0)
     );
     assert_eq!(first.page_url, "http://127.0.0.1/search");
     assert_eq!(first.item_url.as_deref(), Some("http://127.0.0.1/item/1-0"));

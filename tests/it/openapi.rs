@@ -36,6 +36,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/url-lists/{id}/urls"),
     ("put", "/api/url-lists/{id}/urls"),
     ("post", "/api/url-lists/{id}/urls"),
+    ("post", "/api/url-lists/{id}/crawl"),
     ("get", "/api/runs"),
     ("get", "/api/runs/{id}"),
     ("post", "/api/runs/{id}/cancel"),

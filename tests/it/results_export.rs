@@ -220,6 +220,7 @@ async fn the_export_streams_what_the_listing_shows_as_ndjson_and_csv() {
             "item_id",
             "change",
             "diff",
+            "url_list_id",
             "fields.link",
             "fields.price",
             "fields.title"

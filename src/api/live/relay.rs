@@ -32,7 +32,7 @@ const NAMES_KEPT: usize = 10_000;
 /// crawl cost one lookup.
 pub struct Names {
     pool: PgPool,
-    known: HashMap<(i64, i64), KnownNames>,
+    known: HashMap<(Option<i64>, Option<i64>, i64), KnownNames>,
 }
 
 struct KnownNames {
@@ -54,6 +54,7 @@ impl Names {
     pub async fn fill(&mut self, event: &mut Event) {
         let Event::RunUpdated {
             keyword_id,
+            url_list_id,
             keyword,
             site_id,
             site,
@@ -65,7 +66,7 @@ impl Names {
         if keyword.is_some() && site.is_some() {
             return;
         }
-        let key = (*keyword_id, *site_id);
+        let key = (*keyword_id, *url_list_id, *site_id);
         let now = Instant::now();
         if let Some(known) = self.known.get(&key).filter(|k| k.until > now) {
             keyword.clone_from(&known.keyword);
@@ -74,7 +75,7 @@ impl Names {
         }
         let looked_up = tokio::time::timeout(
             NAMES_LOOKUP_TIMEOUT,
-            store::names::keyword_and_site(&self.pool, key.0, key.1),
+            store::names::keyword_and_site(&self.pool, (key.0, key.1), key.2),
         )
         .await;
         let known = match looked_up {

@@ -24,7 +24,7 @@ impl Filter {
             None => true,
             Some((run, keyword, site)) => {
                 self.run_id.is_none_or(|id| id == run)
-                    && self.keyword_id.is_none_or(|id| id == keyword)
+                    && self.keyword_id.is_none_or(|id| Some(id) == keyword)
                     && self.site_id.is_none_or(|id| id == site)
             }
         }

@@ -37,7 +37,7 @@ const BATCHES_AHEAD: usize = 2;
 /// An export of one site (`site_id`, or `run_id`) has a column more per
 /// field of its items after these: `fields.<name>`.
 const CSV_HEADER: &str = "id,run_id,keyword_id,site_id,page,position,page_url,item_url,\
-content_hash,fetched_at,first_seen_at,last_seen_at,fields,item_id,change,diff";
+content_hash,fetched_at,first_seen_at,last_seen_at,fields,item_id,change,diff,url_list_id";
 
 /// What separates the values of a list field in its CSV cell: a line break,
 /// which a collapsed text never holds, shown as a list by spreadsheets.
@@ -59,6 +59,8 @@ pub enum ExportFormat {
 pub(super) struct ExportQuery {
     format: ExportFormat,
     keyword_id: Option<i64>,
+    /// Results of a URL list's runs.
+    url_list_id: Option<i64>,
     site_id: Option<i64>,
     run_id: Option<i64>,
     /// As in `/api/results`.
@@ -82,7 +84,12 @@ pub(super) async fn export(
     ApiQuery(query): ApiQuery<ExportQuery>,
 ) -> Result<Response, ApiError> {
     let filter = super::filter(
-        (query.keyword_id, query.site_id, query.run_id),
+        (
+            query.keyword_id,
+            query.url_list_id,
+            query.site_id,
+            query.run_id,
+        ),
         (query.q, query.change),
         (query.first_seen_after, query.first_seen_before),
         BATCH,
@@ -187,7 +194,7 @@ fn csv_row(out: &mut Vec<u8>, r: &CrawlResult, columns: &[String]) {
     let cells = [
         r.id.to_string(),
         r.run_id.to_string(),
-        r.keyword_id.to_string(),
+        r.keyword_id.map(|id| id.to_string()).unwrap_or_default(),
         r.site_id.to_string(),
         r.page.to_string(),
         r.position.to_string(),
@@ -204,6 +211,7 @@ fn csv_row(out: &mut Vec<u8>, r: &CrawlResult, columns: &[String]) {
             .as_ref()
             .map(|diff| serde_json::to_string(diff).expect("diffs serialize"))
             .unwrap_or_default(),
+        r.url_list_id.map(|id| id.to_string()).unwrap_or_default(),
     ];
     for (i, cell) in cells.iter().enumerate() {
         if i > 0 {

@@ -35,6 +35,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 struct ResultQuery {
     keyword_id: Option<i64>,
+    /// Results of a URL list's runs.
+    url_list_id: Option<i64>,
     site_id: Option<i64>,
     run_id: Option<i64>,
     /// Full-text search over the fields' text (whole words; `"a phrase"`, `or`, `-word`).
@@ -55,7 +57,12 @@ const MAX_SEARCH_CHARS: usize = 200;
 
 /// The filters `/api/results` and its export share, checked.
 fn filter(
-    (keyword_id, site_id, run_id): (Option<i64>, Option<i64>, Option<i64>),
+    (keyword_id, url_list_id, site_id, run_id): (
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+    ),
     (q, change): (Option<String>, Option<String>),
     first_seen: (Option<DateTime<Utc>>, Option<DateTime<Utc>>),
     limit: i64,
@@ -70,6 +77,7 @@ fn filter(
     };
     Ok(ResultFilter {
         keyword_id,
+        url_list_id,
         site_id,
         run_id,
         text,
@@ -95,7 +103,12 @@ async fn list(
     let filter = ResultFilter {
         after: parse_cursor(query.cursor.as_deref())?,
         ..filter(
-            (query.keyword_id, query.site_id, query.run_id),
+            (
+                query.keyword_id,
+                query.url_list_id,
+                query.site_id,
+                query.run_id,
+            ),
             (query.q, query.change),
             (query.first_seen_after, query.first_seen_before),
             page_limit(query.limit)?,
@@ -118,7 +131,10 @@ view! {
     pub struct CrawlResultView from (from: CrawlResult) {} {
         id: i64 = from.id,
         run_id: i64 = from.run_id,
-        keyword_id: i64 = from.keyword_id,
+        /// The keyword whose run found it (null: a URL list's run).
+        keyword_id: Option<i64> = from.keyword_id,
+        /// The URL list whose run read it (null: a keyword's run).
+        url_list_id: Option<i64> = from.url_list_id,
         site_id: i64 = from.site_id,
         page: i32 = from.page,
         position: i32 = from.position,

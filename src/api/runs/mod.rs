@@ -43,6 +43,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 struct RunQuery {
     keyword_id: Option<i64>,
+    /// Runs of a URL list.
+    url_list_id: Option<i64>,
     site_id: Option<i64>,
     state: Option<RunState>,
     /// Runs whose last failure was of this kind.
@@ -64,6 +66,7 @@ async fn list(
 ) -> Result<PageAnswer, ApiError> {
     let filter = RunFilter {
         keyword_id: query.keyword_id,
+        url_list_id: query.url_list_id,
         site_id: query.site_id,
         state: query.state,
         error_kind: query.error_kind,

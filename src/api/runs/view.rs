@@ -28,7 +28,14 @@ view! {
         let health_reason = run.health.as_ref().and_then(RunHealth::reason).map(str::to_owned);
     } {
         id: i64 = run.id,
-        keyword_id: i64 = run.keyword_id,
+        /// The keyword searched (null for a URL list's run).
+        keyword_id: Option<i64> = run.keyword_id,
+        /// The URL list read (null for a keyword's run).
+        url_list_id: Option<i64> = run.url_list_id,
+        /// A list run's period: its URLs not read since then are read.
+        period_start: Option<DateTime<Utc>> = run.period_start,
+        /// A list run's URLs that could not be read (each on its entry).
+        urls_failed: i32 = run.urls_failed,
         site_id: i64 = run.site_id,
         state: RunState = run.state,
         /// manual or schedule.

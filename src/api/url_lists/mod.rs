@@ -18,10 +18,11 @@ use super::{
     page_limit,
 };
 use crate::{
-    api::view::view,
-    domain::{FieldError, url_list::UrlListInput},
+    api::{runs::CrawlRunView, view::view},
+    domain::{FieldError, run::Trigger, url_list::UrlListInput},
     store::{
         self,
+        runs::ListQueued,
         url_lists::{Entry, UrlList, WriteError},
     },
 };
@@ -31,6 +32,40 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list, create))
         .routes(routes!(show, update, delete))
         .routes(routes!(upload::replace, upload::append, entries))
+        .routes(routes!(crawl))
+}
+
+/// Queue a run of the list now: it reads every URL of the list once (its
+/// period starts now), within its site's pace.
+#[utoipa::path(post, path = "/url-lists/{id}/crawl", tag = "url-lists", security(("bearer" = [])),
+    params(("id" = i64, Path)),
+    responses((status = 202, body = CrawlRunView), (status = 404, body = ErrorBody), (status = 409, description = "The list's run is still active", body = ErrorBody), (status = 422, description = "The list's site is disabled", body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+async fn crawl(
+    State(state): State<AppState>,
+    Id(id): Id,
+) -> Result<(StatusCode, Json<CrawlRunView>), ApiError> {
+    let queued = store::runs::queue_for_list(
+        &state.pool,
+        id,
+        Trigger::Manual,
+        Utc::now(),
+        state.default_max_attempts,
+    )
+    .await?
+    .ok_or_else(|| ApiError::not_found("URL list", id))?;
+    match queued {
+        ListQueued::Queued(run) => {
+            state.events.run_updated(&run).await;
+            Ok((StatusCode::ACCEPTED, Json(run.into())))
+        }
+        ListQueued::AlreadyActive(run) => Err(ApiError::Conflict {
+            message: format!("URL list {id} has an active run ({})", run.id),
+            field: None,
+        }),
+        ListQueued::SiteDisabled => {
+            Err(FieldError::new("site_id", "the list's site is disabled").into())
+        }
+    }
 }
 
 impl From<WriteError> for ApiError {
@@ -179,8 +214,13 @@ view! {
         urls: i64 = from.urls,
         /// URLs read since the period began (`period_started_at`).
         read_in_period: i64 = from.read_in_period,
-        /// The nominal time of the latest fire; null before the first.
-        period_started_at: Option<DateTime<Utc>> = from.last_fired_at,
+        /// URLs whose page could not be read since the period began.
+        failed_in_period: i64 = from.failed_in_period,
+        /// When the current period began: the nominal time of the latest
+        /// fire, or of the latest manual crawl when later; null before either.
+        period_started_at: Option<DateTime<Utc>> = from.period_started_at,
+        /// The list's run still active (queued or crawling), if any.
+        active_run_id: Option<i64> = from.active_run_id,
         /// The next 5 fires (UTC, jitter included); empty while disabled.
         next_fire_times: Vec<DateTime<Utc>> = next_fire_times,
         /// The same times on the list's clocks.
@@ -200,5 +240,9 @@ view! {
         line: i32 = from.line,
         added_at: DateTime<Utc> = from.added_at,
         last_read_at: Option<DateTime<Utc>> = from.last_read_at,
+        /// When a run last could not read the URL's page (null once one did).
+        failed_at: Option<DateTime<Utc>> = from.failed_at,
+        /// Why it could not.
+        last_error: Option<String> = from.last_error,
     }
 }

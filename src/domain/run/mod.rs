@@ -49,11 +49,19 @@ text_enum! {
     }
 }
 
-/// One crawl of one keyword on one site, through its attempts.
+/// One crawl of one keyword on one site, or of one URL list (which belongs
+/// to one site), through its attempts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CrawlRun {
     pub id: i64,
-    pub keyword_id: i64,
+    /// The keyword searched; `None` for a URL list's run.
+    pub keyword_id: Option<i64>,
+    /// The URL list read; `None` for a keyword's run (exactly one is set).
+    pub url_list_id: Option<i64>,
+    /// A list run's period: its entries not read since then are read.
+    pub period_start: Option<DateTime<Utc>>,
+    /// A list run's URLs whose page could not be read (each recorded on its entry).
+    pub urls_failed: i32,
     pub site_id: i64,
     pub state: RunState,
     pub trigger: Trigger,

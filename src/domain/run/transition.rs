@@ -108,6 +108,13 @@ impl Transition {
         Transition::new(&RunState::IN_CALL, RunState::CallDone, attempt)
     }
 
+    /// A URL list's page came back and was stored, or could not be read
+    /// and was recorded: from any held state, as a list run may have
+    /// several of its URLs in flight.
+    pub fn store_list_url(attempt: i32) -> Self {
+        Transition::new(&RunState::HELD, RunState::CallDone, attempt)
+    }
+
     /// The site refused the page (429, 503, a block page): the run waits out
     /// the site's pause out of `url_call`, so the watchdog does not take a
     /// patient crawl for a stuck one.

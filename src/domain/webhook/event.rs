@@ -75,7 +75,7 @@ impl WebhookEvent {
         WebhookEvent {
             event_type,
             site_id: Some(run.site_id),
-            keyword_id: Some(run.keyword_id),
+            keyword_id: run.keyword_id,
             data: run_data(run, keyword, site, links),
         }
     }
@@ -166,10 +166,11 @@ impl WebhookEvent {
             WebhookEvent {
                 event_type,
                 site_id: Some(run.site_id),
-                keyword_id: Some(run.keyword_id),
+                keyword_id: run.keyword_id,
                 data: json!({
                     "run_id": id,
                     "keyword_id": run.keyword_id,
+                    "url_list_id": run.url_list_id,
                     "keyword": keyword,
                     "site_id": run.site_id,
                     "site": site,
@@ -211,6 +212,7 @@ fn run_data(run: &CrawlRun, keyword: &str, site: &str, links: &dyn Links) -> Val
         "run_id": id,
         "state": run.state,
         "keyword_id": run.keyword_id,
+        "url_list_id": run.url_list_id,
         "keyword": keyword,
         "site_id": run.site_id,
         "site": site,
@@ -235,7 +237,7 @@ fn run_data(run: &CrawlRun, keyword: &str, site: &str, links: &dyn Links) -> Val
             "run": links.run(id),
             "results": links.run_results(id, None),
             "site": links.site(run.site_id),
-            "keyword": links.keyword(run.keyword_id),
+            "keyword": run.keyword_id.map(|id| links.keyword(id)),
         },
     })
 }
@@ -252,7 +254,10 @@ pub(crate) mod tests {
         let at = "2026-11-25T10:00:00Z".parse().unwrap();
         CrawlRun {
             id: 7,
-            keyword_id: 2,
+            keyword_id: Some(2),
+            url_list_id: None,
+            period_start: None,
+            urls_failed: 0,
             site_id: 3,
             state,
             trigger: Trigger::Manual,

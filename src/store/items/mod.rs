@@ -15,7 +15,10 @@ use crate::domain::{change::FieldDiff, item::IdentifiedBy, site::KnownDetail};
 #[derive(Debug, Clone, PartialEq)]
 pub struct Item {
     pub id: i64,
-    pub keyword_id: i64,
+    /// The keyword whose runs found it (`None`: a URL list's item).
+    pub keyword_id: Option<i64>,
+    /// The URL list whose runs read it (`None`: a keyword's item).
+    pub url_list_id: Option<i64>,
     pub site_id: i64,
     pub identified_by: IdentifiedBy,
     /// Its identity: the URL, `key:` and the key field's value, or the content hash.
@@ -49,7 +52,7 @@ pub struct ItemValue {
 /// One item; `None` when there is no such item (or retention forgot it).
 pub async fn get(pool: &PgPool, id: i64) -> sqlx::Result<Option<Item>> {
     let row = sqlx::query!(
-        r#"SELECT id, keyword_id, site_id, identified_by, item_key, item_url, fields, content_hash,
+        r#"SELECT id, keyword_id, url_list_id, site_id, identified_by, item_key, item_url, fields, content_hash,
                   first_seen_at, last_seen_at, last_changed_at, removed_at
            FROM items WHERE id = $1"#,
         id
@@ -60,6 +63,7 @@ pub async fn get(pool: &PgPool, id: i64) -> sqlx::Result<Option<Item>> {
         Ok(Item {
             id: row.id,
             keyword_id: row.keyword_id,
+            url_list_id: row.url_list_id,
             site_id: row.site_id,
             identified_by: decode("identified_by", &row.identified_by)?,
             item_key: row.item_key,
@@ -118,16 +122,17 @@ pub async fn history(
 /// and when their detail page was last read. Keys it does not know are left out.
 pub async fn known_details(
     pool: &PgPool,
-    keyword_id: i64,
+    (keyword_id, url_list_id): (Option<i64>, Option<i64>),
     site_id: i64,
     keys: &[String],
 ) -> sqlx::Result<std::collections::HashMap<String, KnownDetail>> {
     let rows = sqlx::query!(
         r#"SELECT item_key, fields, detail_read_at FROM items
-           WHERE keyword_id = $1 AND site_id = $2 AND item_key = ANY($3)"#,
+           WHERE (keyword_id = $1 OR url_list_id = $4) AND site_id = $2 AND item_key = ANY($3)"#,
         keyword_id,
         site_id,
-        keys
+        keys,
+        url_list_id
     )
     .fetch_all(pool)
     .await?;

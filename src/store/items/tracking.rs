@@ -26,12 +26,16 @@ pub(in crate::store) struct PageWritten {
     pub new: i64,
     /// Items found changed, not counted by this run before.
     pub changed: i64,
-    /// Results the run has now, on every page.
+    /// Results the run has now, on every page (counted for the last page
+    /// only, `last`; 0 otherwise).
     pub run_results: i64,
-    /// The held run's keyword and site, its refusals so far, and its site's
-    /// expectations: what judging a completion needs.
-    pub keyword_id: i64,
+    /// The held run's keyword (or URL list) and site, its refusals so far,
+    /// and its site's expectations: what judging a completion needs.
+    pub keyword_id: Option<i64>,
+    pub url_list_id: Option<i64>,
     pub site_id: i64,
+    /// A list run's URLs that could not be read so far.
+    pub urls_failed: i32,
     pub refusals: i32,
     pub expectations: Expectations,
 }
@@ -76,14 +80,14 @@ pub(in crate::store) async fn record_page(
     let positions: Vec<i32> = (1..=n as i32).collect();
     let written = sqlx::query!(
         r#"WITH held AS MATERIALIZED (
-               SELECT r.keyword_id, r.site_id, r.refusals, s.expect_min_items, s.expect_required_fields,
+               SELECT r.keyword_id, r.url_list_id, r.urls_failed, r.site_id, r.refusals, s.expect_min_items, s.expect_required_fields,
                       s.expect_max_empty_runs
                FROM crawl_runs r JOIN sites s ON s.id = r.site_id
                WHERE r.id = $1 AND r.attempt = $2 AND r.worker_id = $3 AND r.state = ANY($14)
                FOR UPDATE OF r
            ),
            listed AS MATERIALIZED (
-               SELECT held.keyword_id, held.site_id, l.position, l.item_key, l.identified_by, l.item_url,
+               SELECT held.keyword_id, held.url_list_id, held.site_id, l.position, l.item_key, l.identified_by, l.item_url,
                       l.fields, l.content_hash, l.stored_before
                FROM held,
                     UNNEST($6::int[], $7::text[], $8::text[], $9::text[], $10::jsonb[], $11::text[], $12::bool[])
@@ -91,7 +95,7 @@ pub(in crate::store) async fn record_page(
            ),
            -- Each item once, as first listed, against what is stored of it.
            compared AS (
-               SELECT f.keyword_id, f.site_id, f.position, f.item_key, f.identified_by, f.item_url, f.fields,
+               SELECT f.keyword_id, f.url_list_id, f.site_id, f.position, f.item_key, f.identified_by, f.item_url, f.fields,
                       f.content_hash, f.stored_before, i.id AS known_id, i.fields AS old_fields,
                       i.last_change, i.last_diff,
                       i.content_hash IS DISTINCT FROM f.content_hash AS differs,
@@ -103,21 +107,27 @@ pub(in crate::store) async fn record_page(
                            WHEN i.content_hash = f.content_hash THEN 'unchanged'
                            ELSE 'changed'
                       END AS change
-               FROM (SELECT DISTINCT ON (item_key) keyword_id, site_id, position, item_key, identified_by,
+               FROM (SELECT DISTINCT ON (item_key) keyword_id, url_list_id, site_id, position, item_key, identified_by,
                             item_url, fields, content_hash, stored_before
                      FROM listed ORDER BY item_key, position) AS f
                -- A lookup per item by the unique index (LIMIT 1 keeps it one):
                -- a plain join was planned as a scan of every item whenever the
                -- table's statistics were older than its rows, as in a new
                -- fleet's first batch (2 ms a page at 15,000 items).
+               -- A keyword's items and a list's apart, each by its own unique index.
                LEFT JOIN LATERAL (
-                   SELECT id, fields, last_change, last_diff, content_hash, last_run_id, removed_at FROM items
-                   WHERE keyword_id = f.keyword_id AND site_id = f.site_id AND item_key = f.item_key
+                   (SELECT id, fields, last_change, last_diff, content_hash, last_run_id, removed_at FROM items
+                    WHERE keyword_id = f.keyword_id AND site_id = f.site_id AND item_key = f.item_key
+                    LIMIT 1)
+                   UNION ALL
+                   (SELECT id, fields, last_change, last_diff, content_hash, last_run_id, removed_at FROM items
+                    WHERE url_list_id = f.url_list_id AND site_id = f.site_id AND item_key = f.item_key
+                    LIMIT 1)
                    LIMIT 1
                ) AS i ON true
            ),
            judged AS MATERIALIZED (
-               SELECT c.keyword_id, c.site_id, c.position, c.item_key, c.identified_by, c.item_url, c.fields,
+               SELECT c.keyword_id, c.url_list_id, c.site_id, c.position, c.item_key, c.identified_by, c.item_url, c.fields,
                       c.content_hash, c.stored_before, c.known_id, c.old_fields, c.last_change, c.last_diff,
                       c.differs, c.seen_in_run, c.change,
                       CASE WHEN c.change <> 'changed' THEN NULL
@@ -127,9 +137,9 @@ pub(in crate::store) async fn record_page(
                FROM compared c
            ),
            added AS (
-               INSERT INTO items (keyword_id, site_id, identified_by, item_key, item_url, fields, content_hash,
-                                  last_page, last_position, last_page_url, last_run_id, last_change)
-               SELECT keyword_id, site_id, identified_by, item_key, item_url, fields, content_hash,
+               INSERT INTO items (keyword_id, url_list_id, site_id, identified_by, item_key, item_url, fields,
+                                  content_hash, last_page, last_position, last_page_url, last_run_id, last_change)
+               SELECT keyword_id, url_list_id, site_id, identified_by, item_key, item_url, fields, content_hash,
                       $4, position, $5, $1, 'new'
                FROM judged WHERE known_id IS NULL
                RETURNING id, item_key
@@ -160,7 +170,7 @@ pub(in crate::store) async fn record_page(
                SELECT known_id, $1, fields, content_hash FROM judged WHERE known_id IS NOT NULL AND differs
            ),
            stored AS MATERIALIZED (
-               SELECT l.keyword_id, l.site_id, l.item_url, l.fields, l.content_hash, l.item_key,
+               SELECT l.keyword_id, l.url_list_id, l.site_id, l.item_url, l.fields, l.content_hash, l.item_key,
                       COALESCE(j.known_id, a.id) AS item_id, j.change, j.diff,
                       row_number() OVER (ORDER BY l.position)::int AS position
                FROM listed l
@@ -170,9 +180,9 @@ pub(in crate::store) async fn record_page(
            ),
            -- A page stored again (a retried attempt) replaces its rows.
            results AS (
-               INSERT INTO crawl_results (run_id, keyword_id, site_id, page, position, page_url, item_url, fields,
-                                          content_hash, item_key, item_id, change, diff)
-               SELECT $1, keyword_id, site_id, $4, position, $5, item_url, fields, content_hash, item_key,
+               INSERT INTO crawl_results (run_id, keyword_id, url_list_id, site_id, page, position, page_url,
+                                          item_url, fields, content_hash, item_key, item_id, change, diff)
+               SELECT $1, keyword_id, url_list_id, site_id, $4, position, $5, item_url, fields, content_hash, item_key,
                       item_id, change, diff
                FROM stored
                ON CONFLICT (run_id, page, position) DO UPDATE
@@ -190,9 +200,14 @@ pub(in crate::store) async fn record_page(
            )
            SELECT EXISTS (SELECT 1 FROM held) AS "held!",
                   (SELECT count(*) FROM stored) AS "stored!",
-                  (SELECT count(*) FROM crawl_results WHERE run_id = $1 AND page < $4)
-                    + (SELECT count(*) FROM stored) AS "run_results!",
+                  -- Only the last page's completion reads it: a count of every
+                  -- result per page would make a run of many pages quadratic.
+                  CASE WHEN $13 THEN (SELECT count(*) FROM crawl_results WHERE run_id = $1 AND page < $4)
+                                     + (SELECT count(*) FROM stored)
+                       ELSE 0 END AS "run_results!",
                   (SELECT keyword_id FROM held) AS "keyword_id?",
+                  (SELECT url_list_id FROM held) AS "url_list_id?",
+                  (SELECT urls_failed FROM held) AS "urls_failed?",
                   (SELECT site_id FROM held) AS "site_id?",
                   (SELECT refusals FROM held) AS "refusals?",
                   (SELECT expect_min_items FROM held) AS "expect_min_items?",
@@ -218,12 +233,9 @@ pub(in crate::store) async fn record_page(
     )
     .fetch_one(&mut *conn)
     .await?;
-    let (Some(keyword_id), Some(site_id), Some(refusals), true) = (
-        written.keyword_id,
-        written.site_id,
-        written.refusals,
-        written.held,
-    ) else {
+    let (keyword_id, url_list_id) = (written.keyword_id, written.url_list_id);
+    let (Some(site_id), Some(refusals), true) = (written.site_id, written.refusals, written.held)
+    else {
         return Ok(None);
     };
     if !crawled.details_read.is_empty() {
@@ -231,10 +243,11 @@ pub(in crate::store) async fn record_page(
         // read only once what it gave is stored.
         sqlx::query!(
             r#"UPDATE items SET detail_read_at = now()
-               WHERE keyword_id = $1 AND site_id = $2 AND item_key = ANY($3)"#,
+               WHERE (keyword_id = $1 OR url_list_id = $4) AND site_id = $2 AND item_key = ANY($3)"#,
             keyword_id,
             site_id,
-            crawled.details_read
+            crawled.details_read,
+            url_list_id
         )
         .execute(&mut *conn)
         .await?;
@@ -245,7 +258,9 @@ pub(in crate::store) async fn record_page(
         changed: written.changed,
         run_results: written.run_results,
         keyword_id,
+        url_list_id,
         site_id,
+        urls_failed: written.urls_failed.unwrap_or_default(),
         refusals,
         expectations: Expectations {
             min_items: written.expect_min_items,
@@ -263,10 +278,12 @@ pub(in crate::store) async fn record_page(
 pub(in crate::store) async fn settle(
     conn: &mut PgConnection,
     run_id: i64,
-    (keyword_id, site_id): (i64, i64),
+    (keyword_id, site_id): (Option<i64>, i64),
     read_every_page: bool,
 ) -> sqlx::Result<ChangeSummary> {
-    if read_every_page {
+    // A URL list's run reads the URLs it was given: an item it did not read
+    // is not gone (removals are judged for a keyword's search only).
+    if let (true, Some(keyword_id)) = (read_every_page, keyword_id) {
         sqlx::query!(
             r#"WITH gone AS (
                    UPDATE items SET removed_at = now()

@@ -47,7 +47,10 @@ run_row!(
 
 /// What the completion knows of the held run once its row is locked.
 struct Held {
-    keyword_id: i64,
+    keyword_id: Option<i64>,
+    url_list_id: Option<i64>,
+    /// A list run's URLs that could not be read.
+    urls_failed: i32,
     site_id: i64,
     refusals: i32,
     expectations: Expectations,
@@ -84,6 +87,8 @@ pub async fn complete(
                 .ok_or_else(|| fence.superseded())?;
             Held {
                 keyword_id: written.keyword_id,
+                url_list_id: written.url_list_id,
+                urls_failed: written.urls_failed,
                 site_id: written.site_id,
                 refusals: written.refusals,
                 expectations: written.expectations,
@@ -96,14 +101,23 @@ pub async fn complete(
     };
     let pair = (held.keyword_id, held.site_id);
     let changes = settle(&mut tx, fence.run_id, pair, pages.read_every_page()).await?;
+    let mut unparsed = pages.values.notes();
+    if held.urls_failed > 0 {
+        // Each failed URL is on its entry; the run says how many.
+        unparsed.push(format!(
+            "{} URL(s) of the list could not be read",
+            held.urls_failed
+        ));
+    }
     let tally = RunTally {
         items: held.items,
         refusals: held.refusals,
         bounded: pages.bounded.notes(),
-        unparsed: pages.values.notes(),
+        unparsed,
         ..RunTally::default()
     };
-    let health = health::judge(&mut tx, fence.run_id, pair, &held.expectations, tally).await?;
+    let target = (held.keyword_id, held.url_list_id, held.site_id);
+    let health = health::judge(&mut tx, fence.run_id, target, &held.expectations, tally).await?;
     let done = Transition::complete(fence.attempt, with_last_page, health);
     let row = sqlx::query_as!(
         CompletedRow,
@@ -121,7 +135,7 @@ pub async fn complete(
                          queued_at, not_before, dispatched_at, started_at, heartbeat_at,
                          state_changed_at, finished_at, health, health_reason, refusals,
                          stopped_at_url, stop_reason, items_new, items_changed, items_removed,
-                         paging_ended
+                         paging_ended, url_list_id, period_start, urls_failed
            ),
            closed AS (
                UPDATE crawl_attempts
@@ -142,7 +156,7 @@ pub async fn complete(
                   run.dispatched_at, run.started_at, run.heartbeat_at, run.state_changed_at,
                   run.finished_at, run.health, run.health_reason, run.refusals, run.stopped_at_url,
                   run.stop_reason, run.items_new, run.items_changed, run.items_removed,
-                  run.paging_ended,
+                  run.paging_ended, run.url_list_id, run.period_start, run.urls_failed,
                   (SELECT blocked FROM site) AS "blocked_now?",
                   EXISTS (SELECT 1 FROM webhooks WHERE enabled) AS "listened!"
            FROM run"#,
@@ -197,7 +211,8 @@ async fn hold_between_pages(
 ) -> Result<Held, FenceError> {
     let held = sqlx::query!(
         r#"WITH held AS MATERIALIZED (
-               SELECT r.current_url, r.keyword_id, r.site_id, r.refusals, s.expect_min_items,
+               SELECT r.current_url, r.keyword_id, r.url_list_id, r.urls_failed, r.site_id, r.refusals,
+                      s.expect_min_items,
                       s.expect_required_fields, s.expect_max_empty_runs
                FROM crawl_runs r JOIN sites s ON s.id = r.site_id
                WHERE r.id = $1 AND r.attempt = $2 AND r.worker_id = $3 AND r.state = ANY($4)
@@ -210,7 +225,8 @@ async fn hold_between_pages(
            )
            -- The statement sees the results as they were before it: those
            -- it drops are taken off.
-           SELECT held.current_url, held.keyword_id, held.site_id, held.refusals, held.expect_min_items,
+           SELECT held.current_url, held.keyword_id, held.url_list_id, held.urls_failed, held.site_id,
+                  held.refusals, held.expect_min_items,
                   held.expect_required_fields, held.expect_max_empty_runs,
                   ((SELECT count(*) FROM crawl_results WHERE run_id = $1)
                     - (SELECT count(*) FROM dropped))::int AS "items!"
@@ -226,6 +242,8 @@ async fn hold_between_pages(
     .ok_or_else(|| fence.superseded())?;
     Ok(Held {
         keyword_id: held.keyword_id,
+        url_list_id: held.url_list_id,
+        urls_failed: held.urls_failed,
         site_id: held.site_id,
         refusals: held.refusals,
         expectations: Expectations {

@@ -23,14 +23,15 @@ use crate::{
 pub struct ClaimedRun {
     pub fence: Fence,
     pub run: CrawlRun,
-    pub keyword: String,
+    /// The keyword's text; `None` for a URL list's run.
+    pub keyword: Option<String>,
     pub site_version: DateTime<Utc>,
 }
 
 run_row!(
     /// A claimed run's row, its keyword's text and its site's version.
     ClaimRow {
-        keyword: String,
+        keyword: Option<String>,
         site_updated_at: DateTime<Utc>,
     }
 );
@@ -62,7 +63,7 @@ pub async fn claim(
                          queued_at, not_before, dispatched_at, started_at, heartbeat_at,
                          state_changed_at, finished_at, health, health_reason, refusals,
                          stopped_at_url, stop_reason, items_new, items_changed, items_removed,
-                         paging_ended
+                         paging_ended, url_list_id, period_start, urls_failed
            ),
            opened AS (
                INSERT INTO crawl_attempts (run_id, attempt, worker_id)
@@ -73,10 +74,10 @@ pub async fn claim(
                   c.error, c.error_kind, c.queued_at, c.not_before, c.dispatched_at, c.started_at,
                   c.heartbeat_at, c.state_changed_at, c.finished_at, c.health, c.health_reason,
                   c.refusals, c.stopped_at_url, c.stop_reason, c.items_new, c.items_changed,
-                  c.items_removed, c.paging_ended,
-                  k.keyword, s.updated_at AS site_updated_at
+                  c.items_removed, c.paging_ended, c.url_list_id, c.period_start, c.urls_failed,
+                  k.keyword AS "keyword?", s.updated_at AS site_updated_at
            FROM claimed c
-           JOIN keywords k ON k.id = c.keyword_id
+           LEFT JOIN keywords k ON k.id = c.keyword_id
            JOIN sites s ON s.id = c.site_id"#,
         run_id,
         claim.attempt,
@@ -144,7 +145,7 @@ async fn enter_call(
                      queued_at, not_before, dispatched_at, started_at, heartbeat_at,
                      state_changed_at, finished_at, health, health_reason, refusals,
                      stopped_at_url, stop_reason, items_new, items_changed, items_removed,
-                     paging_ended"#,
+                     paging_ended, url_list_id, period_start, urls_failed"#,
         fence.run_id,
         fence.attempt,
         fence.worker_id,
@@ -211,8 +212,35 @@ pub async fn store_page(
     fence: &Fence,
     crawled: &CrawledPage<'_>,
 ) -> Result<StoredPage, FenceError> {
-    let stored = Transition::store_page(fence.attempt);
+    store_page_with(
+        pool,
+        fence,
+        crawled,
+        Transition::store_page(fence.attempt),
+        None,
+    )
+    .await
+}
+
+/// [`store_page`] by transition `stored`; with `entry` (a URL list and the
+/// URL), that entry is marked read in the same transaction.
+pub(super) async fn store_page_with(
+    pool: &PgPool,
+    fence: &Fence,
+    crawled: &CrawledPage<'_>,
+    stored: Transition,
+    entry: Option<(i64, &str)>,
+) -> Result<StoredPage, FenceError> {
     let mut tx = pool.begin().await?;
+    if entry.is_some() {
+        // A list's URLs in flight commit one after another on the run's
+        // row: their commits do not wait for the WAL flush. A database crash
+        // can lose the last of them, each with its entry's mark (one
+        // transaction), so those URLs are read again, never skipped.
+        sqlx::query!("SET LOCAL synchronous_commit = off")
+            .execute(&mut *tx)
+            .await?;
+    }
     // Locks the row when the fence holds in `stored.from`; the update below
     // is guarded again, so the two cannot disagree.
     let written = record_page(&mut tx, fence, stored.from, crawled, false)
@@ -221,8 +249,13 @@ pub async fn store_page(
     let run = sqlx::query_as!(
         RunRow,
         r#"UPDATE crawl_runs
-           SET state = $4, pages_crawled = $5, state_changed_at = now(), heartbeat_at = now(),
-               items_found = (SELECT count(*) FROM crawl_results WHERE run_id = $1),
+           SET state = $4, pages_crawled = CASE WHEN $9 THEN pages_crawled + 1 ELSE $5 END, state_changed_at = now(),
+               heartbeat_at = now(),
+               -- A list's URL is stored once a run (its entry is marked read
+               -- with it): its results are added, not counted again, which
+               -- for a list of many URLs would be quadratic.
+               items_found = CASE WHEN $9 THEN items_found + $10
+                                  ELSE (SELECT count(*) FROM crawl_results WHERE run_id = $1) END,
                items_new = items_new + $6, items_changed = items_changed + $7
            WHERE id = $1 AND attempt = $2 AND worker_id = $3 AND state = ANY($8)
            RETURNING id, keyword_id, site_id, state, trigger, priority, attempt, max_attempts,
@@ -230,7 +263,7 @@ pub async fn store_page(
                      queued_at, not_before, dispatched_at, started_at, heartbeat_at,
                      state_changed_at, finished_at, health, health_reason, refusals,
                      stopped_at_url, stop_reason, items_new, items_changed, items_removed,
-                     paging_ended"#,
+                     paging_ended, url_list_id, period_start, urls_failed"#,
         fence.run_id,
         fence.attempt,
         fence.worker_id,
@@ -238,12 +271,25 @@ pub async fn store_page(
         crawled.page,
         written.new as i32,
         written.changed as i32,
-        stored.from as &[RunState]
+        stored.from as &[RunState],
+        // A list's pages are its URLs, numbered by line: they are counted.
+        entry.is_some(),
+        written.stored as i32
     )
     .fetch_optional(&mut *tx)
     .await
     .and_then(maybe_run)?
     .ok_or_else(|| fence.superseded())?;
+    if let Some((list_id, url)) = entry {
+        sqlx::query!(
+            r#"UPDATE url_list_entries SET last_read_at = now(), failed_at = NULL, last_error = NULL
+               WHERE list_id = $1 AND url = $2"#,
+            list_id,
+            url
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
     tx.commit().await?;
     Ok(StoredPage {
         run,
@@ -268,7 +314,7 @@ pub async fn page_refused(pool: &PgPool, fence: &Fence) -> Result<CrawlRun, Fenc
                      queued_at, not_before, dispatched_at, started_at, heartbeat_at,
                      state_changed_at, finished_at, health, health_reason, refusals,
                      stopped_at_url, stop_reason, items_new, items_changed, items_removed,
-                     paging_ended"#,
+                     paging_ended, url_list_id, period_start, urls_failed"#,
         fence.run_id,
         fence.attempt,
         fence.worker_id,

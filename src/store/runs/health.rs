@@ -18,7 +18,7 @@ use crate::domain::{
 pub(super) async fn judge(
     tx: &mut PgConnection,
     run_id: i64,
-    (keyword_id, site_id): (i64, i64),
+    (keyword_id, url_list_id, site_id): (Option<i64>, Option<i64>, i64),
     expectations: &Expectations,
     mut tally: RunTally,
 ) -> sqlx::Result<RunHealth> {
@@ -46,18 +46,36 @@ pub(super) async fn judge(
         // The state is written out: it is the predicate of the partial index
         // this reads (crawl_runs_keyword_site_finished), which a bound
         // parameter would not match (tests/it/lifecycle.rs holds them equal).
-        let before = sqlx::query_scalar!(
-            r#"SELECT items_found FROM crawl_runs
-               WHERE keyword_id = $1 AND site_id = $2 AND state = 'completed' AND id <> $3
-               ORDER BY finished_at DESC
-               LIMIT $4"#,
-            keyword_id,
-            site_id,
-            run_id,
-            i64::from(max) + 1
-        )
-        .fetch_all(&mut *tx)
-        .await?;
+        // A list's runs are read by the list (one site's).
+        let before = match (keyword_id, url_list_id) {
+            (Some(keyword_id), _) => {
+                sqlx::query_scalar!(
+                    r#"SELECT items_found FROM crawl_runs
+                       WHERE keyword_id = $1 AND site_id = $2 AND state = 'completed' AND id <> $3
+                       ORDER BY finished_at DESC
+                       LIMIT $4"#,
+                    keyword_id,
+                    site_id,
+                    run_id,
+                    i64::from(max) + 1
+                )
+                .fetch_all(&mut *tx)
+                .await?
+            }
+            (None, list) => {
+                sqlx::query_scalar!(
+                    r#"SELECT items_found FROM crawl_runs
+                       WHERE url_list_id = $1 AND state = 'completed' AND id <> $2
+                       ORDER BY finished_at DESC
+                       LIMIT $3"#,
+                    list,
+                    run_id,
+                    i64::from(max) + 1
+                )
+                .fetch_all(&mut *tx)
+                .await?
+            }
+        };
         tally.empty_before = before.iter().take_while(|&&items| items == 0).count() as i32;
     }
     Ok(expectations.judge(&tally))

@@ -10,6 +10,7 @@ mod dispatch;
 mod evidence;
 mod fenced;
 mod health;
+mod listed;
 mod raised;
 pub(super) mod row;
 mod scheduled;
@@ -20,6 +21,7 @@ pub use completion::*;
 pub use dispatch::*;
 pub use evidence::*;
 pub use fenced::*;
+pub use listed::*;
 pub use scheduled::*;
 pub use unfinished::*;
 
@@ -118,7 +120,7 @@ async fn queue_in(
                              error, error_kind, queued_at, not_before, dispatched_at, started_at,
                              heartbeat_at, state_changed_at, finished_at, health, health_reason,
                              refusals, stopped_at_url, stop_reason, items_new, items_changed,
-                             items_removed, paging_ended"#,
+                             items_removed, paging_ended, url_list_id, period_start, urls_failed"#,
                 keyword_id,
                 trigger.as_str(),
                 since,
@@ -147,7 +149,7 @@ async fn queue_in(
                      queued_at, not_before, dispatched_at, started_at, heartbeat_at,
                      state_changed_at, finished_at, health, health_reason, refusals,
                      stopped_at_url, stop_reason, items_new, items_changed, items_removed,
-                     paging_ended"#,
+                     paging_ended, url_list_id, period_start, urls_failed"#,
         keyword_id,
         trigger.as_str(),
         &skipped.iter().map(|r| r.site_id).collect::<Vec<_>>(),
@@ -165,7 +167,7 @@ async fn queue_in(
                   worker_id, pages_crawled, items_found, current_url, error, error_kind, queued_at,
                   not_before, dispatched_at, started_at, heartbeat_at, state_changed_at,
                   finished_at, health, health_reason, refusals, stopped_at_url, stop_reason,
-                  items_new, items_changed, items_removed, paging_ended
+                  items_new, items_changed, items_removed, paging_ended, url_list_id, period_start, urls_failed
            FROM crawl_runs
            WHERE keyword_id = $1 AND state IN ('queued', 'running', 'url_call', 'call_done')
              AND NOT (id = ANY($2::bigint[]))
@@ -199,7 +201,7 @@ pub async fn get(pool: &PgPool, id: i64) -> sqlx::Result<Option<CrawlRun>> {
                   worker_id, pages_crawled, items_found, current_url, error, error_kind, queued_at,
                   not_before, dispatched_at, started_at, heartbeat_at, state_changed_at,
                   finished_at, health, health_reason, refusals, stopped_at_url, stop_reason,
-                  items_new, items_changed, items_removed, paging_ended
+                  items_new, items_changed, items_removed, paging_ended, url_list_id, period_start, urls_failed
            FROM crawl_runs WHERE id = $1"#,
         id
     )
@@ -212,6 +214,7 @@ pub async fn get(pool: &PgPool, id: i64) -> sqlx::Result<Option<CrawlRun>> {
 #[derive(Debug, Default, Clone)]
 pub struct RunFilter {
     pub keyword_id: Option<i64>,
+    pub url_list_id: Option<i64>,
     pub site_id: Option<i64>,
     pub state: Option<RunState>,
     /// Runs whose last failure was of this kind.
@@ -233,6 +236,7 @@ pub async fn list(pool: &PgPool, filter: &RunFilter) -> sqlx::Result<Vec<CrawlRu
     let mut listing = Listing::new(&select);
     listing
         .filter("keyword_id = ", filter.keyword_id, "")
+        .filter("url_list_id = ", filter.url_list_id, "")
         .filter("site_id = ", filter.site_id, "")
         .filter("state = ", filter.state.map(RunState::as_str), "")
         .filter("id < ", filter.before, "")
@@ -293,7 +297,7 @@ pub async fn retry(
                      queued_at, not_before, dispatched_at, started_at, heartbeat_at,
                      state_changed_at, finished_at, health, health_reason, refusals,
                      stopped_at_url, stop_reason, items_new, items_changed, items_removed,
-                     paging_ended"#,
+                     paging_ended, url_list_id, period_start, urls_failed"#,
         id,
         run.attempt,
         retry.to as RunState,

@@ -54,10 +54,14 @@ pub(super) async fn record_events(
     if raised.is_empty() {
         return Ok(());
     }
+    // A list run's events name its list where a keyword's name the keyword.
     let names = sqlx::query!(
-        "SELECT k.keyword, s.name FROM keywords k, sites s WHERE k.id = $1 AND s.id = $2",
+        r#"SELECT COALESCE((SELECT keyword FROM keywords WHERE id = $1),
+                           (SELECT name FROM url_lists WHERE id = $3)) AS "keyword!",
+                  (SELECT name FROM sites WHERE id = $2) AS "name!""#,
         run.keyword_id,
-        run.site_id
+        run.site_id,
+        run.url_list_id
     )
     .fetch_one(&mut *tx)
     .await?;

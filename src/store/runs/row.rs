@@ -24,7 +24,7 @@ macro_rules! run_row {
     ($(#[$doc:meta])* $name:ident { $($extra:ident: $ty:ty),* $(,)? }) => {
         run_row!(@columns $(#[$doc])* $name { $($extra: $ty),* } {
             id: i64,
-            keyword_id: i64,
+            keyword_id: Option<i64>,
             site_id: i64,
             state: String,
             trigger: String,
@@ -53,6 +53,9 @@ macro_rules! run_row {
             items_changed: i32,
             items_removed: i32,
             paging_ended: Option<String>,
+            url_list_id: Option<i64>,
+            period_start: Option<::chrono::DateTime<::chrono::Utc>>,
+            urls_failed: i32,
         });
     };
     (@columns $(#[$doc:meta])* $name:ident { $($extra:ident: $ty:ty),* }
@@ -93,6 +96,9 @@ impl TryFrom<RunRow> for CrawlRun {
         Ok(CrawlRun {
             id: row.id,
             keyword_id: row.keyword_id,
+            url_list_id: row.url_list_id,
+            period_start: row.period_start,
+            urls_failed: row.urls_failed,
             site_id: row.site_id,
             state: decode("state", &row.state)?,
             trigger: decode("trigger", &row.trigger)?,

@@ -82,7 +82,7 @@ impl<'c> Crawl<'c> {
         let keys: Vec<String> = items.iter().map(|i| i.identity(item_key).key).collect();
         let (pool, run) = (&self.ctx.pool, self.run);
         let known = persist("detail check", OUTAGE_PATIENCE, || async {
-            store::items::known_details(pool, run.keyword_id, run.site_id, &keys)
+            store::items::known_details(pool, (run.keyword_id, run.url_list_id), run.site_id, &keys)
                 .await
                 .map_err(FenceError::from)
         })

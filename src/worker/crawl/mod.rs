@@ -4,6 +4,7 @@
 
 pub(super) mod bounds;
 mod details;
+mod list;
 mod pages;
 pub mod robots;
 mod site_cache;
@@ -185,6 +186,7 @@ pub async fn handle(run_id: i64, attempt: i32, ctx: &CrawlContext) {
             events.push(Event::ResultStored {
                 run_id: run.id,
                 keyword_id: run.keyword_id,
+                url_list_id: run.url_list_id,
                 site_id: run.site_id,
                 page,
                 count,
@@ -290,7 +292,9 @@ async fn watch_hold(
 /// the pages read (the last one, and why paging ended there). A site that keeps its session starts from
 /// the kept one and, when the crawl completes, keeps what it ends with.
 async fn crawl(ctx: &CrawlContext, claimed: &ClaimedRun) -> Result<PagesRead, CrawlError> {
-    let (fence, run, keyword) = (&claimed.fence, &claimed.run, &claimed.keyword);
+    let (fence, run) = (&claimed.fence, &claimed.run);
+    // A URL list's run has no keyword: its URLs are its pages.
+    let keyword = claimed.keyword.as_deref().unwrap_or_default();
     let site = ctx
         .sites
         .get(
@@ -356,7 +360,7 @@ async fn crawl(ctx: &CrawlContext, claimed: &ClaimedRun) -> Result<PagesRead, Cr
             .await?
             .with_max_page_bytes(ctx.bounds.page_bytes);
             let mut source = PageSource::Http(client);
-            let crawled = crawl.pages(&mut source).await;
+            let crawled = crawl.read(&mut source).await;
             if let (Err(CrawlError::Attempt { .. }), PageSource::Http(client)) =
                 (&crawled, &mut source)
                 && let Some(failed) = client.failed_answer.take()
@@ -426,7 +430,7 @@ async fn crawl_in_browser(
             .await
             .map_err(|e| CrawlError::browser(format!("preparing the browser: {e:#}")))?;
         let read = crawl
-            .pages(&mut PageSource::Browser(BrowserPage::new(
+            .read(&mut PageSource::Browser(BrowserPage::new(
                 &mut *session,
                 crawl.ctx.bounds,
                 crawl.keyword,

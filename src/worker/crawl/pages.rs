@@ -54,13 +54,16 @@ use crate::{
 pub(super) enum Call {
     ListPage(i32),
     DetailPage,
+    /// A URL of a URL list: judged as a first page, and entered from any
+    /// held state (a list run's URLs are each a call of their own).
+    ListUrl,
 }
 
 impl Call {
     fn page(self) -> i32 {
         match self {
             Call::ListPage(page) => page,
-            Call::DetailPage => 1,
+            Call::DetailPage | Call::ListUrl => 1,
         }
     }
 }
@@ -105,6 +108,14 @@ impl Crawl<'_> {
                 self.spec.politeness.max_requests_per_sec,
                 self.crawl_delay,
             ),
+        }
+    }
+
+    /// Crawls the run's pages: a keyword's search, or a URL list's URLs.
+    pub async fn read(&self, source: &mut PageSource<'_>) -> Result<PagesRead, CrawlError> {
+        match self.run.url_list_id {
+            Some(list_id) => self.list_urls(source, list_id).await,
+            None => self.pages(source).await,
         }
     }
 
@@ -265,7 +276,7 @@ impl Crawl<'_> {
 
     /// A page's items with their fields' value rules applied, within the
     /// page's extraction budget; what did not parse, counted.
-    async fn typed(
+    pub(super) async fn typed(
         &self,
         raw: RawItems,
         url: &Url,
@@ -300,6 +311,7 @@ impl Crawl<'_> {
             .publish(&Event::ResultStored {
                 run_id: stored.id,
                 keyword_id: stored.keyword_id,
+                url_list_id: stored.url_list_id,
                 site_id: stored.site_id,
                 page: crawled.page,
                 count,
@@ -319,12 +331,16 @@ impl Crawl<'_> {
 
     /// Identity keys of the page's items an earlier completed run stored.
     async fn stored_before(&self, items: &[PageItem]) -> Result<Vec<String>, CrawlError> {
+        // Only a keyword's search is read incrementally.
+        let Some(keyword_id) = self.run.keyword_id else {
+            return Ok(Vec::new());
+        };
         let item_key = self.spec.item_key.as_deref();
         let keys: Vec<String> = items.iter().map(|i| i.identity(item_key).key).collect();
         let stored = persist("incremental check", OUTAGE_PATIENCE, || async {
             store::results::stored_by_completed_runs(
                 &self.ctx.pool,
-                self.run.keyword_id,
+                keyword_id,
                 self.run.site_id,
                 self.run.id,
                 &keys,
@@ -339,10 +355,13 @@ impl Crawl<'_> {
     /// The newest item an earlier completed run stored, where a re-crawl of
     /// a newest-first feed can stop.
     async fn newest_stored_before(&self) -> Result<Option<String>, CrawlError> {
+        let Some(keyword_id) = self.run.keyword_id else {
+            return Ok(None);
+        };
         let newest = persist("incremental check", OUTAGE_PATIENCE, || async {
             store::results::newest_stored_by_completed_run(
                 &self.ctx.pool,
-                self.run.keyword_id,
+                keyword_id,
                 self.run.site_id,
                 self.run.id,
             )
@@ -364,6 +383,23 @@ impl Crawl<'_> {
             .await
     }
 
+    /// Records that `call` is in flight at `url` and tells the live clients.
+    async fn enter_call(&self, call: Call, url: &Url) -> Result<(), CrawlError> {
+        let calling = persist("page start", OUTAGE_PATIENCE, || async {
+            match call {
+                Call::ListPage(_) => {
+                    store::runs::enter_url_call(&self.ctx.pool, self.fence, url.as_str()).await
+                }
+                Call::DetailPage | Call::ListUrl => {
+                    store::runs::enter_detail_call(&self.ctx.pool, self.fence, url.as_str()).await
+                }
+            }
+        })
+        .await?;
+        self.ctx.events.run_updated(&calling).await;
+        Ok(())
+    }
+
     /// Fetches one page (a list page, or a detail page read as `spec`
     /// says) within the site's fleet-wide rate limit. A refusal pauses the
     /// site for the whole fleet and the page is tried again, up to the
@@ -382,19 +418,11 @@ impl Crawl<'_> {
             // The run is between pages (running/call_done) while it waits: its
             // heartbeat goes on and the watchdog does not take it for stuck.
             self.pace().wait().await?;
-            let calling = persist("page start", OUTAGE_PATIENCE, || async {
-                match call {
-                    Call::ListPage(_) => {
-                        store::runs::enter_url_call(&self.ctx.pool, self.fence, url.as_str()).await
-                    }
-                    Call::DetailPage => {
-                        store::runs::enter_detail_call(&self.ctx.pool, self.fence, url.as_str())
-                            .await
-                    }
-                }
-            })
-            .await?;
-            self.ctx.events.run_updated(&calling).await;
+            // A list's URL is not entered: its store is its one write (the
+            // run's row would otherwise serialize the URLs in flight twice).
+            if !matches!(call, Call::ListUrl) {
+                self.enter_call(call, url).await?;
+            }
             let started = Instant::now();
             let fetched = source
                 .fetch(spec, url, call.page(), self.page_limits(), &self.ctx.guard)
@@ -416,6 +444,10 @@ impl Crawl<'_> {
                 .site_refusals
                 .with_label_values(&[&site, &refusal.label()])
                 .inc();
+            if matches!(call, Call::ListUrl) {
+                // A refusal is counted from a call, as any page's.
+                self.enter_call(call, url).await?;
+            }
             let pause = self.ctx.limiter.refuse(site_id, retry_after).await;
             let waiting = persist("page refused", OUTAGE_PATIENCE, || {
                 store::runs::page_refused(&self.ctx.pool, self.fence)

@@ -105,7 +105,8 @@ async fn next_of_type(ws: &mut Socket, kind: &str, limit: Duration) -> Value {
 fn run_event(id: i64, keyword_id: i64, site_id: i64, error: Option<String>) -> Event {
     Event::RunUpdated {
         id,
-        keyword_id,
+        keyword_id: Some(keyword_id),
+        url_list_id: None,
         keyword: None,
         site_id,
         site: None,

@@ -165,7 +165,8 @@ async fn subscriptions_filter_by_site_run_and_keyword() {
     publisher
         .publish(&Event::ResultStored {
             run_id: 3,
-            keyword_id: 2,
+            keyword_id: Some(2),
+            url_list_id: None,
             site_id: 2,
             page: 1,
             count: 5,

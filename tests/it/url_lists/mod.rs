@@ -5,6 +5,7 @@
 //! `console`.
 
 mod console;
+mod runs;
 
 use std::{fmt::Write as _, time::Duration};
 
@@ -50,8 +51,12 @@ async fn stream_upload(
 ) -> (u16, Value) {
     let addr = app.base.trim_start_matches("http://");
     let mut socket = TcpStream::connect(addr).await.unwrap();
+    let auth = app
+        .token()
+        .map(|token| format!("Authorization: Bearer {token}\r\n"))
+        .unwrap_or_default();
     let head = format!(
-        "{method} /api/url-lists/{list}/urls HTTP/1.1\r\nHost: {addr}\r\n\
+        "{method} /api/url-lists/{list}/urls HTTP/1.1\r\nHost: {addr}\r\n{auth}\
          Content-Type: {content_type}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
     );
     socket.write_all(head.as_bytes()).await.unwrap();
