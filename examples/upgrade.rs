@@ -3,7 +3,10 @@
 //! then the workers): this checkout's api migrates a new database and, with
 //! its scheduler, queues crawls of the demo shop; the old worker binary crawls
 //! them alone, then beside a worker of this release. Every run must complete
-//! exactly once, with its items stored, in both render modes.
+//! exactly once, with its items stored, in both render modes. A URL list's
+//! run is queued while the old worker is alone: a worker older than list
+//! runs drops its message, and the run completes once this release's worker
+//! joins (the scheduler dispatches an unclaimed run again after 5 s here).
 //!
 //!   cargo run --example upgrade -- OLD_CRAWLFLEET_BINARY
 
@@ -28,6 +31,8 @@ use throwaway::{
 const TOKEN: &str = "upgrade-local-token";
 /// Runs per render mode and per phase (old worker alone, then both).
 const RUNS: usize = 6;
+/// URLs in the URL list crawled.
+const LIST_URLS: usize = 5;
 /// Ample for a dozen one-page crawls on a loaded 2-core machine.
 const LIMIT: Duration = Duration::from_secs(180);
 
@@ -42,6 +47,7 @@ impl Fleet {
         let log = self.log_dir.join(format!("{name}.log"));
         fleet_command(binary, process, &self.scratch, self.api_port, TOKEN, &log)?
             .env("DRAIN_TIMEOUT_SECS", "5")
+            .env("DISPATCH_CLAIM_TIMEOUT_SECS", "5")
             .spawn()
             .with_context(|| format!("starting {}", binary.display()))
     }
@@ -130,12 +136,17 @@ async fn check(
     let pool = PgPool::connect(fleet.scratch.database_url.as_str()).await?;
 
     crawl(&http, &api, &sites, "alone").await?;
+    let list_run = crawl_list(&http, &api, site, sites[0]).await?;
     wait_until_finished(&pool, RUNS * sites.len()).await?;
     // A worker of this release joins: old and new share the queue.
     children.push(fleet.spawn(new_binary, "worker", "new-worker")?);
     crawl(&http, &api, &sites, "mixed").await?;
-    let total = 2 * RUNS * sites.len();
+    let total = 2 * RUNS * sites.len() + 1;
     wait_until_finished(&pool, total).await?;
+    let list_state: String = sqlx::query_scalar("SELECT state FROM crawl_runs WHERE id = $1")
+        .bind(list_run)
+        .fetch_one(&pool)
+        .await?;
 
     let completed: i64 =
         sqlx::query_scalar("SELECT count(*) FROM crawl_runs WHERE state = 'completed'")
@@ -159,9 +170,14 @@ async fn check(
         .await?;
     let line = format!(
         "upgrade: {completed}/{total} runs completed ({by_old} by the previous release's worker), \
-         {empty} without items, {doubled} stored twice"
+         {empty} without items, {doubled} stored twice; the URL list's run {list_state}"
     );
-    if completed != total as i64 || empty > 0 || doubled > 0 || by_old == 0 {
+    if completed != total as i64
+        || empty > 0
+        || doubled > 0
+        || by_old == 0
+        || list_state != "completed"
+    {
         bail!("{line}");
     }
     Ok(line)
@@ -194,6 +210,42 @@ async fn crawl(
         }
     }
     Ok(())
+}
+
+/// A URL list of `LIST_URLS` search pages on `site_id`, crawled now; the
+/// run's id.
+async fn crawl_list(
+    http: &reqwest::Client,
+    api: &str,
+    site: &DemoSite,
+    site_id: i64,
+) -> anyhow::Result<i64> {
+    let list: Value = http
+        .post(format!("{api}/api/url-lists"))
+        .json(&json!({"site_id": site_id, "name": "upgrade", "schedule": "0 0 0 1 1 *"}))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let id = list["id"].as_i64().context("list created")?;
+    let urls: String = (0..LIST_URLS)
+        .map(|i| format!("{}/search?q=list{i}\n", site.base_url()))
+        .collect();
+    http.put(format!("{api}/api/url-lists/{id}/urls"))
+        .header("content-type", "text/plain")
+        .body(urls)
+        .send()
+        .await?
+        .error_for_status()?;
+    let run: Value = http
+        .post(format!("{api}/api/url-lists/{id}/crawl"))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    run["id"].as_i64().context("list run queued")
 }
 
 async fn wait_until_finished(pool: &PgPool, runs: usize) -> anyhow::Result<()> {

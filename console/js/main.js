@@ -33,17 +33,25 @@ const ROUTES = [
 const view = document.getElementById("view");
 let leaveView = null;
 
-/** The names of sites and keywords, read once and again after a change. */
+/** The names of sites, keywords and URL lists, read once and again after a change. */
 const catalog = {
   cached: null,
   async load() {
     if (!this.cached) {
-      this.cached = Promise.all([get("/api/sites"), get("/api/keywords")]).then(([s, k]) => ({
-        sites: s.items,
-        keywords: k.items,
-        siteName: (id) => s.items.find((x) => x.id === id)?.name ?? `site ${id}`,
-        keywordText: (id) => k.items.find((x) => x.id === id)?.keyword ?? `keyword ${id}`,
-      }));
+      this.cached = Promise.all([get("/api/sites"), get("/api/keywords"), get("/api/url-lists")]).then(([s, k, l]) => {
+        const keywordText = (id) => k.items.find((x) => x.id === id)?.keyword ?? `keyword ${id}`;
+        const listName = (id) => l.items.find((x) => x.id === id)?.name ?? `#${id}`;
+        return {
+          sites: s.items,
+          keywords: k.items,
+          lists: l.items,
+          siteName: (id) => s.items.find((x) => x.id === id)?.name ?? `site ${id}`,
+          keywordText,
+          listName,
+          // What a run reads: its keyword's search, or a URL list.
+          subject: (run) => run.url_list_id != null ? `list ${listName(run.url_list_id)}` : keywordText(run.keyword_id),
+        };
+      });
       this.cached.catch(() => (this.cached = null));
     }
     return this.cached;

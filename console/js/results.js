@@ -23,7 +23,7 @@ export function render(root, { query }, ctx) {
   const status = h("p", { class: "muted", role: "status" });
   show(root, h("h1", {}, "Results"), filters,
     h("table", {}, h("thead", {}, h("tr", {},
-      h("th", { class: "num" }, "result"), h("th", {}, "first seen"), h("th", {}, "keyword"), h("th", {}, "site"),
+      h("th", { class: "num" }, "result"), h("th", {}, "first seen"), h("th", {}, "keyword or list"), h("th", {}, "site"),
       h("th", { class: "num" }, "run"), h("th", {}, "change"), h("th", {}, "fields"), h("th", {}, "item URL"))), body),
     status, more);
 
@@ -49,7 +49,7 @@ export function render(root, { query }, ctx) {
         body.append(h("tr", { dataset: { result: r.id } },
           h("td", { class: "num" }, r.id),
           h("td", {}, time(r.first_seen_at)),
-          h("td", {}, catalog.keywordText(r.keyword_id)),
+          h("td", {}, catalog.subject(r)),
           h("td", {}, catalog.siteName(r.site_id)),
           h("td", { class: "num" }, h("a", { href: `#/runs/${r.run_id}` }, r.run_id)),
           h("td", {}, r.change ? h("span", { class: `badge change-${r.change}` }, r.change) : "—"),

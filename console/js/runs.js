@@ -36,7 +36,7 @@ export function renderList(root, { query }, ctx) {
   const status = h("p", { class: "muted", role: "status" });
   show(root, h("h1", {}, "Runs"), filters,
     h("table", {}, h("thead", {}, h("tr", {},
-      h("th", { class: "num" }, "run"), h("th", {}, "keyword"), h("th", {}, "site"), h("th", {}, "state"),
+      h("th", { class: "num" }, "run"), h("th", {}, "keyword or list"), h("th", {}, "site"), h("th", {}, "state"),
       h("th", { class: "num" }, "attempt"), h("th", { class: "num" }, "pages"), h("th", { class: "num" }, "items"),
       h("th", {}, "queued"), h("th", {}, "error"))), table),
     status, more);
@@ -63,7 +63,7 @@ export function renderList(root, { query }, ctx) {
       onkeydown: (e) => { if (e.key === "Enter") ctx.go(`#/runs/${run.id}`); },
     },
     h("td", { class: "num" }, h("a", { href: `#/runs/${run.id}` }, run.id)),
-    h("td", {}, run.keyword ?? catalog.keywordText(run.keyword_id)),
+    h("td", {}, run.keyword ?? catalog.subject(run)),
     h("td", {}, run.site ?? catalog.siteName(run.site_id)),
     h("td", { class: "state" }, stateBadge(run.state)),
     h("td", { class: "num" }, `${run.attempt}${run.max_attempts ? ` / ${run.max_attempts}` : ""}`),
@@ -173,7 +173,7 @@ export function renderDetail(root, { id }, ctx) {
       },
     }, label);
     show(head,
-      h("h1", {}, `Run ${run.id}: `, catalog.keywordText(run.keyword_id), " on ", catalog.siteName(run.site_id), " ",
+      h("h1", {}, `Run ${run.id}: `, catalog.subject(run), " on ", catalog.siteName(run.site_id), " ",
         h("span", { id: "run-state" }, stateBadge(run.state))),
       h("div", { class: "panel" },
         h("dl", { class: "facts timeline" },

@@ -36,12 +36,28 @@ export function renderList(root, _params, ctx) {
   })();
 }
 
-/** How much of the list its current period has read: a bar and the count. */
+/** How much of the list its current period has read: a bar, the count, the
+ *  URLs that failed, and the run reading it now. */
 function progress(list) {
   const share = list.urls ? list.read_in_period / list.urls : 0;
   return h("span", { class: "progress", title: list.period_started_at ? `since ${when(list.period_started_at)}` : "not fired yet" },
     h("meter", { min: 0, max: 1, value: share }),
-    ` ${list.read_in_period.toLocaleString()} of ${list.urls.toLocaleString()} (${percent(share)})`);
+    ` ${list.read_in_period.toLocaleString()} of ${list.urls.toLocaleString()} (${percent(share)})`,
+    list.failed_in_period ? h("span", { class: "bad" }, `, ${list.failed_in_period.toLocaleString()} failed`) : null,
+    list.active_run_id ? [" · ", h("a", { href: `#/runs/${list.active_run_id}` }, `reading now: run ${list.active_run_id}`)] : null);
+}
+
+/** Queues a run of the list now; a run still going is named, not doubled. */
+async function crawlNow(list, ctx, button) {
+  button.disabled = true;
+  try {
+    const run = await post(`/api/url-lists/${list.id}/crawl`, {});
+    ctx.toast(`Run ${run.id} queued`);
+    ctx.go(`#/runs/${run.id}`);
+  } catch (e) {
+    ctx.toast(e.message, { bad: true });
+    button.disabled = false;
+  }
 }
 
 export function renderEditor(root, { id }, ctx) {
@@ -86,6 +102,7 @@ export function renderEditor(root, { id }, ctx) {
     if (!confirm("Delete this list with its URLs?")) return;
     try {
       await del(`/api/url-lists/${id}`);
+      ctx.catalog.forget();
       ctx.go("#/lists");
     } catch (e) {
       formError.textContent = e.message;
@@ -105,6 +122,7 @@ export function renderEditor(root, { id }, ctx) {
     };
     try {
       const saved = id ? await put(`/api/url-lists/${id}`, body) : await post("/api/url-lists", body);
+      ctx.catalog.forget();
       ctx.toast(`Saved ${saved.name}`);
       if (!id) ctx.go(`#/lists/${saved.id}`);
     } catch (error) {
@@ -120,6 +138,7 @@ async function showUrls(section, list, ctx) {
   const text = h("textarea", { id: "list-upload", rows: 8, class: "mono", placeholder: "one URL per line" });
   const file = h("input", { type: "file", id: "list-file", accept: ".txt,.csv,text/plain" });
   const report = h("div", { id: "upload-report", role: "status" });
+  const crawl = h("button", { type: "button", id: "crawl-list", class: "write-only", onclick: () => crawlNow(list, ctx, crawl) }, "Crawl now");
   const table = h("tbody", { id: "list-entries" });
   const upload = async (method) => {
     const content = file.files[0] ?? text.value;
@@ -135,17 +154,18 @@ async function showUrls(section, list, ctx) {
   };
   const loadEntries = async () => {
     const page = await get(`/api/url-lists/${list.id}/urls?limit=50`);
-    show(table, page.items.map((entry) => h("tr", {},
-      h("td", { class: "num" }, entry.line), h("td", { class: "mono" }, entry.url), h("td", {}, when(entry.last_read_at)))));
+    show(table, page.items.map((entry) => h("tr", { class: entry.failed_at ? "failed" : null },
+      h("td", { class: "num" }, entry.line), h("td", { class: "mono" }, entry.url), h("td", {}, when(entry.last_read_at)),
+      h("td", {}, entry.failed_at ? [when(entry.failed_at), " ", h("span", { class: "bad" }, entry.last_error ?? "")] : "—"))));
   };
-  show(section, h("h2", {}, "URLs"), h("p", {}, progress(list)),
+  show(section, h("div", { class: "actions" }, h("h2", {}, "URLs"), crawl), h("p", {}, progress(list)),
     h("div", { class: "write-only" },
       h("label", { for: "list-upload" }, "upload URLs (or a file)"), text, file,
       h("div", { class: "actions" },
         h("button", { type: "button", id: "replace-urls", onclick: () => upload("PUT") }, "Replace the list"),
         h("button", { type: "button", class: "secondary", id: "append-urls", onclick: () => upload("POST") }, "Add to the list"))),
     report,
-    h("table", {}, h("thead", {}, h("tr", {}, h("th", { class: "num" }, "line"), h("th", {}, "URL"), h("th", {}, "last read"))), table));
+    h("table", {}, h("thead", {}, h("tr", {}, h("th", { class: "num" }, "line"), h("th", {}, "URL"), h("th", {}, "last read"), h("th", {}, "failed"))), table));
   loadEntries().catch((e) => show(report, failure(e)));
   if (ctx.access === "read") for (const el of section.querySelectorAll("textarea, input, button")) el.disabled = true;
 }

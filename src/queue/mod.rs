@@ -20,10 +20,26 @@ use crate::domain::{site::RenderMode, text_enum::text_enum};
 pub enum Job {
     /// Crawl attempt `attempt` of run `run_id`.
     CrawlV1 { run_id: i64, attempt: i32 },
+    /// Crawl attempt `attempt` of URL list run `run_id`. A variant of its
+    /// own: a worker older than list runs would take the run as a keyword's
+    /// and fail it; it cannot read this message and drops it instead, and the
+    /// run is dispatched again after `DISPATCH_CLAIM_TIMEOUT_SECS`.
+    CrawlListV1 { run_id: i64, attempt: i32 },
     /// Preview `preview_id` ("test this site"): its request waits in Redis
     /// (`preview`). A worker older than this variant cannot read the message
     /// and drops it; the api then answers 503 after its timeout.
     PreviewV1 { preview_id: u64 },
+}
+
+impl Job {
+    /// The message of a crawl attempt: a URL list's run (`of_list`) or a
+    /// keyword's.
+    pub fn crawl(run_id: i64, attempt: i32, of_list: bool) -> Job {
+        match of_list {
+            true => Job::CrawlListV1 { run_id, attempt },
+            false => Job::CrawlV1 { run_id, attempt },
+        }
+    }
 }
 
 /// The queue backend of this crate's jobs.

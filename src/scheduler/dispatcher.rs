@@ -185,10 +185,7 @@ impl Dispatcher {
         }
         let jobs = runs
             .iter()
-            .map(|r| Job::CrawlV1 {
-                run_id: r.run_id,
-                attempt: r.attempt,
-            })
+            .map(|r| Job::crawl(r.run_id, r.attempt, r.of_list))
             .collect();
         let queue = &mut self
             .lanes

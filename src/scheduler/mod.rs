@@ -26,7 +26,7 @@ use crate::{
     store::leader::{Leadership, SCHEDULER_LOCK},
 };
 
-pub use cron::fire_keyword;
+pub use cron::{fire_keyword, fire_list};
 pub use dispatcher::{DispatchSettings, Dispatcher};
 pub use heartbeat::SCHEDULER_HEARTBEAT;
 pub use watchdog::{WatchdogSettings, sweep as watchdog_sweep};

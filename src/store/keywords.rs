@@ -145,8 +145,8 @@ pub async fn delete(pool: &PgPool, id: i64) -> sqlx::Result<bool> {
     Ok(deleted.rows_affected() > 0)
 }
 
-/// What the scheduler needs to plan a keyword's fires; a change of any
-/// field (`updated_at` included) replans it.
+/// What the scheduler needs to plan a keyword's (or a URL list's) fires; a
+/// change of any field (`updated_at` included) replans it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduleEntry {
     pub id: i64,

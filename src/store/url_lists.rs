@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
-use crate::domain::url_list::UrlListSpec;
+use crate::{domain::url_list::UrlListSpec, store::keywords::ScheduleEntry};
 
 /// A stored URL list, with how far its current period has got.
 #[derive(Debug, Clone, PartialEq)]
@@ -175,6 +175,27 @@ pub async fn exists(pool: &PgPool, id: i64) -> sqlx::Result<bool> {
 /// Every list, or a site's only.
 pub async fn list(pool: &PgPool, site_id: Option<i64>) -> sqlx::Result<Vec<UrlList>> {
     select(pool, None, site_id).await
+}
+
+/// Schedules of enabled lists, as the cron loop plans them.
+pub async fn enabled_schedules(pool: &PgPool) -> sqlx::Result<Vec<ScheduleEntry>> {
+    sqlx::query_as!(
+        ScheduleEntry,
+        "SELECT id, schedule, timezone, jitter_secs, updated_at FROM url_lists WHERE enabled ORDER BY id"
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// A list's schedule, enabled or not; `None` when there is no such list.
+pub async fn schedule_of(pool: &PgPool, id: i64) -> sqlx::Result<Option<ScheduleEntry>> {
+    sqlx::query_as!(
+        ScheduleEntry,
+        "SELECT id, schedule, timezone, jitter_secs, updated_at FROM url_lists WHERE id = $1",
+        id
+    )
+    .fetch_optional(pool)
+    .await
 }
 
 /// Deletes a list with its URLs; `false` when there was none.

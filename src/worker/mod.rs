@@ -280,7 +280,9 @@ async fn handle_job(job: Job, ctx: Data<Arc<CrawlContext>>) -> Result<(), BoxDyn
         let ctx = ctx.clone();
         async move {
             match job {
-                Job::CrawlV1 { run_id, attempt } => crawl::handle(run_id, attempt, &ctx).await,
+                Job::CrawlV1 { run_id, attempt } | Job::CrawlListV1 { run_id, attempt } => {
+                    crawl::handle(run_id, attempt, &ctx).await
+                }
                 Job::PreviewV1 { preview_id } => preview::handle(preview_id, &ctx).await,
             }
         }

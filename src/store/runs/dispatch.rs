@@ -16,6 +16,8 @@ use crate::domain::{run::RunState, site::RenderMode};
 pub struct DispatchedRun {
     pub run_id: i64,
     pub attempt: i32,
+    /// A URL list's run (its job message is a variant of its own).
+    pub of_list: bool,
 }
 
 /// Runs of sites rendered in one of `modes` dispatched to Redis and not
@@ -83,9 +85,9 @@ pub async fn take_for_dispatch(
                UPDATE crawl_runs r SET dispatched_at = now()
                WHERE r.ctid = ANY (ARRAY(SELECT ctid FROM picked))
                  AND r.state = 'queued' AND r.dispatched_at IS NULL
-               RETURNING r.id, r.attempt
+               RETURNING r.id, r.attempt, r.url_list_id
            )
-           SELECT m.id, m.attempt, p.turn AS "turn!", p.priority, p.queued_at
+           SELECT m.id, m.attempt, m.url_list_id, p.turn AS "turn!", p.priority, p.queued_at
            FROM marked m JOIN picked p ON p.id = m.id"#,
         limit,
         &mode_names(modes) as &[&str]
@@ -101,6 +103,7 @@ pub async fn take_for_dispatch(
         .map(|r| DispatchedRun {
             run_id: r.id,
             attempt: r.attempt,
+            of_list: r.url_list_id.is_some(),
         })
         .collect())
 }

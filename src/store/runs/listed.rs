@@ -36,13 +36,33 @@ pub async fn queue_for_list(
     default_max_attempts: i32,
 ) -> sqlx::Result<Option<ListQueued>> {
     let mut tx = pool.begin().await?;
+    let outcome = queue_list_in(
+        &mut tx,
+        list_id,
+        trigger,
+        period_start,
+        default_max_attempts,
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+/// [`queue_for_list`] within the caller's transaction.
+pub(super) async fn queue_list_in(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    list_id: i64,
+    trigger: Trigger,
+    period_start: DateTime<Utc>,
+    default_max_attempts: i32,
+) -> sqlx::Result<Option<ListQueued>> {
     // FOR SHARE: a concurrent delete of the list waits for us.
     let list = sqlx::query!(
         r#"SELECT l.id, s.enabled FROM url_lists l JOIN sites s ON s.id = l.site_id
            WHERE l.id = $1 FOR SHARE OF l"#,
         list_id
     )
-    .fetch_optional(&mut *tx)
+    .fetch_optional(&mut **tx)
     .await?;
     let Some(list) = list else {
         return Ok(None);
@@ -71,7 +91,7 @@ pub async fn queue_for_list(
         default_max_attempts,
         period_start
     )
-    .fetch_optional(&mut *tx)
+    .fetch_optional(&mut **tx)
     .await
     .and_then(maybe_run)?;
     let outcome = match queued {
@@ -89,14 +109,13 @@ pub async fn queue_for_list(
                    WHERE url_list_id = $1 AND state IN ('queued', 'running', 'url_call', 'call_done')"#,
                 list_id
             )
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut **tx)
             .await
             .and_then(maybe_run)?
             .ok_or_else(|| sqlx::Error::Protocol("a list run conflicted, none is active".into()))?;
             ListQueued::AlreadyActive(active)
         }
     };
-    tx.commit().await?;
     Ok(Some(outcome))
 }
 

@@ -6,6 +6,8 @@
 
 mod console;
 mod runs;
+mod schedule;
+mod shop;
 
 use std::{fmt::Write as _, time::Duration};
 
