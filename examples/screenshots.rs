@@ -167,6 +167,7 @@ async fn shoot(api: &str, shop: &str, out: &std::path::Path) -> anyhow::Result<(
                 .map(|s| s["id"].clone())
         })
         .context("the demo site")?;
+    let list = url_list(&http, api, shop, &demo_site).await?;
 
     let browser = ConsoleBrowser::open(api).await;
     let result = async {
@@ -208,6 +209,9 @@ async fn shoot(api: &str, shop: &str, out: &std::path::Path) -> anyhow::Result<(
         browser.go("#/keywords").await;
         browser.wait_for("#keywords tr").await;
         save("keywords").await?;
+        browser.go(&format!("#/lists/{list}")).await;
+        browser.wait_for_text("#list-entries", "/search?q=").await;
+        save("url-list").await?;
         browser.go("#/results").await;
         browser.wait_for("#results tr").await;
         save("results").await?;
@@ -216,4 +220,61 @@ async fn shoot(api: &str, shop: &str, out: &std::path::Path) -> anyhow::Result<(
     .await;
     browser.close().await;
     result
+}
+
+/// A URL list of the demo shop's search pages, crawled to its end; its id.
+async fn url_list(
+    http: &reqwest::Client,
+    api: &str,
+    shop: &str,
+    site: &Value,
+) -> anyhow::Result<i64> {
+    let list: Value = http
+        .post(format!("{api}/api/url-lists"))
+        .json(
+            &json!({"site_id": site, "name": "lamps to watch", "schedule": "0 0 7 * * *",
+                      "timezone": "Asia/Seoul"}),
+        )
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let id = list["id"].as_i64().context("the list's id")?;
+    let urls: String = [
+        "desk lamp",
+        "floor lamp",
+        "lamp shade",
+        "reading lamp",
+        "bulb",
+    ]
+    .iter()
+    .map(|q| format!("{shop}/search?q={}\n", q.replace(' ', "+")))
+    .collect();
+    http.put(format!("{api}/api/url-lists/{id}/urls"))
+        .header("content-type", "text/plain")
+        .body(urls)
+        .send()
+        .await?
+        .error_for_status()?;
+    http.post(format!("{api}/api/url-lists/{id}/crawl"))
+        .send()
+        .await?
+        .error_for_status()?;
+    let started = Instant::now();
+    loop {
+        let view: Value = http
+            .get(format!("{api}/api/url-lists/{id}"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        if view["active_run_id"].is_null() && view["read_in_period"] == view["urls"] {
+            return Ok(id);
+        }
+        if started.elapsed() > CRAWLS_END_WITHIN {
+            bail!("the URL list was not read within {CRAWLS_END_WITHIN:?}: {view}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }

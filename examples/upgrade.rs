@@ -143,10 +143,12 @@ async fn check(
     crawl(&http, &api, &sites, "mixed").await?;
     let total = 2 * RUNS * sites.len() + 1;
     wait_until_finished(&pool, total).await?;
-    let list_state: String = sqlx::query_scalar("SELECT state FROM crawl_runs WHERE id = $1")
-        .bind(list_run)
-        .fetch_one(&pool)
-        .await?;
+    // On its first attempt: no worker took it for what it is not.
+    let (list_state, list_attempt): (String, i32) =
+        sqlx::query_as("SELECT state, attempt FROM crawl_runs WHERE id = $1")
+            .bind(list_run)
+            .fetch_one(&pool)
+            .await?;
 
     let completed: i64 =
         sqlx::query_scalar("SELECT count(*) FROM crawl_runs WHERE state = 'completed'")
@@ -170,13 +172,15 @@ async fn check(
         .await?;
     let line = format!(
         "upgrade: {completed}/{total} runs completed ({by_old} by the previous release's worker), \
-         {empty} without items, {doubled} stored twice; the URL list's run {list_state}"
+         {empty} without items, {doubled} stored twice; the URL list's run {list_state} \
+         (attempt {list_attempt})"
     );
     if completed != total as i64
         || empty > 0
         || doubled > 0
         || by_old == 0
         || list_state != "completed"
+        || list_attempt != 1
     {
         bail!("{line}");
     }
