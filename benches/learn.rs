@@ -6,17 +6,28 @@
 //! time per proposal (this thread's), and, with no examples, whether the
 //! page's items are found as its main repeated structure.
 //!
+//! And repair: for every changed page, the items of the page before the
+//! change (the last good run) are given to `learn::repair::repair` with the
+//! changed page; the first proposal that passes verification is the one a
+//! site would be offered. Exact when its items are the changed page's; a
+//! false repair when it passes verification with other items.
+//!
 //!   cargo bench --bench learn
 //!
 //! Prints a table per layout and change kind; exits non-zero below 90 %
 //! correct over the corpus. With `LEARN_RESULTS=file`, also writes each
 //! page's outcome there as a JSON line (`name`, `examples`: exact, wrong or
-//! none, `cpu_ms`), which scripts/bench-repair sets beside the peers'.
+//! none, `cpu_ms`; on a changed page `repair` and `repair_cpu_ms` too),
+//! which scripts/bench-repair sets beside the peers'.
 
 use std::collections::BTreeMap;
 
-use crawlfleet::worker::learn::{self, Proposal};
-use markup_corpus::{Change, Layout, PAGE_URL, Page, corpus};
+use crawlfleet::worker::{
+    extract::HtmlPage,
+    learn::{self, Proposal, repair::repair},
+};
+use markup_corpus::{Change, Layout, PAGE_URL, Page, before, corpus};
+use serde_json::{Map, Value};
 use url::Url;
 
 const REQUIRED_CORRECT: f64 = 0.90;
@@ -78,6 +89,8 @@ fn main() {
     let mut by_change: BTreeMap<&'static str, Tally> = BTreeMap::new();
     let mut wrong = Vec::new();
     let mut results = Vec::new();
+    let mut repairs: BTreeMap<String, RepairTally> = BTreeMap::new();
+    let mut repairs_by_change: BTreeMap<String, RepairTally> = BTreeMap::new();
     for page in &pages {
         let n = page.items.len();
         let examples = page.examples(&[1, n - 2]);
@@ -122,8 +135,22 @@ fn main() {
             Ok(_) => "wrong",
             Err(_) => "none",
         };
-        results
-            .push(serde_json::json!({ "name": page.name(), "examples": outcome, "cpu_ms": took }));
+        let mut result =
+            serde_json::json!({ "name": page.name(), "examples": outcome, "cpu_ms": took });
+        if !page.changes.is_empty() {
+            let (outcome, cpu) = repaired(page, &url);
+            result["repair"] = outcome.into();
+            result["repair_cpu_ms"] = cpu.into();
+            let layout = format!("{:?}", page.layout);
+            repairs.entry(layout).or_default().add(outcome, cpu);
+            for change in &page.changes {
+                repairs_by_change
+                    .entry(change.kind().to_owned())
+                    .or_default()
+                    .add(outcome, cpu);
+            }
+        }
+        results.push(result);
         let discovered = learn::learn(&page.html, &url, &BTreeMap::new());
         if let Ok(found) = discovered
             && found[0].items.len() == n
@@ -175,6 +202,23 @@ fn main() {
             println!("  {line}");
         }
     }
+    println!(
+        "\nrepair: the items of the page before the change, the changed page; the first proposal verified\n"
+    );
+    println!(
+        "{:<22} {:>6} {:>9} {:>9} {:>9} {:>9}",
+        "", "pages", "exact", "false", "none", "cpu ms"
+    );
+    let mut all_repairs = RepairTally::default();
+    for (layout, tally) in &repairs {
+        tally.row(layout);
+        all_repairs.merge(tally);
+    }
+    all_repairs.row("all changed");
+    println!();
+    for (kind, tally) in &repairs_by_change {
+        tally.row(kind);
+    }
     if let Ok(path) = std::env::var("LEARN_RESULTS") {
         let lines: String = results.iter().map(|r| format!("{r}\n")).collect();
         std::fs::write(&path, lines).expect("writing LEARN_RESULTS");
@@ -188,4 +232,66 @@ fn main() {
         );
         std::process::exit(1);
     }
+}
+
+/// Repairs of one layout or kind of change: exact, false (verified, wrong
+/// items), none (no proposal passed).
+#[derive(Default)]
+struct RepairTally {
+    outcomes: BTreeMap<&'static str, usize>,
+    cpu_ms: f64,
+}
+
+impl RepairTally {
+    fn add(&mut self, outcome: &'static str, cpu_ms: f64) {
+        *self.outcomes.entry(outcome).or_default() += 1;
+        self.cpu_ms += cpu_ms;
+    }
+
+    fn merge(&mut self, other: &RepairTally) {
+        for (outcome, n) in &other.outcomes {
+            *self.outcomes.entry(outcome).or_default() += n;
+        }
+        self.cpu_ms += other.cpu_ms;
+    }
+
+    fn row(&self, name: &str) {
+        let pages: usize = self.outcomes.values().sum();
+        let share =
+            |o: &str| 100.0 * *self.outcomes.get(o).unwrap_or(&0) as f64 / pages.max(1) as f64;
+        println!(
+            "{name:<22} {pages:>6} {:>7.1} % {:>7.1} % {:>7.1} % {:>9.2}",
+            share("exact"),
+            share("wrong"),
+            share("none"),
+            self.cpu_ms / pages.max(1) as f64
+        );
+    }
+}
+
+/// The repair of a changed page from the items of the page before it: its
+/// outcome (exact, wrong, none) and this thread's CPU time in milliseconds.
+fn repaired(page: &Page, url: &Url) -> (&'static str, f64) {
+    let good: Vec<Map<String, Value>> = before(page.layout, page.seed)
+        .items
+        .iter()
+        .map(|item| {
+            item.iter()
+                .map(|(field, value)| (field.clone(), Value::String(value.clone())))
+                .collect()
+        })
+        .collect();
+    let started = cpu_ms();
+    let parsed = HtmlPage::parse(&page.html, url);
+    let verified = repair(&parsed, &good, learn::LEARN_TIME, learn::LEARN_MAX_RUNS);
+    let took = cpu_ms() - started;
+    let outcome = match verified {
+        Ok(proposals) => match proposals.iter().find(|v| v.passes()) {
+            Some(v) if exact(&v.proposal, page) => "exact",
+            Some(_) => "wrong",
+            None => "none",
+        },
+        Err(_) => "none",
+    };
+    (outcome, took)
 }

@@ -20,6 +20,7 @@ mod discover;
 mod generalize;
 mod page;
 mod rank;
+pub mod repair;
 mod rows;
 #[cfg(test)]
 mod tests;
