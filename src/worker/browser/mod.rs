@@ -173,8 +173,8 @@ impl BrowserPool {
         Self::with_backend(Backend::Local(launch), profile_root, size, guard)
     }
 
-    /// A pool of `size` slots (at most the endpoint's own limit) in the
-    /// remote browser `remote` names; refuses when its address cannot be
+    /// A pool of `size` slots (the worker's, already within the endpoint's
+    /// own limit) in the remote browser `remote` names; refuses when its address cannot be
     /// resolved or no relay can listen where it says.
     pub fn remote(
         remote: RemoteBrowserSettings,
@@ -200,7 +200,6 @@ impl BrowserPool {
             )
         })?;
         tracing::info!(endpoint = %at, relay_bind = %remote.relay_bind, "browser slots in a remote browser");
-        let size = remote.slots.map_or(size, |slots| size.min(slots)).max(1);
         let mut pool = Self::with_backend(
             Backend::Remote {
                 url: remote.url,

@@ -141,6 +141,27 @@ mod tests {
 
     use super::*;
 
+    /// A remote browser's connections are told by their source address: the
+    /// endpoint's, IPv4 written as IPv6 included; any other is a stranger,
+    /// another loopback address too.
+    #[test]
+    fn a_remote_browser_is_served_only_from_its_own_address() {
+        let peers = ChromePeers::Remote {
+            addresses: vec!["127.0.0.1".parse().unwrap()],
+        };
+        let relay: SocketAddr = "127.0.0.1:1080".parse().unwrap();
+        for (peer, served) in [
+            ("127.0.0.1:40000", true),
+            ("[::ffff:127.0.0.1]:40000", true),
+            ("127.0.0.2:40000", false),
+            ("[::1]:40000", false),
+            ("10.0.0.7:40000", false),
+        ] {
+            let peer: SocketAddr = peer.parse().unwrap();
+            assert_eq!(peers.is_chrome(peer, relay), served, "{peer}");
+        }
+    }
+
     #[test]
     fn addresses_are_written_as_the_kernel_writes_them() {
         let address: SocketAddr = "127.0.0.1:8080".parse().unwrap();
