@@ -12,6 +12,7 @@ use std::{
 };
 
 use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::{Backend, RemoteChrome, RoleProcess, Roles, TestApp, browser_slots};
 
@@ -122,6 +123,56 @@ async fn a_remote_browser_of_one_slot_never_holds_more_than_one_context() {
         queue["workers"][0]["concurrency"], 1,
         "the worker announces the browser slots it has: {queue}"
     );
+    app.stop().await;
+    drop(remote);
+}
+
+/// A remote browser's processes are not this machine's to look into: a
+/// relay tells its connections by their source address, the endpoint's.
+/// Another address (here 127.0.0.2, loopback too) is closed on without a
+/// word, while the browser's own address is served.
+#[tokio::test]
+async fn a_remote_browsers_relay_serves_the_browsers_address_alone() {
+    let remote = RemoteChrome::start().await;
+    let app = TestApp::spawn_on(&remote.backend(), Roles::fleet(), |c| {
+        c.worker.worker_concurrency = 1;
+    })
+    .await;
+    let slow = app
+        .one_page_site(
+            "slow-relayed",
+            "/slow?ms=4000&q={keyword}",
+            json!({"render": "browser", "stuck_timeout_secs": 60}),
+        )
+        .await;
+    let run = app.crawl_once("lamp", slow).await;
+    // While the page loads, the browser holds its connection to the relay.
+    let relays = crate::support::eventually(LIMIT, "the browser connected to a relay", || async {
+        let relays = remote.connected_to();
+        (app.site.hits("/slow") >= 1 && !relays.is_empty()).then_some(relays)
+    })
+    .await;
+    for relay in relays {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        let mut stranger = socket.connect(relay).await.unwrap();
+        stranger.write_all(&[5, 1, 0]).await.unwrap();
+        let mut answer = [0u8; 2];
+        let read = tokio::time::timeout(Duration::from_secs(10), stranger.read(&mut answer))
+            .await
+            .expect("the relay closes the connection");
+        assert!(
+            matches!(read, Ok(0) | Err(_)),
+            "{relay} answered 127.0.0.2: {answer:?}"
+        );
+        // The control: from the browser's address, a SOCKS5 answer.
+        let mut alike = tokio::net::TcpStream::connect(relay).await.unwrap();
+        alike.write_all(&[5, 1, 0]).await.unwrap();
+        let mut answer = [0u8; 2];
+        alike.read_exact(&mut answer).await.unwrap();
+        assert_eq!(answer, [5, 0], "{relay} is a relay");
+    }
+    app.wait_until_completed(run, LIMIT).await;
     app.stop().await;
     drop(remote);
 }

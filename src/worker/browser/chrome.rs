@@ -174,24 +174,13 @@ impl Chrome {
                 tracing::debug!(?status, "Chrome exited");
             }
         });
-        let version = tokio::time::timeout(
-            START_LIMIT,
-            devtools.call(None, "Browser.getVersion", json!({})),
-        )
-        .await;
-        let version = match version {
-            Ok(Ok(version)) => version,
-            failed => {
+        let user_agent = match user_agent_of(&devtools).await {
+            Ok(user_agent) => user_agent,
+            Err(e) => {
                 kill_chrome_under(&profile_dir);
-                return Err(match failed {
-                    Ok(Err(e)) => anyhow::Error::new(e),
-                    _ => anyhow::anyhow!("Chrome did not answer within {START_LIMIT:?}"),
-                })
-                .context("starting Chrome");
+                return Err(e).context("starting Chrome");
             }
         };
-        let user_agent =
-            field(&version, "userAgent", "Browser.getVersion")?.replace("HeadlessChrome", "Chrome");
         Ok(Chrome {
             devtools,
             user_agent,
@@ -225,21 +214,13 @@ impl Chrome {
             anyhow::anyhow!("connecting to the remote browser at {at}: {}", kind_of(&e))
         })?;
         let devtools = DevTools::over_websocket(socket);
-        let version = tokio::time::timeout(
-            START_LIMIT,
-            devtools.call(None, "Browser.getVersion", json!({})),
-        )
-        .await
-        .with_context(|| format!("the remote browser at {at} did not answer"))?;
-        let version = match version {
-            Ok(version) => version,
+        let user_agent = match user_agent_of(&devtools).await {
+            Ok(user_agent) => user_agent,
             Err(e) => {
                 devtools.shut();
                 return Err(e).with_context(|| format!("the remote browser at {at}"));
             }
         };
-        let user_agent =
-            field(&version, "userAgent", "Browser.getVersion")?.replace("HeadlessChrome", "Chrome");
         Ok(Chrome {
             devtools,
             user_agent,
@@ -310,6 +291,20 @@ impl Chrome {
             Place::Remote => self.devtools.shut(),
         }
     }
+}
+
+/// The browser's user agent without "Headless" (what a site sees when it
+/// sets none; many refuse headless browsers on sight), asked as the first
+/// command of a connection: a browser answers it once it is ready, local or
+/// remote.
+async fn user_agent_of(devtools: &DevTools) -> anyhow::Result<String> {
+    let version = tokio::time::timeout(
+        START_LIMIT,
+        devtools.call(None, "Browser.getVersion", json!({})),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("the browser did not answer within {START_LIMIT:?}"))??;
+    Ok(field(&version, "userAgent", "Browser.getVersion")?.replace("HeadlessChrome", "Chrome"))
 }
 
 /// The WebSocket a remote browser's `/json/version` names.

@@ -7,6 +7,8 @@
 //! runs a test once with each.
 
 use std::{
+    collections::HashSet,
+    net::{Ipv4Addr, SocketAddr},
     path::PathBuf,
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
@@ -14,7 +16,10 @@ use std::{
 
 use crawlfleet::{
     config::{BrowserBackend, Config, Secret},
-    worker::browser::{launch::chrome_args, processes::kill_chrome_under_and_block},
+    worker::browser::{
+        launch::chrome_args,
+        processes::{kill_chrome_under_and_block, pids_under},
+    },
 };
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -193,6 +198,46 @@ impl RemoteChrome {
         panic!("the browser closed the connection before answering {method}");
     }
 
+    /// Where the browser's open connections lead, besides its own DevTools
+    /// port: with every context behind a relay of the worker, the relays.
+    pub fn connected_to(&self) -> Vec<SocketAddr> {
+        let inodes: HashSet<String> = pids_under(&self.dir)
+            .into_iter()
+            .flat_map(|pid| {
+                std::fs::read_dir(format!("/proc/{pid}/fd"))
+                    .into_iter()
+                    .flatten()
+            })
+            .flatten()
+            .filter_map(|fd| {
+                let target = std::fs::read_link(fd.path()).ok()?;
+                let target = target.to_str()?;
+                Some(
+                    target
+                        .strip_prefix("socket:[")?
+                        .strip_suffix(']')?
+                        .to_owned(),
+                )
+            })
+            .collect();
+        let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+        let mut leads: Vec<SocketAddr> = table
+            .lines()
+            .skip(1)
+            .filter_map(|line| {
+                let columns: Vec<&str> = line.split_whitespace().collect();
+                // local, remote, state (01: established), ..., inode.
+                let (own, remote) = (ipv4_of(columns[1])?, ipv4_of(columns[2])?);
+                let established = columns[3] == "01";
+                (established && own.port() != self.port && inodes.contains(columns[9]))
+                    .then_some(remote)
+            })
+            .collect();
+        leads.sort();
+        leads.dedup();
+        leads
+    }
+
     /// Kills the browser now, every process of it (as a crash or an OOM
     /// kill would).
     pub fn kill(&mut self) {
@@ -216,6 +261,14 @@ impl RemoteChrome {
             unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
         }
     }
+}
+
+/// An address as /proc/net/tcp writes it (`0100007F:1F90`).
+fn ipv4_of(text: &str) -> Option<SocketAddr> {
+    let (ip, port) = text.split_once(':')?;
+    let ip = u32::from_str_radix(ip, 16).ok()?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    Some(SocketAddr::from((Ipv4Addr::from(ip.to_ne_bytes()), port)))
 }
 
 /// The pids in the process group `group`.
