@@ -58,9 +58,11 @@ fn attempts(run: &Value) -> &Vec<Value> {
     run["attempts"].as_array().expect("attempt history")
 }
 
-#[tokio::test]
-async fn a_hung_page_is_stopped_as_stuck_retried_and_failed_with_every_reason_kept() {
-    let app = app_with_worker(1).await;
+on_each_backend!(a_hung_page_is_stopped_as_stuck_retried_and_failed_with_every_reason_kept);
+async fn a_hung_page_is_stopped_as_stuck_retried_and_failed_with_every_reason_kept(
+    backend: Backend,
+) {
+    let app = app_on(&backend, 1).await;
     let hang = app
         .one_page_site(
             "hang",

@@ -124,6 +124,11 @@ async fn a_remote_browser_of_one_slot_never_holds_more_than_one_context() {
         "the worker announces the browser slots it has: {queue}"
     );
     app.stop().await;
+    // The worker let the browser go: the contexts it opened went with it.
+    crate::support::eventually(LIMIT, "no context left", || async {
+        (remote.contexts().await == 0).then_some(())
+    })
+    .await;
     drop(remote);
 }
 
