@@ -14,7 +14,9 @@ use std::{
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::{Backend, RemoteChrome, RoleProcess, Roles, TestApp, browser_slots};
+use crate::support::{
+    Backend, RemoteChrome, RoleProcess, Roles, TestApp, browser_slots, on_each_backend,
+};
 
 // A run here is a few pages of 1-1.5 s each, plus a retry's 2-3 s backoff
 // and a Chromium's start: about 10 s. 90 s is nine times that.
@@ -130,6 +132,29 @@ async fn a_remote_browser_of_one_slot_never_holds_more_than_one_context() {
     })
     .await;
     drop(remote);
+}
+
+on_each_backend!(a_page_near_the_size_bound_is_read_whole_over_either_transport);
+/// A page just under the size bound (20 MiB) whose HTML the crawl reads
+/// whole (the structured data needs it) comes over a remote browser's
+/// WebSocket, in one message, as over the local Chrome's pipe; the
+/// connection, which every slot shares, stays up.
+async fn a_page_near_the_size_bound_is_read_whole_over_either_transport(backend: Backend) {
+    let app = TestApp::spawn_on(&backend, Roles::fleet(), |c| {
+        c.worker.worker_concurrency = 1;
+    })
+    .await;
+    let mut body = app.site_body("padded-remote", "/");
+    body["search_url"] = json!(format!(
+        "{}/hostile/padded?bytes=18000000&q={{keyword}}",
+        app.site.base_url()
+    ));
+    body["fields"]["brand"] = json!({"structured": "Product.brand"});
+    let site = app.create_site(body).await;
+    let run = app.crawl_to_completion("lamp", site, LIMIT).await;
+    assert_eq!(run["items_found"], 3, "{run}");
+    assert_eq!(run["attempt"], 1, "{run}");
+    app.stop().await;
 }
 
 /// A remote browser's processes are not this machine's to look into: a

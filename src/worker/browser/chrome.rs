@@ -14,6 +14,7 @@ use std::{
 use anyhow::Context;
 use serde_json::json;
 use tokio::{net::unix::pipe, process::Command, sync::watch};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use super::{
     ChromeLaunch, DevToolsUrl,
@@ -203,9 +204,20 @@ impl Chrome {
                 .await
                 .with_context(|| format!("{at} did not answer within {START_LIMIT:?}"))??,
         };
+        // A message is as large as what it carries (a page's HTML, up to
+        // the page bound, escaped): bounded by what asks for it, as over the
+        // pipe, not by the WebSocket's defaults (a 16 MiB frame), which
+        // would end the connection every slot shares.
+        let unbounded = WebSocketConfig::default()
+            .max_message_size(None)
+            .max_frame_size(None);
         let (socket, _) = tokio::time::timeout(
             START_LIMIT,
-            tokio_tungstenite::connect_async(socket_url.as_str()),
+            tokio_tungstenite::connect_async_with_config(
+                socket_url.as_str(),
+                Some(unbounded),
+                true,
+            ),
         )
         .await
         .with_context(|| format!("{at} did not answer within {START_LIMIT:?}"))?
