@@ -39,6 +39,8 @@ async fn a_remote_browser_killed_mid_crawl_is_reconnected_and_the_run_retried_to
         app.site.base_url()
     ));
     body["max_pages"] = json!(3);
+    // Room for a retry that meets the browser still starting on a loaded machine.
+    body["max_attempts"] = json!(5);
     let site = app.create_site(body).await;
     let run = app.crawl_once("lamp", site).await;
     // Page 1 is stored and page 2 is loading when the browser goes.
