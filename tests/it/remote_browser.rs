@@ -152,8 +152,13 @@ async fn a_page_near_the_size_bound_is_read_whole_over_either_transport(backend:
         app.site.base_url()
     ));
     body["fields"]["brand"] = json!({"structured": "Product.brand"});
+    // Reading it takes seconds alone, and ten times that on a machine busy
+    // with other tests: a stuck timeout and a limit with room for that.
+    body["stuck_timeout_secs"] = json!(180);
     let site = app.create_site(body).await;
-    let run = app.crawl_to_completion("lamp", site, LIMIT).await;
+    let run = app
+        .crawl_to_completion("lamp", site, Duration::from_secs(300))
+        .await;
     assert_eq!(run["items_found"], 3, "{run}");
     assert_eq!(run["attempt"], 1, "{run}");
     app.stop().await;
