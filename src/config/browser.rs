@@ -66,14 +66,13 @@ impl DevToolsUrl {
 #[derive(Debug, Clone)]
 pub struct RemoteBrowserSettings {
     pub url: DevToolsUrl,
-    /// The endpoint's own limit of contexts at once.
-    pub slots: Option<usize>,
     /// Where the relays listen for the remote browser's connections.
     pub relay_bind: IpAddr,
 }
 
 /// The remote browser the settings name, `None` for the local backend, or an
-/// error naming the setting that is wrong (never its value).
+/// error naming the setting that is wrong (never its value). Its `slots`
+/// bound the worker's browser slots (`worker::browser_slots`).
 pub fn remote_browser(
     backend: BrowserBackend,
     url: Option<&str>,
@@ -99,7 +98,6 @@ pub fn remote_browser(
             }
             Ok(Some(RemoteBrowserSettings {
                 url: DevToolsUrl::parse(url)?,
-                slots,
                 relay_bind,
             }))
         }

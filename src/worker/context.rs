@@ -13,15 +13,24 @@ use super::{
     limiter, scale_in,
 };
 use crate::{
-    config::{CommonConfig, WorkerConfig},
+    config::{BrowserBackend, CommonConfig, WorkerConfig},
     events::EventPublisher,
     net::target_guard::TargetGuard,
 };
 
 /// Browser slots of a worker with these settings: at least one (a
-/// `WORKER_CONCURRENCY` of 0 still gets one).
+/// `WORKER_CONCURRENCY` of 0 still gets one), and no more than a remote
+/// browser's own limit (`BROWSER_DEVTOOLS_SLOTS`): what the worker announces
+/// and takes jobs for is what it can open.
 pub fn browser_slots(config: &WorkerConfig) -> usize {
-    config.worker_concurrency.max(1)
+    let limit = match config.browser_backend {
+        BrowserBackend::Devtools => config.browser_devtools_slots,
+        BrowserBackend::Local => None,
+    };
+    config
+        .worker_concurrency
+        .min(limit.unwrap_or(usize::MAX))
+        .max(1)
 }
 
 /// Where the browsers of worker `worker_id` keep their files.

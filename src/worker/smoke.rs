@@ -147,13 +147,29 @@ impl BuiltInSite {
 }
 
 /// Starts the worker's browser as a crawl would (its launch code, flags and
-/// DevTools pipe, a context opened and given back) and closes it again,
+/// DevTools pipe, or a connection to the remote browser of
+/// `BROWSER_BACKEND=devtools`; a context opened and given back) and closes
+/// it again,
 /// leaving no process behind.
 pub async fn start_and_close_browser(
     common: &CommonConfig,
     config: &WorkerConfig,
 ) -> anyhow::Result<String> {
     let (_, root) = smoke_place();
+    // A remote browser is named by its host and port alone (its URL is a secret).
+    let (doing, done) = match config.remote_browser()? {
+        Some(remote) => {
+            let at = format!("the remote browser at {}", remote.url.host_port());
+            (
+                format!("reaching {at}"),
+                format!("{at} reached, a context opened and closed"),
+            )
+        }
+        None => (
+            format!("starting {}", config.chrome_path),
+            format!("{} started and closed", config.chrome_path),
+        ),
+    };
     let pool = browser_pool(config, root.clone(), common.target_guard())?;
     let opened = async {
         let lease = pool.lease(None).await?;
@@ -162,9 +178,9 @@ pub async fn start_and_close_browser(
     }
     .await;
     pool.close_all().await;
-    opened.with_context(|| format!("starting {}", config.chrome_path))?;
+    opened.context(doing)?;
     no_chrome_under(&root)?;
-    Ok(format!("{} started and closed", config.chrome_path))
+    Ok(done)
 }
 
 /// A worker id and profile folder of the smoke's own, named as a worker's.

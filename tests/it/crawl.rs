@@ -15,16 +15,16 @@ use crawlfleet::{
 use crawlfleet_demo::site::expected_products;
 use serde_json::json;
 
-use crate::support::{ON_DEMAND, Roles, TestApp, dispatch_and_claim};
+use crate::support::{Backend, ON_DEMAND, Roles, TestApp, dispatch_and_claim, on_each_backend};
 
 // A crawl here takes seconds: Chrome starts, then at most 4 pages (under
 // 0.1 s each in Chrome, README; 0.7 s each on /slow). 90 s is over ten times
 // that, for a loaded machine; waiting for a browser slot comes before, in spawn.
 const CRAWL_LIMIT: Duration = Duration::from_secs(90);
 
-#[tokio::test]
-async fn a_keyword_is_crawled_in_chrome_with_items_in_order_across_pages() {
-    let app = TestApp::spawn_with(Roles::fleet(), |_| {}).await;
+on_each_backend!(a_keyword_is_crawled_in_chrome_with_items_in_order_across_pages);
+async fn a_keyword_is_crawled_in_chrome_with_items_in_order_across_pages(backend: Backend) {
+    let app = TestApp::spawn_on(&backend, Roles::fleet(), |_| {}).await;
     let mut site = app.site_body("js-shop", "/js-search");
     site["wait_for"] = json!("#ready");
     site["fields"]["image"] = json!({"selector": "img.thumb", "attr": "src"});

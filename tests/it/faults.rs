@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Roles, TestApp};
+use crate::support::{Backend, Roles, TestApp, on_each_backend};
 
 // The longest runs here, on the hung page or the endless script, take 2 s
 // stuck timeouts, a probe of up to 3 s, a 2-3 s backoff or a new browser:
@@ -13,7 +13,12 @@ use crate::support::{Roles, TestApp};
 const LIMIT: Duration = Duration::from_secs(90);
 
 async fn app_with_worker(concurrency: usize) -> TestApp {
-    TestApp::spawn_with(Roles::fleet(), |c| {
+    app_on(&Backend::Local, concurrency).await
+}
+
+/// A fleet whose worker opens its `concurrency` contexts in `backend`'s browser.
+async fn app_on(backend: &Backend, concurrency: usize) -> TestApp {
+    TestApp::spawn_on(backend, Roles::fleet(), |c| {
         c.worker.worker_concurrency = concurrency;
     })
     .await
@@ -53,9 +58,11 @@ fn attempts(run: &Value) -> &Vec<Value> {
     run["attempts"].as_array().expect("attempt history")
 }
 
-#[tokio::test]
-async fn a_hung_page_is_stopped_as_stuck_retried_and_failed_with_every_reason_kept() {
-    let app = app_with_worker(1).await;
+on_each_backend!(a_hung_page_is_stopped_as_stuck_retried_and_failed_with_every_reason_kept);
+async fn a_hung_page_is_stopped_as_stuck_retried_and_failed_with_every_reason_kept(
+    backend: Backend,
+) {
+    let app = app_on(&backend, 1).await;
     let hang = app
         .one_page_site(
             "hang",
@@ -95,9 +102,11 @@ async fn a_hung_page_is_stopped_as_stuck_retried_and_failed_with_every_reason_ke
     app.stop().await;
 }
 
-#[tokio::test]
-async fn an_endless_script_gets_its_browser_killed_and_a_new_session_takes_the_next_crawl() {
-    let app = app_with_worker(1).await;
+on_each_backend!(an_endless_script_gets_its_browser_killed_and_a_new_session_takes_the_next_crawl);
+async fn an_endless_script_gets_its_browser_killed_and_a_new_session_takes_the_next_crawl(
+    backend: Backend,
+) {
+    let app = app_on(&backend, 1).await;
     let spin = app
         .one_page_site(
             "spin",
@@ -189,9 +198,9 @@ async fn http_errors_fail_permanently_or_retry_and_an_empty_page_completes() {
     app.stop().await;
 }
 
-#[tokio::test]
-async fn a_site_that_expects_items_fails_on_an_empty_first_page_and_keeps_it() {
-    let app = app_with_worker(1).await;
+on_each_backend!(a_site_that_expects_items_fails_on_an_empty_first_page_and_keeps_it);
+async fn a_site_that_expects_items_fails_on_an_empty_first_page_and_keeps_it(backend: Backend) {
+    let app = app_on(&backend, 1).await;
     for render in ["browser", "http"] {
         let changed = app
             .one_page_site(

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Roles, TestApp, TestProxy};
+use crate::support::{Backend, Roles, TestApp, TestProxy, on_each_backend};
 
 // One page per run, through a proxy at most, Chrome's start included for the
 // first browser run: seconds; 90 s is over ten times that, for a loaded machine.
@@ -51,9 +51,9 @@ async fn crawl_completes(app: &TestApp, keyword: &str, site: i64) {
     assert_eq!(run["items_found"], 5, "{keyword}: {run}");
 }
 
-#[tokio::test]
-async fn the_user_agent_and_headers_of_a_site_reach_it_in_every_mode() {
-    let app = TestApp::spawn_with(Roles::fleet(), |_| {}).await;
+on_each_backend!(the_user_agent_and_headers_of_a_site_reach_it_in_every_mode);
+async fn the_user_agent_and_headers_of_a_site_reach_it_in_every_mode(backend: Backend) {
+    let app = TestApp::spawn_on(&backend, Roles::fleet(), |_| {}).await;
     let identity = json!({
         "user_agent": "acme-watch/2.0 (+https://acme.example/bot)",
         "headers": {"X-Crawl-Owner": "acme", "Accept-Language": "ko-KR"},
@@ -106,9 +106,9 @@ async fn the_user_agent_and_headers_of_a_site_reach_it_in_every_mode() {
     app.stop().await;
 }
 
-#[tokio::test]
-async fn a_proxy_carries_every_request_of_every_mode() {
-    let app = TestApp::spawn_with(Roles::fleet(), |_| {}).await;
+on_each_backend!(a_proxy_carries_every_request_of_every_mode);
+async fn a_proxy_carries_every_request_of_every_mode(backend: Backend) {
+    let app = TestApp::spawn_on(&backend, Roles::fleet(), |_| {}).await;
     let guarded = TestProxy::start(Some(CREDENTIALS)).await;
     let open = TestProxy::start(None).await;
     let cases = [

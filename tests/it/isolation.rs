@@ -5,15 +5,18 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{Roles, TestApp};
+use crate::support::{Backend, Roles, TestApp, on_each_backend};
 
 // Three crawls of two small pages in one warm browser: seconds.
 const LIMIT: Duration = Duration::from_secs(60);
 const KEPT: [&str; 4] = ["cookie", "local", "session", "indexeddb"];
 
-#[tokio::test]
-async fn a_crawl_finds_nothing_an_earlier_crawl_in_the_same_browser_left() {
-    let app = TestApp::spawn_with(Roles::fleet(), |c| c.worker.worker_concurrency = 1).await;
+on_each_backend!(a_crawl_finds_nothing_an_earlier_crawl_in_the_same_browser_left);
+async fn a_crawl_finds_nothing_an_earlier_crawl_in_the_same_browser_left(backend: Backend) {
+    let app = TestApp::spawn_on(&backend, Roles::fleet(), |c| {
+        c.worker.worker_concurrency = 1
+    })
+    .await;
     let site = app
         .create_site(json!({
             "name": "leftovers",

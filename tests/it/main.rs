@@ -37,6 +37,7 @@ mod page_actions;
 mod paging;
 mod politeness;
 mod preview;
+mod remote_browser;
 mod render_modes;
 mod results_export;
 mod robots;

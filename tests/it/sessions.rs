@@ -8,7 +8,9 @@ use std::time::Duration;
 use crawlfleet_demo::site::member_cookie;
 use serde_json::{Value, json};
 
-use crate::support::{ON_DEMAND, RoleProcess, Roles, TestApp, TestProxy, browser_slots};
+use crate::support::{
+    Backend, ON_DEMAND, RoleProcess, Roles, TestApp, TestProxy, browser_slots, on_each_backend,
+};
 
 // A run here includes starting its worker process and, for the browser site,
 // Chrome, or waits behind three 1 s runs: seconds; 90 s is over ten times that.
@@ -49,10 +51,10 @@ async fn sealed_bytes(app: &TestApp, site: i64) -> Vec<u8> {
         .unwrap()
 }
 
-#[tokio::test]
-async fn a_browser_session_kept_by_one_worker_is_used_by_the_next() {
+on_each_backend!(a_browser_session_kept_by_one_worker_is_used_by_the_next);
+async fn a_browser_session_kept_by_one_worker_is_used_by_the_next(backend: Backend) {
     let _slots = browser_slots(1).await;
-    let app = TestApp::spawn_with(Roles::scheduler_only(), |_| {}).await;
+    let app = TestApp::spawn_on(&backend, Roles::scheduler_only(), |_| {}).await;
     let site = app
         .one_page_site(
             "members-browser",

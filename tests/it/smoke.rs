@@ -9,7 +9,9 @@ use std::{process::Stdio, time::Duration};
 
 use crawlfleet::store;
 
-use crate::support::{TestDb, browser_slots, free_port, leftovers_of_worker, redis_url};
+use crate::support::{
+    RemoteChrome, TestDb, browser_slots, free_port, leftovers_of_worker, redis_url,
+};
 
 const STEPS: [&str; 5] = [
     "postgres",
@@ -140,6 +142,45 @@ async fn smoke_passes_every_step_on_a_current_schema_and_leaves_nothing_behind()
             .unwrap();
         assert_eq!(rows, 0, "{table}");
     }
+    db.drop().await;
+}
+
+/// With `BROWSER_BACKEND=devtools` the browser step reaches the remote
+/// browser and the browser crawl runs in it; with the browser gone the step
+/// fails naming where it was, never its URL.
+#[tokio::test]
+async fn smoke_passes_with_a_remote_browser_and_fails_at_the_browser_once_it_is_gone() {
+    let db = TestDb::new().await;
+    let mut remote = RemoteChrome::start().await;
+    let at = format!("the remote browser at 127.0.0.1:{}", remote.port());
+    let env = [
+        ("BROWSER_BACKEND", "devtools".to_owned()),
+        (
+            "BROWSER_DEVTOOLS_URL",
+            format!("{}?token=smoke-secret-2468", remote.websocket_url()),
+        ),
+    ];
+    let smoked = smoke(&db, &redis_url(), &queue(), &env).await;
+    let said = format!("stdout:\n{}\nstderr:\n{}", smoked.stdout, smoked.stderr);
+    assert_eq!(smoked.code, Some(0), "{said}");
+    assert!(smoked.step("browser").unwrap().contains(&at), "{said}");
+    assert!(
+        smoked
+            .step("crawl-browser")
+            .unwrap()
+            .contains("3 items from http://127.0.0.1:"),
+        "{said}"
+    );
+    assert!(!said.contains("smoke-secret-2468"), "{said}");
+    remote.kill();
+    let smoked = smoke(&db, &redis_url(), &queue(), &env).await;
+    smoked.assert_failed_at("browser", &format!("reaching {at}"));
+    assert!(
+        !smoked.stderr.contains("smoke-secret-2468"),
+        "{}",
+        smoked.stderr
+    );
+    drop(remote);
     db.drop().await;
 }
 

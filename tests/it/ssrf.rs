@@ -13,7 +13,9 @@ use std::{
 
 use serde_json::{Value, json};
 
-use crate::support::{RoleProcess, Roles, TestApp, TestProxy, browser_slots};
+use crate::support::{
+    Backend, RoleProcess, Roles, TestApp, TestProxy, browser_slots, on_each_backend,
+};
 
 // A refused target fails at once; an allowed one is one page, the worker
 // process's and Chrome's start included for the first runs: seconds. 60 s is
@@ -133,12 +135,12 @@ async fn sites_pointing_at_private_or_metadata_targets_are_refused_with_422() {
     app.stop().await;
 }
 
-#[tokio::test]
-async fn a_worker_refuses_private_targets_directly_and_after_a_redirect() {
+on_each_backend!(a_worker_refuses_private_targets_directly_and_after_a_redirect);
+async fn a_worker_refuses_private_targets_directly_and_after_a_redirect(backend: Backend) {
     let _slots = browser_slots(1).await;
     // The api stores what the test asks for; the worker alone guards, allowing
     // only the fixture itself.
-    let app = TestApp::spawn_with(Roles::scheduler_only(), |_| {}).await;
+    let app = TestApp::spawn_on(&backend, Roles::scheduler_only(), |_| {}).await;
     let trap = Trap::start().await;
     // Behind a proxy the guard still judges every target before the proxy is asked.
     let proxy = TestProxy::start(None).await;

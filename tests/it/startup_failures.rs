@@ -169,3 +169,64 @@ async fn bad_settings_exit_2_with_the_setting_named() {
     stopped.assert_stopped_as(2, "config", "--process");
     db.drop().await;
 }
+
+/// A remote browser named wrongly stops a worker before it connects to
+/// anything: the setting is named, its value (it may hold a token) is not.
+#[tokio::test]
+async fn a_worker_whose_remote_browser_is_named_wrongly_exits_2_naming_the_setting_not_its_value() {
+    for (setting, value, cause) in [
+        (
+            "BROWSER_DEVTOOLS_URL",
+            "not a url ?token=s3cret-url",
+            "BROWSER_DEVTOOLS_URL",
+        ),
+        (
+            "BROWSER_DEVTOOLS_URL",
+            "ftp://127.0.0.1:9/?token=s3cret-url",
+            "BROWSER_DEVTOOLS_URL",
+        ),
+        (
+            "BROWSER_DEVTOOLS_URL",
+            "ws://:9/?token=s3cret-url",
+            "BROWSER_DEVTOOLS_URL",
+        ),
+        ("BROWSER_DEVTOOLS_SLOTS", "0", "BROWSER_DEVTOOLS_SLOTS"),
+        ("BROWSER_RELAY_BIND", "0.0.0.0", "BROWSER_RELAY_BIND"),
+    ] {
+        let mut env = vec![
+            // Nothing listens here: a worker that got past its settings
+            // would fail otherwise.
+            (
+                "DATABASE_URL",
+                format!("postgres://postgres@127.0.0.1:{}/nowhere", closed_port()),
+            ),
+            ("REDIS_URL", crate::support::redis_url()),
+            ("BROWSER_BACKEND", "devtools".into()),
+            (
+                "BROWSER_DEVTOOLS_URL",
+                "ws://127.0.0.1:9/devtools/browser/x".into(),
+            ),
+        ];
+        env.retain(|(name, _)| *name != setting);
+        env.push((setting, value.into()));
+        let stopped = run_until_exit(&env, &["--process=worker"]).await;
+        stopped.assert_stopped_as(2, "config", cause);
+        assert!(
+            !stopped.stderr.contains("s3cret") && !stopped.log.contains("s3cret"),
+            "{setting}={value}: {}{}",
+            stopped.stderr,
+            stopped.log
+        );
+    }
+    // Without the remote browser's URL the backend cannot be had either.
+    let env = vec![
+        (
+            "DATABASE_URL",
+            "postgres://postgres@127.0.0.1:1/nowhere".to_owned(),
+        ),
+        ("REDIS_URL", crate::support::redis_url()),
+        ("BROWSER_BACKEND", "devtools".to_owned()),
+    ];
+    let stopped = run_until_exit(&env, &["--process=worker"]).await;
+    stopped.assert_stopped_as(2, "config", "BROWSER_DEVTOOLS_URL");
+}

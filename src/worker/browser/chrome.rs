@@ -14,6 +14,7 @@ use std::{
 use anyhow::Context;
 use serde_json::json;
 use tokio::{net::unix::pipe, process::Command, sync::watch};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use super::{
     ChromeLaunch, DevToolsUrl,
@@ -174,24 +175,13 @@ impl Chrome {
                 tracing::debug!(?status, "Chrome exited");
             }
         });
-        let version = tokio::time::timeout(
-            START_LIMIT,
-            devtools.call(None, "Browser.getVersion", json!({})),
-        )
-        .await;
-        let version = match version {
-            Ok(Ok(version)) => version,
-            failed => {
+        let user_agent = match user_agent_of(&devtools).await {
+            Ok(user_agent) => user_agent,
+            Err(e) => {
                 kill_chrome_under(&profile_dir);
-                return Err(match failed {
-                    Ok(Err(e)) => anyhow::Error::new(e),
-                    _ => anyhow::anyhow!("Chrome did not answer within {START_LIMIT:?}"),
-                })
-                .context("starting Chrome");
+                return Err(e).context("starting Chrome");
             }
         };
-        let user_agent =
-            field(&version, "userAgent", "Browser.getVersion")?.replace("HeadlessChrome", "Chrome");
         Ok(Chrome {
             devtools,
             user_agent,
@@ -214,9 +204,20 @@ impl Chrome {
                 .await
                 .with_context(|| format!("{at} did not answer within {START_LIMIT:?}"))??,
         };
+        // A message is as large as what it carries (a page's HTML, up to
+        // the page bound, escaped): bounded by what asks for it, as over the
+        // pipe, not by the WebSocket's defaults (a 16 MiB frame), which
+        // would end the connection every slot shares.
+        let unbounded = WebSocketConfig::default()
+            .max_message_size(None)
+            .max_frame_size(None);
         let (socket, _) = tokio::time::timeout(
             START_LIMIT,
-            tokio_tungstenite::connect_async(socket_url.as_str()),
+            tokio_tungstenite::connect_async_with_config(
+                socket_url.as_str(),
+                Some(unbounded),
+                true,
+            ),
         )
         .await
         .with_context(|| format!("{at} did not answer within {START_LIMIT:?}"))?
@@ -225,21 +226,13 @@ impl Chrome {
             anyhow::anyhow!("connecting to the remote browser at {at}: {}", kind_of(&e))
         })?;
         let devtools = DevTools::over_websocket(socket);
-        let version = tokio::time::timeout(
-            START_LIMIT,
-            devtools.call(None, "Browser.getVersion", json!({})),
-        )
-        .await
-        .with_context(|| format!("the remote browser at {at} did not answer"))?;
-        let version = match version {
-            Ok(version) => version,
+        let user_agent = match user_agent_of(&devtools).await {
+            Ok(user_agent) => user_agent,
             Err(e) => {
                 devtools.shut();
                 return Err(e).with_context(|| format!("the remote browser at {at}"));
             }
         };
-        let user_agent =
-            field(&version, "userAgent", "Browser.getVersion")?.replace("HeadlessChrome", "Chrome");
         Ok(Chrome {
             devtools,
             user_agent,
@@ -310,6 +303,20 @@ impl Chrome {
             Place::Remote => self.devtools.shut(),
         }
     }
+}
+
+/// The browser's user agent without "Headless" (what a site sees when it
+/// sets none; many refuse headless browsers on sight), asked as the first
+/// command of a connection: a browser answers it once it is ready, local or
+/// remote.
+async fn user_agent_of(devtools: &DevTools) -> anyhow::Result<String> {
+    let version = tokio::time::timeout(
+        START_LIMIT,
+        devtools.call(None, "Browser.getVersion", json!({})),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("the browser did not answer within {START_LIMIT:?}"))??;
+    Ok(field(&version, "userAgent", "Browser.getVersion")?.replace("HeadlessChrome", "Chrome"))
 }
 
 /// The WebSocket a remote browser's `/json/version` names.

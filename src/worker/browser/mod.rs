@@ -173,8 +173,8 @@ impl BrowserPool {
         Self::with_backend(Backend::Local(launch), profile_root, size, guard)
     }
 
-    /// A pool of `size` slots (at most the endpoint's own limit) in the
-    /// remote browser `remote` names; refuses when its address cannot be
+    /// A pool of `size` slots (the worker's, already within the endpoint's
+    /// own limit) in the remote browser `remote` names; refuses when its address cannot be
     /// resolved or no relay can listen where it says.
     pub fn remote(
         remote: RemoteBrowserSettings,
@@ -200,7 +200,6 @@ impl BrowserPool {
             )
         })?;
         tracing::info!(endpoint = %at, relay_bind = %remote.relay_bind, "browser slots in a remote browser");
-        let size = remote.slots.map_or(size, |slots| size.min(slots)).max(1);
         let mut pool = Self::with_backend(
             Backend::Remote {
                 url: remote.url,
@@ -211,7 +210,7 @@ impl BrowserPool {
             guard,
         );
         pool.relay_bind = remote.relay_bind;
-        pool.peers = Arc::new(ChromePeers::Remote { addresses });
+        pool.peers = Arc::new(ChromePeers::remote(addresses));
         Ok(pool)
     }
 
@@ -404,7 +403,11 @@ impl BrowserPool {
         }
         let chrome = Arc::new(match &self.backend {
             Backend::Local(_) => self.launch().await?,
-            Backend::Remote { url, failures } => Self::connect(url, failures).await?,
+            Backend::Remote { url, failures } => {
+                let chrome = Self::connect(url, failures).await?;
+                self.resolve_peers(url).await;
+                chrome
+            }
         });
         *current = Some(chrome.clone());
         Ok(chrome)
@@ -440,6 +443,28 @@ impl BrowserPool {
             }
         }
         connected
+    }
+
+    /// Resolves the remote browser's host again, for the relays to serve it
+    /// where it is now (a container restarted elsewhere); kept as it was
+    /// when the name does not resolve.
+    async fn resolve_peers(&self, url: &DevToolsUrl) {
+        let host = url.expose().host_str().unwrap_or_default();
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let port = url.expose().port_or_known_default().unwrap_or(80);
+        match tokio::net::lookup_host((host, port)).await {
+            Ok(found) => {
+                let addresses: Vec<IpAddr> = found.map(|a| a.ip()).collect();
+                if !addresses.is_empty() {
+                    self.peers.moved_to(addresses);
+                }
+            }
+            Err(e) => tracing::warn!(
+                endpoint = %url.host_port(),
+                error = %e,
+                "could not resolve the remote browser's host again; its relays serve the addresses known"
+            ),
+        }
     }
 
     /// Starts a Chrome: with its sandbox unless the setting or an earlier

@@ -13,7 +13,7 @@ use std::{
     fs,
     net::{IpAddr, SocketAddr},
     path::{Path, PathBuf},
-    sync::Mutex,
+    sync::{Mutex, RwLock},
 };
 
 use super::processes;
@@ -30,9 +30,11 @@ pub enum ChromePeers {
     },
     /// A remote browser's processes are not in this machine's /proc: its
     /// connections are told by their source address alone, the endpoint's
-    /// (resolved when the pool starts). Anything else at that address can
-    /// connect too: see `BROWSER_RELAY_BIND` in the deployment notes.
-    Remote { addresses: Vec<IpAddr> },
+    /// (resolved when the pool starts, and again at each connection to it:
+    /// a browser that comes back elsewhere is served where it is). Anything
+    /// else at that address can connect too: see "A remote browser" in
+    /// docs/design.md.
+    Remote { addresses: RwLock<Vec<IpAddr>> },
 }
 
 impl ChromePeers {
@@ -40,6 +42,20 @@ impl ChromePeers {
         Self::Local {
             profile_root: profile_root.to_owned(),
             known: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The remote browser at `addresses`.
+    pub fn remote(addresses: Vec<IpAddr>) -> Self {
+        Self::Remote {
+            addresses: RwLock::new(addresses),
+        }
+    }
+
+    /// The remote browser is at `addresses` now (it was resolved again).
+    pub fn moved_to(&self, addresses: Vec<IpAddr>) {
+        if let Self::Remote { addresses: known } = self {
+            *known.write().expect("peers lock") = addresses;
         }
     }
 
@@ -51,7 +67,10 @@ impl ChromePeers {
                 profile_root,
                 known,
             } => is_local_chrome(profile_root, known, peer, local),
-            Self::Remote { addresses } => addresses.contains(&unmapped(peer.ip())),
+            Self::Remote { addresses } => addresses
+                .read()
+                .expect("peers lock")
+                .contains(&unmapped(peer.ip())),
         }
     }
 }
@@ -140,6 +159,32 @@ mod tests {
     use std::net::{TcpListener, TcpStream};
 
     use super::*;
+
+    /// A remote browser's connections are told by their source address: the
+    /// endpoint's, IPv4 written as IPv6 included; any other is a stranger,
+    /// another loopback address too.
+    #[test]
+    fn a_remote_browser_is_served_only_from_its_own_address() {
+        let peers = ChromePeers::remote(vec!["127.0.0.1".parse().unwrap()]);
+        let relay: SocketAddr = "127.0.0.1:1080".parse().unwrap();
+        for (peer, served) in [
+            ("127.0.0.1:40000", true),
+            ("[::ffff:127.0.0.1]:40000", true),
+            ("127.0.0.2:40000", false),
+            ("[::1]:40000", false),
+            ("10.0.0.7:40000", false),
+        ] {
+            let peer: SocketAddr = peer.parse().unwrap();
+            assert_eq!(peers.is_chrome(peer, relay), served, "{peer}");
+        }
+        // Found elsewhere when connected to again: served there alone.
+        peers.moved_to(vec!["127.0.0.2".parse().unwrap()]);
+        let (old, new): (SocketAddr, SocketAddr) = (
+            "127.0.0.1:40000".parse().unwrap(),
+            "127.0.0.2:40000".parse().unwrap(),
+        );
+        assert!(!peers.is_chrome(old, relay) && peers.is_chrome(new, relay));
+    }
 
     #[test]
     fn addresses_are_written_as_the_kernel_writes_them() {

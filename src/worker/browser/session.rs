@@ -104,7 +104,11 @@ impl BrowserSession {
         relay: Option<SocksRelay>,
     ) -> anyhow::Result<BrowserSession> {
         let devtools = &chrome.devtools;
-        let mut context = json!({});
+        // Gone with the connection: a remote browser keeps a context past its
+        // connection's end unless told otherwise (its page, renderer and a
+        // slot of the endpoint's with it), and a worker that is killed, or
+        // reconnects, never disposes it itself.
+        let mut context = json!({"disposeOnDetach": true});
         if let Some(server) = &proxy_server {
             context["proxyServer"] = json!(server);
             context["proxyBypassList"] = json!(super::launch::PROXY_BYPASS);

@@ -19,7 +19,7 @@ use sqlx::PgPool;
 use tokio::{sync::SemaphorePermit, task::JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use super::{TestDb, browser_slots, clear_queue, redis_url, test_queue_name};
+use super::{Backend, TestDb, browser_slots, clear_queue, redis_url, test_queue_name};
 
 pub use sites::ON_DEMAND;
 
@@ -163,6 +163,20 @@ impl TestApp {
     /// The api and the chosen roles, with `tune` applied to their config.
     pub async fn spawn_with(roles: Roles, tune: impl FnOnce(&mut Config)) -> TestApp {
         Self::spawn_inner(roles, roles.worker as u32, tune).await
+    }
+
+    /// Like [`Self::spawn_with`], its workers (in-process, or processes
+    /// started on its config) opening their contexts in `backend`'s browser.
+    pub async fn spawn_on(
+        backend: &Backend,
+        roles: Roles,
+        tune: impl FnOnce(&mut Config),
+    ) -> TestApp {
+        Self::spawn_with(roles, |config| {
+            backend.apply(config);
+            tune(config);
+        })
+        .await
     }
 
     /// Like [`Self::spawn_with`], with a browser slot more for the test's

@@ -17,6 +17,10 @@
 //!   crawled through.
 //! - `console`: [`ConsoleBrowser`], the operator's console in a real headless
 //!   Chromium.
+//! - `remote_chrome`: [`RemoteChrome`], a headless Chromium a worker drives
+//!   over its DevTools WebSocket (`BROWSER_BACKEND=devtools`), ended with its
+//!   process group; [`Backend`], and `on_each_backend!`, which runs a test
+//!   once with each backend.
 //! - `ports`: [`free_port`], a port a restarted process can have again.
 //! - `changing_site`: [`ChangingSite`], a one-page shop a test restyles,
 //!   strips of a field, or has refuse requests, between runs.
@@ -52,6 +56,7 @@ mod polling;
 mod ports;
 mod price_shop;
 mod processes;
+mod remote_chrome;
 mod request_counts;
 mod rest;
 mod stores;
@@ -74,6 +79,8 @@ pub use processes::{
     RoleProcess, browser_slots, chrome_of, clean_up_after_killed_worker, descendants,
     leftovers_of_worker,
 };
+pub(crate) use remote_chrome::on_each_backend;
+pub use remote_chrome::{Backend, RemoteChrome};
 pub use request_counts::RequestCounts;
 pub use rest::post_ok;
 pub use stores::{

@@ -4,7 +4,7 @@
 
 use std::{path::PathBuf, process::Stdio, time::Duration};
 
-use crawlfleet::config::Config;
+use crawlfleet::config::{BrowserBackend, Config};
 use tokio::sync::{Semaphore, SemaphorePermit};
 use uuid::Uuid;
 
@@ -101,6 +101,14 @@ impl RoleProcess {
                 "DRAIN_TIMEOUT_SECS",
                 config.worker.drain_timeout_secs.to_string(),
             )
+            .env(
+                "BROWSER_BACKEND",
+                match config.worker.browser_backend {
+                    BrowserBackend::Local => "local",
+                    BrowserBackend::Devtools => "devtools",
+                },
+            )
+            .env("BROWSER_RELAY_BIND", &config.worker.browser_relay_bind)
             .env("LOG_FORMAT", "pretty")
             // Plain text: tests read the log.
             .env("NO_COLOR", "1")
@@ -109,6 +117,12 @@ impl RoleProcess {
             .stdout(out.try_clone().unwrap())
             .stderr(out)
             .kill_on_drop(true);
+        if let Some(url) = &config.worker.browser_devtools_url {
+            cmd.env("BROWSER_DEVTOOLS_URL", &url.0);
+        }
+        if let Some(slots) = config.worker.browser_devtools_slots {
+            cmd.env("BROWSER_DEVTOOLS_SLOTS", slots.to_string());
+        }
         for (key, value) in extra_env {
             cmd.env(key, value);
         }
