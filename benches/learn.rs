@@ -22,10 +22,7 @@
 
 use std::collections::BTreeMap;
 
-use crawlfleet::worker::{
-    extract::HtmlPage,
-    learn::{self, Proposal, repair::repair},
-};
+use crawlfleet::worker::learn::{self, Proposal, repair::repair_html};
 use markup_corpus::{Change, Layout, PAGE_URL, Page, before, corpus};
 use serde_json::{Map, Value};
 use url::Url;
@@ -282,8 +279,7 @@ fn repaired(page: &Page, url: &Url) -> (&'static str, f64) {
         })
         .collect();
     let started = cpu_ms();
-    let parsed = HtmlPage::parse(&page.html, url);
-    let verified = repair(&parsed, &good, learn::LEARN_TIME, learn::LEARN_MAX_RUNS);
+    let verified = repair_html(&page.html, url, &good);
     let took = cpu_ms() - started;
     let outcome = match verified {
         Ok(proposals) => match proposals.iter().find(|v| v.passes()) {

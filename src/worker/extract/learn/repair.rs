@@ -49,6 +49,16 @@ impl Verified {
     }
 }
 
+/// [`repair`] of a page's HTML served at `url`, within learning's budgets.
+pub fn repair_html(
+    html: &str,
+    url: &url::Url,
+    good: &[Map<String, Value>],
+) -> Result<Vec<Verified>, LearnError> {
+    let page = HtmlPage::parse(html, url);
+    repair(&page, good, super::LEARN_TIME, super::LEARN_MAX_RUNS)
+}
+
 /// Proposals for `page` learned from `good` (the items of the site's last
 /// good run, as stored), each verified on `page`, those that pass first, the
 /// best first; none when no good item is on the page any more. Bounded as
