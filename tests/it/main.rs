@@ -25,6 +25,7 @@ mod hostile_input;
 mod identity;
 mod incremental;
 mod isolation;
+mod learn;
 mod lifecycle;
 mod listing_filters;
 mod live;

@@ -150,7 +150,7 @@ pub(super) fn stable_classes(el: ElementRef<'_>) -> Vec<String> {
     let styled = el.value().classes().any(|c| c.starts_with("sc-"));
     el.value()
         .classes()
-        .filter(|c| !is_generated(c) && !(styled && is_styled_pair(c)))
+        .filter(|c| !(is_generated(c) || (styled && is_styled_pair(c))))
         .map(str::to_owned)
         .collect()
 }
