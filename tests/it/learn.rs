@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::support::{Roles, TestApp};
 
 /// The shop's products: (title, price).
-const PRODUCTS: &[(&str, &str)] = &[
+pub(crate) const PRODUCTS: &[(&str, &str)] = &[
     ("Brass Desk Lamp", "$49.00"),
     ("Oak Side Table", "$129.50"),
     ("Linen Armchair", "$310.00"),
@@ -45,7 +45,7 @@ fn page(body: &str) -> Html<String> {
 
 /// A shop on a loopback port: `/shop` as served, `/shop-js` built by a
 /// script after load, `/away` redirecting to a target the guard refuses.
-async fn shop() -> (String, tokio::task::JoinHandle<()>) {
+pub(crate) async fn shop() -> (String, tokio::task::JoinHandle<()>) {
     let app = Router::new()
         .route(
             "/shop",

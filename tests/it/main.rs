@@ -11,6 +11,7 @@ mod cloudwatch;
 mod confinement;
 mod console;
 mod console_detail;
+mod console_learn;
 mod console_schedules;
 mod costly_selectors;
 mod crawl;
