@@ -63,6 +63,15 @@ setTimeout(() => {{ document.querySelector('ul.results').innerHTML = {list}; }},
             }),
         )
         .route(
+            "/big",
+            get(|| async {
+                let many: String = (0..3000)
+                    .map(|n| format!(r#"<li class="product"><a class="title" href="/p/{n}">Item {n}</a><span class="price">${n}.00</span></li>"#))
+                    .collect();
+                page(&format!(r#"<ul class="results">{many}</ul>"#))
+            }),
+        )
+        .route(
             "/away",
             get(|| async { Redirect::temporary("http://localhost:1/") }),
         );
@@ -282,6 +291,32 @@ async fn a_refused_target_names_the_url_and_tokens_are_required() {
     let (status, answer) = learn(&app, body).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     assert_eq!(answer["proposals"][0]["items_found"], PRODUCTS.len());
+    app.stop().await;
+    fixture.abort();
+}
+
+#[tokio::test]
+async fn learning_past_its_budget_is_refused_naming_the_examples() {
+    let (base, fixture) = shop().await;
+    let app = TestApp::spawn_without_browsers(worker_only(), |config| {
+        config.worker.learn_budget_ms = 1;
+    })
+    .await;
+    let (status, answer) = learn(
+        &app,
+        json!({"url": format!("{base}/big"), "render": "http",
+               "examples": {"title": ["Item 7", "Item 2900"], "price": ["$7.00", "$2900.00"]}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+    assert_eq!(answer["error"]["field"], "examples", "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("LEARN_BUDGET_MS"),
+        "{answer}"
+    );
     app.stop().await;
     fixture.abort();
 }
