@@ -198,8 +198,8 @@ pub(super) async fn crawl(
 }
 
 /// The pace a preview or a learning of `spec` waits for: the stored site's
-/// fleet-wide pace, else its host's, slowed to robots.txt's Crawl-delay for
-/// the page `first` when stricter.
+/// fleet-wide pace, else its search URL's host's, slowed to robots.txt's
+/// Crawl-delay for the page `first` when stricter.
 pub(super) async fn pace_for(
     ctx: &CrawlContext,
     spec: &SiteSpec,
@@ -215,9 +215,8 @@ pub(super) async fn pace_for(
         key: match site_id {
             Some(id) => PaceKey::Site(id),
             None => PaceKey::Host(
-                first
-                    .cloned()
-                    .unwrap_or_else(|| spec.search_url.sample_url())
+                spec.search_url
+                    .sample_url()
                     .host_str()
                     .unwrap_or("")
                     .to_owned(),
