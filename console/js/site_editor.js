@@ -1,5 +1,6 @@
 // A site's editor: the form, with each error the API names shown beside its
-// field; "Test this site" beside it (`site_preview.js`); and, for a stored
+// field; "Test this site" beside it (`site_preview.js`), "Learn from
+// examples" (`site_learn.js`: proposals that fill its selectors); and, for a stored
 // site, how it is doing and its versions (`site_versions.js`). Its detail
 // pages are `site_detail.js`.
 
@@ -8,6 +9,7 @@ import { h, show, ago, time, percent, sparkline, failure, healthBadge } from "./
 import { input, check, fieldRow, readFields, fieldRowTarget } from "./site_fields.js";
 import { detailPart } from "./site_detail.js";
 import { renderPreview } from "./site_preview.js";
+import { renderLearn } from "./site_learn.js";
 import { showVersions } from "./site_versions.js";
 
 export function render(root, { id }, ctx) {
@@ -15,6 +17,7 @@ export function render(root, { id }, ctx) {
   const fields = h("div", { id: "field-rows", class: "form" });
   const formError = h("p", { class: "error", id: "site-form-error", role: "alert" });
   const preview = h("section", { class: "panel preview", id: "preview" });
+  const learn = h("section", { class: "panel preview", id: "learn" });
   const health = h("section", { class: "panel", id: "site-health" });
   const versions = h("section", { class: "panel", id: "site-versions" });
   const detail = detailPart(fields);
@@ -99,7 +102,7 @@ export function render(root, { id }, ctx) {
   show(root,
     h("p", {}, h("a", { href: "#/sites" }, "← Sites")),
     h("h1", { id: "site-title" }, id ? "Site" : "New site"),
-    h("div", { class: "split" }, form, h("div", {}, preview, id ? health : null, id ? versions : null)));
+    h("div", { class: "split" }, form, h("div", {}, preview, learn, id ? health : null, id ? versions : null)));
 
   const applyRender = () => {
     const mode = form.render.value;
@@ -161,6 +164,24 @@ export function render(root, { id }, ctx) {
       formError.textContent = "";
     },
     showError: (error, prefix) => showError(form, formError, error, prefix, fields, detail),
+  }, id);
+  renderLearn(learn, {
+    siteBody: () => body(form, fields, detail),
+    fieldNames: () => [...fields.querySelectorAll(".field-name")].map((el) => el.value.trim()).filter(Boolean),
+    clearErrors: () => {
+      clearErrors(form);
+      formError.textContent = "";
+    },
+    showError: (error, prefix) => showError(form, formError, error, prefix, fields, detail),
+    // A proposal's selectors into the form (saved only with the form).
+    use: (proposal) => {
+      form.elements.item_selector.value = proposal.item_selector;
+      form.elements.structured_items.value = "";
+      show(fields, Object.entries(proposal.fields).map(([name, spec]) => fieldRow(name, spec)));
+      detail.refresh();
+      applyRender();
+      ctx.toast("Selectors filled in: save the site to keep them");
+    },
   }, id);
   if (id) {
     get(`/api/sites/${id}`)

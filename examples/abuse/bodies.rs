@@ -1,5 +1,6 @@
 //! Class 1: hostile site, keyword and URL list bodies to POST /api/sites, PUT
-//! /api/sites/{id}, POST /api/keywords and /api/url-lists (and uploads of URLs). Each should get a 4xx with the
+//! /api/sites/{id}, POST /api/keywords and /api/url-lists (and uploads of URLs),
+//! and hostile learnings to POST /api/sites/learn. Each should get a 4xx with the
 //! JSON error body, and a rule broken a 422 naming its field; none may get
 //! a 5xx or take a process down (a selector nested thousands deep is how a
 //! recursive parser overflows its stack). Whatever the API accepts is
@@ -7,6 +8,7 @@
 //! field's value rules (`transforms`) get the same, and what is accepted
 //! but costly is previewed over hostile pages and must stay bounded.
 
+mod learn;
 mod rules;
 mod shapes;
 mod transforms;
@@ -138,6 +140,7 @@ pub async fn run(api: &Api, targets: &Targets) -> anyhow::Result<()> {
     rules::page_actions(api, targets).await;
     rules::detail_pages(api, targets).await;
     transforms::hostile_rules(api, targets).await;
+    learn::hostile_learnings(api, targets).await;
     url_lists::hostile_lists(api, id).await;
     Ok(())
 }

@@ -62,6 +62,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../console/js/site_preview.js"),
     ),
     (
+        "js/site_learn.js",
+        JS,
+        include_str!("../../console/js/site_learn.js"),
+    ),
+    (
         "js/site_versions.js",
         JS,
         include_str!("../../console/js/site_versions.js"),

@@ -456,6 +456,11 @@ pub struct WorkerConfig {
     /// the same next time. Real pages take a few milliseconds.
     #[arg(long, env = "EXTRACT_BUDGET_MS", default_value_t = 2000)]
     pub extract_budget_ms: u64,
+    /// Milliseconds learning selectors from examples (`POST /api/sites/learn`)
+    /// may take on a worker once the page is loaded and parsed, on a thread
+    /// of its own; past it the learning is refused as over its budget.
+    #[arg(long, env = "LEARN_BUDGET_MS", default_value_t = 3000)]
+    pub learn_budget_ms: u64,
 }
 
 /// A setting's text that no `Debug` shows.

@@ -9,6 +9,7 @@ pub mod failure;
 mod field_error;
 pub mod item;
 pub mod keyword;
+pub mod learn;
 pub mod page;
 pub mod paging;
 pub mod preview;

@@ -55,6 +55,7 @@ pub(super) fn crawl_context(
         browsers: browser_pool(config, profile_root, guard.clone())?,
         default_stuck_timeout: Duration::from_secs(common.stuck_timeout_secs as u64),
         extract_budget: Duration::from_millis(config.extract_budget_ms.max(1)),
+        learn_budget: Duration::from_millis(config.learn_budget_ms.max(1)),
         heartbeat_every: Duration::from_secs(config.heartbeat_interval_secs.max(1)),
         drain_deadline: CancellationToken::new(),
         crawls: tokio_util::task::TaskTracker::new(),

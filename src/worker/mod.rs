@@ -11,6 +11,7 @@ pub mod crawl;
 mod error;
 mod extract;
 mod fetch;
+mod learning;
 pub mod limiter;
 mod page_cpu;
 mod preview;

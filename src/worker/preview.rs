@@ -18,6 +18,7 @@ use super::{
     fetch::{
         BrowserPage, Fetched, HttpClient, PageLimits, PageSource, prepare_for_crawl, read_failed,
     },
+    learning,
     limiter::{PaceKey, SitePace},
     session::SessionCookies,
 };
@@ -25,6 +26,7 @@ use crate::{
     domain::{
         bounds::{BoundsReport, CrawlBounds, cut_to_chars},
         failure::FailureKind,
+        learn::LaneRequest,
         preview::{
             PreviewDetail, PreviewItem, PreviewOutcome, PreviewPage, PreviewRefusal,
             PreviewRequest, StructuredFound, StructuredItem,
@@ -36,8 +38,8 @@ use crate::{
     store::sealing::{self, Sealed},
 };
 
-/// Takes preview `preview_id`'s request, crawls it, and answers; a request
-/// already expired, withdrawn or taken is dropped.
+/// Takes preview `preview_id`'s request (a preview, or a learning), does it,
+/// and answers; a request already expired, withdrawn or taken is dropped.
 pub async fn handle(preview_id: u64, ctx: &CrawlContext) {
     let mut conn = ctx.redis.clone();
     let request = match preview::take_request(&mut conn, &ctx.queue_name, preview_id).await {
@@ -58,11 +60,15 @@ pub async fn handle(preview_id: u64, ctx: &CrawlContext) {
             return;
         }
     };
-    if request.deadline < chrono::Utc::now() {
+    let (site, deadline) = match &request {
+        LaneRequest::Preview(preview) => (&preview.site, preview.deadline),
+        LaneRequest::Learn(learn) => (&learn.site, learn.deadline),
+    };
+    if deadline < chrono::Utc::now() {
         tracing::info!(preview_id, "preview taken after its deadline; not crawled");
         return;
     }
-    let spec = match request.site.clone().parse() {
+    let spec = match site.clone().parse() {
         Ok(spec) => spec,
         Err(e) => {
             // The api checked the same rules: only a version skew gets here.
@@ -70,15 +76,23 @@ pub async fn handle(preview_id: u64, ctx: &CrawlContext) {
             return;
         }
     };
-    let outcome = crawl(ctx, &request, &spec).await;
-    let answer = serde_json::to_vec(&outcome).expect("a preview outcome serializes");
+    let answer = match &request {
+        LaneRequest::Preview(preview) => {
+            let outcome = crawl(ctx, preview, &spec).await;
+            serde_json::to_vec(&outcome).expect("a preview outcome serializes")
+        }
+        LaneRequest::Learn(learn) => {
+            let outcome = learning::learn(ctx, learn, &spec).await;
+            serde_json::to_vec(&outcome).expect("a learning outcome serializes")
+        }
+    };
     if let Err(e) = preview::answer(&mut conn, &ctx.queue_name, preview_id, &answer).await {
         tracing::warn!(preview_id, error = ?e, "preview answer not delivered");
     }
 }
 
 /// The request as the api left it: sealed when this fleet has a key.
-fn open(bytes: &[u8], preview_id: u64, ctx: &CrawlContext) -> Result<PreviewRequest, String> {
+fn open(bytes: &[u8], preview_id: u64, ctx: &CrawlContext) -> Result<LaneRequest, String> {
     let plain = match &ctx.session_key {
         Some(key) => {
             let sealed = Sealed::from_bytes(bytes).ok_or("too short to be sealed")?;
@@ -107,24 +121,8 @@ pub(super) async fn crawl(
         .map(|s| Duration::from_secs(s as u64))
         .unwrap_or(ctx.default_stuck_timeout)
         .min((time_left / u32::from(request.pages)).max(Duration::from_secs(1)));
-    let crawl_delay = match spec.search_url.first_url(&request.keyword) {
-        Ok(first) => ctx.robots.crawl_delay(spec, &first, &ctx.guard).await,
-        Err(_) => None,
-    };
-    let pace = SitePace {
-        limiter: ctx.limiter.clone(),
-        key: match request.site_id {
-            Some(id) => PaceKey::Site(id),
-            None => PaceKey::Host(
-                spec.search_url
-                    .sample_url()
-                    .host_str()
-                    .unwrap_or("")
-                    .to_owned(),
-            ),
-        },
-        max_requests_per_sec: paced_rate(spec.politeness.max_requests_per_sec, crawl_delay),
-    };
+    let first = spec.search_url.first_url(&request.keyword).ok();
+    let pace = pace_for(ctx, spec, request.site_id, first.as_ref()).await;
     let screenshot_png = match spec.render {
         RenderMode::Browser => match ctx.browsers.lease(spec.identity.proxy.as_ref()).await {
             Ok(mut lease) => {
@@ -196,6 +194,35 @@ pub(super) async fn crawl(
         refusal: read.refusal,
         crawl_ms: started.elapsed().as_millis() as u64,
         details: read.details,
+    }
+}
+
+/// The pace a preview or a learning of `spec` waits for: the stored site's
+/// fleet-wide pace, else its search URL's host's, slowed to robots.txt's
+/// Crawl-delay for the page `first` when stricter.
+pub(super) async fn pace_for(
+    ctx: &CrawlContext,
+    spec: &SiteSpec,
+    site_id: Option<i64>,
+    first: Option<&Url>,
+) -> SitePace {
+    let crawl_delay = match first {
+        Some(first) => ctx.robots.crawl_delay(spec, first, &ctx.guard).await,
+        None => None,
+    };
+    SitePace {
+        limiter: ctx.limiter.clone(),
+        key: match site_id {
+            Some(id) => PaceKey::Site(id),
+            None => PaceKey::Host(
+                spec.search_url
+                    .sample_url()
+                    .host_str()
+                    .unwrap_or("")
+                    .to_owned(),
+            ),
+        },
+        max_requests_per_sec: paced_rate(spec.politeness.max_requests_per_sec, crawl_delay),
     }
 }
 
@@ -518,7 +545,7 @@ impl Read {
 
 /// Fields as read, each text cut to `max` characters: a page may hold far
 /// more than a crawl stores, and the answer travels through Redis.
-fn cut_raw(raw: Map<String, Value>, max: usize) -> Value {
+pub(super) fn cut_raw(raw: Map<String, Value>, max: usize) -> Value {
     fn cut(value: Value, max: usize) -> Value {
         match value {
             Value::String(text) => match cut_to_chars(&text, max) {

@@ -1,8 +1,11 @@
 //! Sites: create, read, replace, delete, forget a kept session, try one on a
-//! worker before saving it (`preview`), and their versions (`versions`: every
+//! worker before saving it (`preview`), learn its selectors from example
+//! values on a worker (`learn`; both through a lane: `lane`), and their versions (`versions`: every
 //! change recorded, compared and restorable). A request body parses straight
 //! into the domain's `SiteInput`, whose `parse` checks every rule.
 
+mod lane;
+mod learn;
 mod preview;
 mod versions;
 mod view;
@@ -45,6 +48,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(health))
         .routes(routes!(health_of_all))
         .routes(routes!(preview::preview))
+        .routes(routes!(learn::learn))
         .merge(versions::router())
 }
 

@@ -9,12 +9,17 @@ use axum::{Json, extract::State};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{check_reachable, restore_stored_secrets};
+use super::{
+    check_reachable,
+    lane::{ask_worker, lane_for},
+    restore_stored_secrets,
+};
 use crate::{
     api::{ApiError, AppState, error::ErrorBody, extract::ApiJson},
     domain::{
         FieldError,
         keyword::MAX_KEYWORD_CHARS,
+        learn::LaneRequest,
         preview::{
             MAX_PREVIEW_PAGES, PreviewItem, PreviewOutcome, PreviewPage, PreviewRefusal,
             PreviewRequest,
@@ -22,10 +27,7 @@ use crate::{
         site::SiteInput,
         text,
     },
-    queue::{self, Job, Lane, preview},
-    store::sealing,
 };
-use apalis::prelude::TaskSink;
 
 /// A site to try, as `POST /api/sites` takes it, with a keyword.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -184,55 +186,15 @@ pub(super) async fn preview(
     let spec = site.clone().parse().map_err(of_the_site)?;
     check_reachable(&state, &spec).await.map_err(site_field)?;
     let render = spec.render.as_str();
-    let lane = Lane::ALL
-        .into_iter()
-        .find(|lane| lane.render_modes().contains(&spec.render))
-        .expect("every render mode has a lane");
-
-    let preview_id: u64 = rand::random();
-    let request = PreviewRequest {
+    let lane = lane_for(spec.render);
+    let request = LaneRequest::Preview(PreviewRequest {
         site,
         site_id: body.site_id,
         keyword,
         pages,
         deadline: chrono::Utc::now() + state.preview_timeout,
-    };
-    let plain = serde_json::to_vec(&request).expect("a preview request serializes");
-    // Header values and proxy credentials are secrets: sealed in Redis too.
-    let request = match &state.session_key {
-        Some(key) => sealing::seal(key, &preview::sealed_to(preview_id), &plain).into_bytes(),
-        None => plain,
-    };
-    let mut conn = state.redis.clone();
-    preview::leave_request(
-        &mut conn,
-        &state.queue_name,
-        preview_id,
-        &request,
-        state.preview_timeout,
-    )
-    .await?;
-    let mut lane_queue = queue::storage(conn.clone(), &lane.queue_name(&state.queue_name), 1);
-    lane_queue
-        .push(Job::PreviewV1 { preview_id })
-        .await
-        .map_err(|e| anyhow::anyhow!("pushing a preview job: {e:?}"))?;
-    let answer = preview::wait_for_answer(
-        &mut conn,
-        &state.queue_name,
-        preview_id,
-        state.preview_timeout,
-    )
-    .await?;
-    let Some(answer) = answer else {
-        // A worker that takes the job later finds nothing to crawl.
-        preview::withdraw_request(&mut conn, &state.queue_name, preview_id).await?;
-        return Err(ApiError::Overloaded(format!(
-            "no worker answered the preview within {} s: are workers of the {} lane running, and free?",
-            state.preview_timeout.as_secs(),
-            lane.as_str()
-        )));
-    };
+    });
+    let answer = ask_worker(&state, lane, &request, "the preview").await?;
     let outcome: PreviewOutcome = serde_json::from_slice(&answer)
         .map_err(|e| anyhow::anyhow!("reading a worker's preview answer: {e}"))?;
     let total_ms = started.elapsed().as_millis() as u64;
@@ -240,13 +202,13 @@ pub(super) async fn preview(
 }
 
 /// A rule of the site broken: named as a field of `site`.
-fn of_the_site(mut e: FieldError) -> ApiError {
+pub(super) fn of_the_site(mut e: FieldError) -> ApiError {
     e.field = format!("site.{}", e.field);
     e.into()
 }
 
 /// An error about the site's fields, named as fields of `site`.
-fn site_field(e: ApiError) -> ApiError {
+pub(super) fn site_field(e: ApiError) -> ApiError {
     match e {
         ApiError::Invalid(e) => of_the_site(e),
         other => other,

@@ -34,7 +34,7 @@ pub use structured::{
     MAX_PATH_STEPS, OPEN_GRAPH_PREFIXES, PathAlternative, PathStart, SchemaType, Step,
     StructuredPath, short_type_name,
 };
-pub use template::{SearchUrlTemplate, with_query_param};
+pub use template::{MAX_URL_CHARS, SearchUrlTemplate, with_query_param};
 pub use version::{Difference, VersionReason, differences};
 
 use super::{

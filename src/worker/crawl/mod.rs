@@ -59,6 +59,8 @@ pub struct CrawlContext {
     pub default_stuck_timeout: Duration,
     /// The time reading one page (http and json modes) may use.
     pub extract_budget: Duration,
+    /// The time learning selectors from one page may use.
+    pub learn_budget: Duration,
     /// How often a held run's heartbeat is written.
     pub heartbeat_every: Duration,
     /// Fired when the drain deadline passes: unfinished crawls hand their runs back.

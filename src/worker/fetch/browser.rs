@@ -3,17 +3,25 @@
 //! the site's element and read the items (and the next link); or, paging in
 //! place, show more of the same document and read what it added.
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::BTreeMap,
+    time::{Duration, Instant},
+};
 
 use url::Url;
 
 use super::{
-    Fetched, PageLimits, actions::run_actions, blocked_page, in_place::show_more, judge_status,
+    Fetched, PageLimits,
+    actions::run_actions,
+    blocked_page,
+    in_place::show_more,
+    judge_status,
+    page_html::{LoadedHtml, too_large},
     parse_retry_after, read_failed,
 };
 use crate::{
     domain::{
-        bounds::{Bound, CrawlBounds},
+        bounds::CrawlBounds,
         failure::FailureKind,
         paging::Paging,
         site::{Extraction, HtmlItems, SiteSpec},
@@ -186,6 +194,75 @@ impl<'a> BrowserPage<'a> {
             .await
     }
 
+    /// Loads `url` as a first page (its status judged, the site's page
+    /// actions run, its `wait_for` awaited) and answers the DOM's HTML.
+    pub(super) async fn page_html(
+        &mut self,
+        spec: &SiteSpec,
+        url: &Url,
+        stuck_timeout: Duration,
+        guard: &TargetGuard,
+    ) -> Result<LoadedHtml, CrawlError> {
+        let Extraction::Html {
+            wait_for,
+            blocked_selector,
+            ..
+        } = &spec.extraction
+        else {
+            return Err(CrawlError::failed(
+                FailureKind::Misconfigured,
+                "a browser page needs CSS extraction",
+            ));
+        };
+        if let Some(judged) = self.load_page(url, 1, guard, stuck_timeout).await? {
+            return LoadedHtml::judged(judged, url);
+        }
+        if !spec.actions.is_empty() {
+            run_actions(self.session, &spec.actions, &self.keyword).await?;
+        }
+        let no_fields = BTreeMap::new();
+        let reader = PageReader {
+            awaited: wait_for.as_ref().map(|w| w.as_str().to_owned()),
+            blocked: blocked_selector.as_ref().map(|b| b.as_str()),
+            wait_limit: WAIT_FOR_LIMIT.min(stuck_timeout),
+            item_selector: None,
+            fields: &no_fields,
+            want_html: true,
+            bounds: self.bounds,
+            skip: 0,
+            next_link: None,
+        };
+        let reading = match tokio::time::timeout(stuck_timeout, reader.read(self.session)).await {
+            Ok(reading) => reading.map_err(|e| CrawlError::browser(format!("{e:#} at {url}")))?,
+            Err(_) => {
+                return Err(CrawlError::broken(
+                    FailureKind::Stuck,
+                    format!(
+                        "stuck: the page stopped answering within {}s at {url}",
+                        stuck_timeout.as_secs()
+                    ),
+                ));
+            }
+        };
+        let landed = reading.url.as_deref().and_then(|u| Url::parse(u).ok());
+        if let Some(landed) = &landed
+            && landed.origin() != url.origin()
+        {
+            guard.check(landed).await?;
+        }
+        if reading.oversized(&self.bounds) {
+            return Err(too_large(url, reading.page_bytes, &self.bounds));
+        }
+        if reading.blocked {
+            let selector = blocked_selector.as_ref().map_or("", |b| b.as_str());
+            return LoadedHtml::judged(blocked_page(selector, url), url);
+        }
+        Ok(LoadedHtml::Page {
+            html: reading.html.unwrap_or_default(),
+            url: landed.unwrap_or_else(|| url.clone()),
+        })
+    }
+
     /// Loads page `url` (number `page`) and judges its document: a refusal
     /// to reach it, a redirect to a private target, its HTTP status. `Some`
     /// when the status says the page is not to be read.
@@ -260,14 +337,7 @@ impl<'a> BrowserPage<'a> {
             guard.check(&landed).await?;
         }
         if reading.oversized(&self.bounds) {
-            metrics().count_bound(Bound::PageBytes, 1);
-            return Err(CrawlError::failed(
-                FailureKind::PageTooLarge,
-                format!(
-                    "the page at {url} holds {} bytes of HTML, more than the {} a page may have",
-                    reading.page_bytes, self.bounds.page_bytes
-                ),
-            ));
+            return Err(too_large(url, reading.page_bytes, &self.bounds));
         }
         if !reading.appeared {
             tracing::info!(%url, "wait_for element never appeared; page counts as empty");

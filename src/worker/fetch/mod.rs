@@ -6,6 +6,7 @@ mod actions;
 mod browser;
 mod http;
 mod in_place;
+mod page_html;
 mod robots;
 
 use std::{
@@ -17,6 +18,7 @@ use url::Url;
 
 pub use browser::{BrowserPage, prepare_for_crawl};
 pub use http::HttpClient;
+pub use page_html::LoadedHtml;
 pub use robots::fetch_robots;
 
 use super::{

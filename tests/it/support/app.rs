@@ -108,6 +108,7 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
             robots_cache_secs: 3600,
             bounds: Default::default(),
             extract_budget_ms: 2000,
+            learn_budget_ms: 3000,
         },
         demo: false,
         demo_port: 0,

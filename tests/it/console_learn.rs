@@ -1,0 +1,98 @@
+//! "Learn from examples" in the site editor, in real headless Chromium:
+//! example values per field, ranked proposals with their items, and "Use
+//! this" filling the form's selectors, which only saving keeps.
+
+use serde_json::json;
+
+use crate::{
+    learn::{PRODUCTS, shop},
+    support::{ConsoleBrowser, Roles, TestApp},
+};
+
+const WRITE_TOKEN: &str = "console-learn-token";
+
+#[tokio::test]
+async fn an_operator_learns_a_sites_selectors_from_examples_and_saves_them() {
+    let (base, fixture) = shop().await;
+    let app = TestApp::spawn_with_console(
+        Roles {
+            scheduler: false,
+            worker: true,
+        },
+        |config| {
+            config.api.auth_disabled = false;
+            config.api.api_tokens = vec![WRITE_TOKEN.into()];
+        },
+    )
+    .await;
+    let browser = ConsoleBrowser::open(&app.base).await;
+    browser.sign_in(WRITE_TOKEN).await;
+    browser.go("#/sites/new").await;
+    browser.type_into("#site-name", "learned shop").await;
+    let search_url = format!("{base}/shop?q={{keyword}}");
+    browser.type_into("#site-search_url", &search_url).await;
+
+    let row =
+        |n: usize, part: &str| format!("#learn-examples [data-learn-row]:nth-child({n}) {part}");
+    browser
+        .type_into(&row(1, ".learn-values"), "Brass Desk Lamp\nLinen Armchair")
+        .await;
+    browser.click("#learn-add-field").await;
+    browser.type_into(&row(2, ".learn-name"), "price").await;
+    browser
+        .type_into(&row(2, ".learn-values"), "$49.00\n$310.00")
+        .await;
+    browser.type_into("#learn-keyword", "lamp").await;
+    browser.click("#learn-run").await;
+    browser.wait_for_text("#learn-summary", "proposal").await;
+    let first = browser
+        .wait_for_text("[data-proposal='0'] h3", "li.product")
+        .await;
+    assert!(first.contains("confidence"), "{first}");
+    let cells = browser
+        .client
+        .execute(
+            "return [...document.querySelectorAll(\"[data-proposal='0'] .learn-items tbody tr\")]
+               .map((row) => [...row.cells].map((cell) => cell.textContent))",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        cells.as_array().unwrap().len(),
+        PRODUCTS.len(),
+        "every product listed: {cells}"
+    );
+    assert!(
+        cells[0]
+            .as_array()
+            .unwrap()
+            .contains(&json!("Brass Desk Lamp")),
+        "{cells}"
+    );
+
+    // "Use this" fills the form; nothing is saved until the form is.
+    browser.click("[data-proposal='0'] .learn-use").await;
+    let filled = browser
+        .client
+        .execute(
+            "return [document.querySelector('#site-item_selector').value,
+                     [...document.querySelectorAll('#field-rows .field-name')].map((el) => el.value)]",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(filled[0], "li.product", "{filled}");
+    assert_eq!(filled[1], json!(["price", "title"]), "{filled}");
+    let (_, sites) = app.get("/api/sites").await;
+    assert_eq!(sites["items"], json!([]), "not saved by itself");
+    browser.click("#save-site").await;
+    browser.wait_for_text("#site-title", "learned shop").await;
+    let (_, sites) = app.get("/api/sites").await;
+    let site = &sites["items"][0];
+    assert_eq!(site["item_selector"], "li.product", "{site}");
+    assert!(site["fields"]["price"]["selector"].is_string(), "{site}");
+    browser.close().await;
+    app.stop().await;
+    fixture.abort();
+}
