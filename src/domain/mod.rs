@@ -14,6 +14,7 @@ pub mod paging;
 pub mod preview;
 pub mod robots;
 pub mod run;
+pub mod saved_page;
 pub mod schedule;
 pub mod site;
 pub mod target;

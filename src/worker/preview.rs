@@ -271,6 +271,7 @@ impl Read {
         let limits = PageLimits {
             stuck_timeout,
             extract_budget: ctx.extract_budget,
+            keep_body: false,
             page_items: ctx.bounds.page_items,
             list_structured: false,
         };
@@ -360,6 +361,7 @@ impl Read {
             let limits = PageLimits {
                 stuck_timeout,
                 extract_budget: ctx.extract_budget,
+                keep_body: false,
                 page_items: ctx.bounds.page_items,
                 list_structured: !matches!(spec.extraction, Extraction::Json { .. }),
             };
@@ -380,6 +382,7 @@ impl Read {
                     next_token,
                     structured,
                     next_link,
+                    ..
                 } => {
                     let fields = spec.extraction.fields();
                     let limits = (ctx.extract_budget, stuck_timeout);

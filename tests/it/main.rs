@@ -41,6 +41,7 @@ mod render_modes;
 mod results_export;
 mod robots;
 mod rotation;
+mod saved_pages;
 mod scheduling;
 mod scheduling_local;
 mod sessions;

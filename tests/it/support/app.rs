@@ -108,6 +108,8 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
             robots_cache_secs: 3600,
             bounds: Default::default(),
             extract_budget_ms: 2000,
+            saved_pages_runs: 3,
+            saved_pages_max_bytes: 8 * 1024 * 1024,
         },
         demo: false,
         demo_port: 0,
