@@ -12,6 +12,7 @@ pub mod keyword;
 pub mod page;
 pub mod paging;
 pub mod preview;
+pub mod replay;
 pub mod robots;
 pub mod run;
 pub mod saved_page;

@@ -14,6 +14,7 @@ mod fetch;
 pub mod limiter;
 mod page_cpu;
 mod preview;
+mod replay;
 mod scale_in;
 mod session;
 pub mod smoke;
@@ -282,6 +283,7 @@ async fn handle_job(job: Job, ctx: Data<Arc<CrawlContext>>) -> Result<(), BoxDyn
             match job {
                 Job::CrawlV1 { run_id, attempt } => crawl::handle(run_id, attempt, &ctx).await,
                 Job::PreviewV1 { preview_id } => preview::handle(preview_id, &ctx).await,
+                Job::ReplayV1 { replay_id } => replay::handle(replay_id, &ctx).await,
             }
         }
     });

@@ -51,7 +51,7 @@ pub async fn handle(preview_id: u64, ctx: &CrawlContext) {
             return;
         }
     };
-    let request = match open(&request, preview_id, ctx) {
+    let request: PreviewRequest = match open(&request, preview_id, ctx) {
         Ok(request) => request,
         Err(why) => {
             tracing::warn!(preview_id, %why, "preview request not opened; dropped");
@@ -77,8 +77,13 @@ pub async fn handle(preview_id: u64, ctx: &CrawlContext) {
     }
 }
 
-/// The request as the api left it: sealed when this fleet has a key.
-fn open(bytes: &[u8], preview_id: u64, ctx: &CrawlContext) -> Result<PreviewRequest, String> {
+/// The request as the api left it (a preview's, or a replay's under its
+/// id): sealed when this fleet has a key.
+pub(super) fn open<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    preview_id: u64,
+    ctx: &CrawlContext,
+) -> Result<T, String> {
     let plain = match &ctx.session_key {
         Some(key) => {
             let sealed = Sealed::from_bytes(bytes).ok_or("too short to be sealed")?;

@@ -38,6 +38,7 @@ mod paging;
 mod politeness;
 mod preview;
 mod render_modes;
+mod replay;
 mod results_export;
 mod robots;
 mod rotation;

@@ -4,6 +4,7 @@
 //! into the domain's `SiteInput`, whose `parse` checks every rule.
 
 mod preview;
+mod replay;
 mod versions;
 mod view;
 
@@ -45,6 +46,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(health))
         .routes(routes!(health_of_all))
         .routes(routes!(preview::preview))
+        .routes(routes!(replay::replay))
         .merge(versions::router())
 }
 
