@@ -461,6 +461,16 @@ pub struct WorkerConfig {
     /// of its own; past it the learning is refused as over its budget.
     #[arg(long, env = "LEARN_BUDGET_MS", default_value_t = 3000)]
     pub learn_budget_ms: u64,
+
+    /// Saved pages: how many of a site's last healthy runs keep their list
+    /// pages (compressed, with their items) for replays (0: none kept).
+    #[arg(long, env = "SAVED_PAGES_RUNS", default_value_t = 3)]
+    pub saved_pages_runs: u32,
+
+    /// Saved pages: the compressed bytes a site keeps over all its saved
+    /// runs; the oldest runs are pruned past it.
+    #[arg(long, env = "SAVED_PAGES_MAX_BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub saved_pages_max_bytes: u64,
 }
 
 /// A setting's text that no `Debug` shows.

@@ -5,6 +5,7 @@
 use super::{
     bounds::BoundsReport,
     item::{ItemIdentity, PageItem},
+    saved_page::KeptPages,
     text_enum::text_enum,
     value::ValueReport,
 };
@@ -119,6 +120,8 @@ pub struct PagesRead {
     pub bounded: BoundsReport,
     /// What the fields' value rules could not read on them.
     pub values: ValueReport,
+    /// The list pages whose bodies were kept, saved if the run completes healthy.
+    pub kept: KeptPages,
 }
 
 impl PagesRead {
@@ -130,6 +133,7 @@ impl PagesRead {
             unstored: None,
             bounded: BoundsReport::default(),
             values: ValueReport::default(),
+            kept: KeptPages::default(),
         }
     }
 
@@ -142,6 +146,7 @@ impl PagesRead {
             unstored: Some(page),
             bounded: BoundsReport::default(),
             values: ValueReport::default(),
+            kept: KeptPages::default(),
         }
     }
 
@@ -154,6 +159,7 @@ impl PagesRead {
             unstored: None,
             bounded: BoundsReport::default(),
             values: ValueReport::default(),
+            kept: KeptPages::default(),
         }
     }
 
@@ -164,6 +170,11 @@ impl PagesRead {
             values,
             ..self
         }
+    }
+
+    /// The same, with the pages whose bodies were kept.
+    pub fn with_kept(self, kept: KeptPages) -> Self {
+        PagesRead { kept, ..self }
     }
 
     /// What makes the completed run degraded whatever its site expects:

@@ -29,6 +29,10 @@ pub enum Job {
     /// (`preview`). A worker older than this variant cannot read the message
     /// and drops it; the api then answers 503 after its timeout.
     PreviewV1 { preview_id: u64 },
+    /// Replay `replay_id`: a site's extraction over its saved pages; its
+    /// request and answer travel as a preview's do (`preview`, under the
+    /// replay's id). An older worker drops the message, as for a preview.
+    ReplayV1 { replay_id: u64 },
 }
 
 impl Job {

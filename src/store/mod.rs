@@ -12,6 +12,7 @@ pub mod names;
 pub mod rekey;
 pub mod results;
 pub mod runs;
+pub mod saved_pages;
 pub mod schema;
 pub mod sealing;
 pub mod sessions;

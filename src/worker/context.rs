@@ -14,6 +14,7 @@ use super::{
 };
 use crate::{
     config::{BrowserBackend, CommonConfig, WorkerConfig},
+    domain::saved_page::SavedPageBounds,
     events::EventPublisher,
     net::target_guard::TargetGuard,
 };
@@ -72,6 +73,10 @@ pub(super) fn crawl_context(
         queue_name: common.queue_name.clone(),
         sites: Default::default(),
         bounds: crawl::bounds::from_settings(&config.bounds),
+        saved_pages: SavedPageBounds {
+            runs: config.saved_pages_runs,
+            bytes: config.saved_pages_max_bytes,
+        },
     })
 }
 

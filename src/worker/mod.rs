@@ -15,6 +15,7 @@ mod learning;
 pub mod limiter;
 mod page_cpu;
 mod preview;
+mod replay;
 mod scale_in;
 mod session;
 pub mod smoke;
@@ -285,6 +286,7 @@ async fn handle_job(job: Job, ctx: Data<Arc<CrawlContext>>) -> Result<(), BoxDyn
                     crawl::handle(run_id, attempt, &ctx).await
                 }
                 Job::PreviewV1 { preview_id } => preview::handle(preview_id, &ctx).await,
+                Job::ReplayV1 { replay_id } => replay::handle(replay_id, &ctx).await,
             }
         }
     });

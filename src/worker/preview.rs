@@ -53,7 +53,7 @@ pub async fn handle(preview_id: u64, ctx: &CrawlContext) {
             return;
         }
     };
-    let request = match open(&request, preview_id, ctx) {
+    let request: LaneRequest = match open(&request, preview_id, ctx) {
         Ok(request) => request,
         Err(why) => {
             tracing::warn!(preview_id, %why, "preview request not opened; dropped");
@@ -91,8 +91,13 @@ pub async fn handle(preview_id: u64, ctx: &CrawlContext) {
     }
 }
 
-/// The request as the api left it: sealed when this fleet has a key.
-fn open(bytes: &[u8], preview_id: u64, ctx: &CrawlContext) -> Result<LaneRequest, String> {
+/// The request as the api left it (a preview's, or a replay's under its
+/// id): sealed when this fleet has a key.
+pub(super) fn open<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    preview_id: u64,
+    ctx: &CrawlContext,
+) -> Result<T, String> {
     let plain = match &ctx.session_key {
         Some(key) => {
             let sealed = Sealed::from_bytes(bytes).ok_or("too short to be sealed")?;
@@ -298,6 +303,7 @@ impl Read {
         let limits = PageLimits {
             stuck_timeout,
             extract_budget: ctx.extract_budget,
+            keep_body: false,
             page_items: ctx.bounds.page_items,
             list_structured: false,
         };
@@ -387,6 +393,7 @@ impl Read {
             let limits = PageLimits {
                 stuck_timeout,
                 extract_budget: ctx.extract_budget,
+                keep_body: false,
                 page_items: ctx.bounds.page_items,
                 list_structured: !matches!(spec.extraction, Extraction::Json { .. }),
             };
@@ -407,6 +414,7 @@ impl Read {
                     next_token,
                     structured,
                     next_link,
+                    ..
                 } => {
                     let fields = spec.extraction.fields();
                     let limits = (ctx.extract_budget, stuck_timeout);

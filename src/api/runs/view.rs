@@ -37,6 +37,9 @@ view! {
         /// A list run's URLs that could not be read (each on its entry).
         urls_failed: i32 = run.urls_failed,
         site_id: i64 = run.site_id,
+        /// The site version the run crawled with, recorded when a worker
+        /// claimed it (null before, and on runs claimed before it was recorded).
+        site_version: Option<i32> = run.site_version,
         state: RunState = run.state,
         /// manual or schedule.
         trigger: &'static str = run.trigger.as_str(),

@@ -7,6 +7,7 @@
 mod lane;
 mod learn;
 mod preview;
+mod replay;
 mod versions;
 mod view;
 
@@ -49,6 +50,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(health_of_all))
         .routes(routes!(preview::preview))
         .routes(routes!(learn::learn))
+        .routes(routes!(replay::replay))
         .merge(versions::router())
 }
 

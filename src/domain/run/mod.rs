@@ -62,6 +62,9 @@ pub struct CrawlRun {
     pub period_start: Option<DateTime<Utc>>,
     /// A list run's URLs whose page could not be read (each recorded on its entry).
     pub urls_failed: i32,
+    /// The site version the run crawled with, recorded when it was claimed
+    /// (`None` before, and on runs claimed before versions were recorded).
+    pub site_version: Option<i32>,
     pub site_id: i64,
     pub state: RunState,
     pub trigger: Trigger,

@@ -258,6 +258,7 @@ pub(crate) mod tests {
             url_list_id: None,
             period_start: None,
             urls_failed: 0,
+            site_version: None,
             site_id: 3,
             state,
             trigger: Trigger::Manual,

@@ -18,10 +18,14 @@ use crate::{
     domain::{
         change::ChangeSummary,
         page::PagesRead,
-        run::{AttemptOutcome, CrawlRun, RunState, SiteTransition, Transition},
+        run::{AttemptOutcome, CrawlRun, RunHealth, RunState, SiteTransition, Transition},
+        saved_page::SavedPageBounds,
         site::{Expectations, RunTally},
     },
-    store::items::tracking::{record_page, settle},
+    store::{
+        items::tracking::{record_page, settle},
+        saved_pages,
+    },
 };
 
 /// A completed run and what it found changed.
@@ -71,10 +75,24 @@ struct Held {
 /// statement writes the run (why its paging ended, where robots.txt stopped
 /// it, what it found, its health), closes its attempt's record and changes
 /// its site's blocked state when the verdict does; all in one transaction.
+/// The pages the crawl kept are saved within the default bounds (see
+/// [`complete_saving`]).
 pub async fn complete(
     pool: &PgPool,
     fence: &Fence,
     pages: PagesRead,
+) -> Result<Completion, FenceError> {
+    complete_saving(pool, fence, pages, &SavedPageBounds::default()).await
+}
+
+/// [`complete`]; a run that completes healthy saves the list pages the
+/// crawl kept (`saved_pages::save`, within `saved`) in the same
+/// transaction; a degraded run saves none.
+pub async fn complete_saving(
+    pool: &PgPool,
+    fence: &Fence,
+    pages: PagesRead,
+    saved: &SavedPageBounds,
 ) -> Result<Completion, FenceError> {
     let with_last_page = pages.unstored.is_some();
     let from = Transition::completes_from(with_last_page);
@@ -135,7 +153,7 @@ pub async fn complete(
                          queued_at, not_before, dispatched_at, started_at, heartbeat_at,
                          state_changed_at, finished_at, health, health_reason, refusals,
                          stopped_at_url, stop_reason, items_new, items_changed, items_removed,
-                         paging_ended, url_list_id, period_start, urls_failed
+                         paging_ended, url_list_id, period_start, urls_failed, site_version
            ),
            closed AS (
                UPDATE crawl_attempts
@@ -156,7 +174,7 @@ pub async fn complete(
                   run.dispatched_at, run.started_at, run.heartbeat_at, run.state_changed_at,
                   run.finished_at, run.health, run.health_reason, run.refusals, run.stopped_at_url,
                   run.stop_reason, run.items_new, run.items_changed, run.items_removed,
-                  run.paging_ended, run.url_list_id, run.period_start, run.urls_failed,
+                  run.paging_ended, run.url_list_id, run.period_start, run.urls_failed, run.site_version,
                   (SELECT blocked FROM site) AS "blocked_now?",
                   EXISTS (SELECT 1 FROM webhooks WHERE enabled) AS "listened!"
            FROM run"#,
@@ -186,6 +204,9 @@ pub async fn complete(
     let (row, (blocked_now, listened)) = row.into_parts();
     let mut run: CrawlRun = row.try_into()?;
     run.health = done.health;
+    if run.state == RunState::Completed && run.health == Some(RunHealth::Healthy) {
+        saved_pages::save(&mut tx, run.id, run.site_id, &pages.kept.pages, saved).await?;
+    }
     let site = blocked_now.map(|blocked| match blocked {
         true => SiteTransition::Blocked,
         false => SiteTransition::Recovered,

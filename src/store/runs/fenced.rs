@@ -56,14 +56,17 @@ pub async fn claim(
         r#"WITH claimed AS (
                UPDATE crawl_runs
                SET state = $4, worker_id = $3, started_at = now(), heartbeat_at = now(),
-                   state_changed_at = now(), dispatched_at = NULL, pages_crawled = 0, current_url = NULL
+                   state_changed_at = now(), dispatched_at = NULL, pages_crawled = 0, current_url = NULL,
+                   -- The version the crawl reads the site at (0: stored before
+                   -- versions were kept, no version to name).
+                   site_version = (SELECT NULLIF(version, 0) FROM sites WHERE id = crawl_runs.site_id)
                WHERE id = $1 AND attempt = $2 AND state = ANY($5) AND dispatched_at IS NOT NULL
                RETURNING id, keyword_id, site_id, state, trigger, priority, attempt, max_attempts,
                          worker_id, pages_crawled, items_found, current_url, error, error_kind,
                          queued_at, not_before, dispatched_at, started_at, heartbeat_at,
                          state_changed_at, finished_at, health, health_reason, refusals,
                          stopped_at_url, stop_reason, items_new, items_changed, items_removed,
-                         paging_ended, url_list_id, period_start, urls_failed
+                         paging_ended, url_list_id, period_start, urls_failed, site_version
            ),
            opened AS (
                INSERT INTO crawl_attempts (run_id, attempt, worker_id)
@@ -74,7 +77,7 @@ pub async fn claim(
                   c.error, c.error_kind, c.queued_at, c.not_before, c.dispatched_at, c.started_at,
                   c.heartbeat_at, c.state_changed_at, c.finished_at, c.health, c.health_reason,
                   c.refusals, c.stopped_at_url, c.stop_reason, c.items_new, c.items_changed,
-                  c.items_removed, c.paging_ended, c.url_list_id, c.period_start, c.urls_failed,
+                  c.items_removed, c.paging_ended, c.url_list_id, c.period_start, c.urls_failed, c.site_version,
                   k.keyword AS "keyword?", s.updated_at AS site_updated_at
            FROM claimed c
            LEFT JOIN keywords k ON k.id = c.keyword_id
@@ -145,7 +148,7 @@ async fn enter_call(
                      queued_at, not_before, dispatched_at, started_at, heartbeat_at,
                      state_changed_at, finished_at, health, health_reason, refusals,
                      stopped_at_url, stop_reason, items_new, items_changed, items_removed,
-                     paging_ended, url_list_id, period_start, urls_failed"#,
+                     paging_ended, url_list_id, period_start, urls_failed, site_version"#,
         fence.run_id,
         fence.attempt,
         fence.worker_id,
@@ -263,7 +266,7 @@ pub(super) async fn store_page_with(
                      queued_at, not_before, dispatched_at, started_at, heartbeat_at,
                      state_changed_at, finished_at, health, health_reason, refusals,
                      stopped_at_url, stop_reason, items_new, items_changed, items_removed,
-                     paging_ended, url_list_id, period_start, urls_failed"#,
+                     paging_ended, url_list_id, period_start, urls_failed, site_version"#,
         fence.run_id,
         fence.attempt,
         fence.worker_id,
@@ -314,7 +317,7 @@ pub async fn page_refused(pool: &PgPool, fence: &Fence) -> Result<CrawlRun, Fenc
                      queued_at, not_before, dispatched_at, started_at, heartbeat_at,
                      state_changed_at, finished_at, health, health_reason, refusals,
                      stopped_at_url, stop_reason, items_new, items_changed, items_removed,
-                     paging_ended, url_list_id, period_start, urls_failed"#,
+                     paging_ended, url_list_id, period_start, urls_failed, site_version"#,
         fence.run_id,
         fence.attempt,
         fence.worker_id,

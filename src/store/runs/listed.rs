@@ -84,7 +84,7 @@ pub(super) async fn queue_list_in(
                      queued_at, not_before, dispatched_at, started_at, heartbeat_at,
                      state_changed_at, finished_at, health, health_reason, refusals,
                      stopped_at_url, stop_reason, items_new, items_changed, items_removed,
-                     paging_ended, url_list_id, period_start, urls_failed"#,
+                     paging_ended, url_list_id, period_start, urls_failed, site_version"#,
         list_id,
         trigger.as_str(),
         RunState::Queued as RunState,
@@ -104,7 +104,7 @@ pub(super) async fn queue_list_in(
                           queued_at, not_before, dispatched_at, started_at, heartbeat_at,
                           state_changed_at, finished_at, health, health_reason, refusals,
                           stopped_at_url, stop_reason, items_new, items_changed, items_removed,
-                          paging_ended, url_list_id, period_start, urls_failed
+                          paging_ended, url_list_id, period_start, urls_failed, site_version
                    FROM crawl_runs
                    WHERE url_list_id = $1 AND state IN ('queued', 'running', 'url_call', 'call_done')"#,
                 list_id
@@ -194,7 +194,7 @@ pub async fn list_url_failed(
                      queued_at, not_before, dispatched_at, started_at, heartbeat_at,
                      state_changed_at, finished_at, health, health_reason, refusals,
                      stopped_at_url, stop_reason, items_new, items_changed, items_removed,
-                     paging_ended, url_list_id, period_start, urls_failed"#,
+                     paging_ended, url_list_id, period_start, urls_failed, site_version"#,
         fence.run_id,
         fence.attempt,
         fence.worker_id,

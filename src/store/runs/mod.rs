@@ -120,7 +120,7 @@ async fn queue_in(
                              error, error_kind, queued_at, not_before, dispatched_at, started_at,
                              heartbeat_at, state_changed_at, finished_at, health, health_reason,
                              refusals, stopped_at_url, stop_reason, items_new, items_changed,
-                             items_removed, paging_ended, url_list_id, period_start, urls_failed"#,
+                             items_removed, paging_ended, url_list_id, period_start, urls_failed, site_version"#,
                 keyword_id,
                 trigger.as_str(),
                 since,
@@ -149,7 +149,7 @@ async fn queue_in(
                      queued_at, not_before, dispatched_at, started_at, heartbeat_at,
                      state_changed_at, finished_at, health, health_reason, refusals,
                      stopped_at_url, stop_reason, items_new, items_changed, items_removed,
-                     paging_ended, url_list_id, period_start, urls_failed"#,
+                     paging_ended, url_list_id, period_start, urls_failed, site_version"#,
         keyword_id,
         trigger.as_str(),
         &skipped.iter().map(|r| r.site_id).collect::<Vec<_>>(),
@@ -167,7 +167,7 @@ async fn queue_in(
                   worker_id, pages_crawled, items_found, current_url, error, error_kind, queued_at,
                   not_before, dispatched_at, started_at, heartbeat_at, state_changed_at,
                   finished_at, health, health_reason, refusals, stopped_at_url, stop_reason,
-                  items_new, items_changed, items_removed, paging_ended, url_list_id, period_start, urls_failed
+                  items_new, items_changed, items_removed, paging_ended, url_list_id, period_start, urls_failed, site_version
            FROM crawl_runs
            WHERE keyword_id = $1 AND state IN ('queued', 'running', 'url_call', 'call_done')
              AND NOT (id = ANY($2::bigint[]))
@@ -201,7 +201,7 @@ pub async fn get(pool: &PgPool, id: i64) -> sqlx::Result<Option<CrawlRun>> {
                   worker_id, pages_crawled, items_found, current_url, error, error_kind, queued_at,
                   not_before, dispatched_at, started_at, heartbeat_at, state_changed_at,
                   finished_at, health, health_reason, refusals, stopped_at_url, stop_reason,
-                  items_new, items_changed, items_removed, paging_ended, url_list_id, period_start, urls_failed
+                  items_new, items_changed, items_removed, paging_ended, url_list_id, period_start, urls_failed, site_version
            FROM crawl_runs WHERE id = $1"#,
         id
     )
@@ -297,7 +297,7 @@ pub async fn retry(
                      queued_at, not_before, dispatched_at, started_at, heartbeat_at,
                      state_changed_at, finished_at, health, health_reason, refusals,
                      stopped_at_url, stop_reason, items_new, items_changed, items_removed,
-                     paging_ended, url_list_id, period_start, urls_failed"#,
+                     paging_ended, url_list_id, period_start, urls_failed, site_version"#,
         id,
         run.attempt,
         retry.to as RunState,

@@ -56,6 +56,7 @@ macro_rules! run_row {
             url_list_id: Option<i64>,
             period_start: Option<::chrono::DateTime<::chrono::Utc>>,
             urls_failed: i32,
+            site_version: Option<i32>,
         });
     };
     (@columns $(#[$doc:meta])* $name:ident { $($extra:ident: $ty:ty),* }
@@ -99,6 +100,7 @@ impl TryFrom<RunRow> for CrawlRun {
             url_list_id: row.url_list_id,
             period_start: row.period_start,
             urls_failed: row.urls_failed,
+            site_version: row.site_version,
             site_id: row.site_id,
             state: decode("state", &row.state)?,
             trigger: decode("trigger", &row.trigger)?,

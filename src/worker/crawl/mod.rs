@@ -30,6 +30,7 @@ use crate::{
         failure::FailureKind,
         page::PagesRead,
         run::{CrawlRun, RunState},
+        saved_page::SavedPageBounds,
         site::{RenderMode, SiteSpec},
     },
     events::{Event, EventPublisher},
@@ -87,6 +88,8 @@ pub struct CrawlContext {
     pub sites: site_cache::SiteCache,
     /// What one crawl may store.
     pub bounds: CrawlBounds,
+    /// What a site keeps of its healthy runs' pages (saved pages).
+    pub saved_pages: SavedPageBounds,
 }
 
 /// Handles one job message. Failures are recorded in Postgres (our state
@@ -128,7 +131,7 @@ pub async fn handle(run_id: i64, attempt: i32, ctx: &CrawlContext) {
     let attempt_failed = matches!(result, Err(CrawlError::Attempt { .. }));
     let ended = match result {
         Ok(pages) => persist("completion", OUTAGE_PATIENCE, || {
-            store::runs::complete(&ctx.pool, &fence, pages.clone())
+            store::runs::complete_saving(&ctx.pool, &fence, pages.clone(), &ctx.saved_pages)
         })
         .await
         .map(|done| Some((done.run, Some(done.changes), done.stored_page))),
@@ -344,6 +347,7 @@ async fn crawl(ctx: &CrawlContext, claimed: &ClaimedRun) -> Result<PagesRead, Cr
             .unwrap_or(ctx.default_stuck_timeout),
         crawl_delay,
         detail_evidence_kept: Default::default(),
+        keeps_bodies: ctx.saved_pages.keeps().into(),
     };
     let kept = load_session(ctx, spec, run.site_id).await?;
     let (read, ended_with) = match spec.render {

@@ -8,7 +8,7 @@
 
 use std::{
     collections::HashSet,
-    sync::atomic::AtomicBool,
+    sync::atomic::{AtomicBool, Ordering},
     time::{Duration, Instant},
 };
 
@@ -27,6 +27,7 @@ use crate::domain::{
     paging::repeats,
     robots::paced_rate,
     run::CrawlRun,
+    saved_page::{KeptBody, KeptPages, SavedPage},
     value::ValueReport,
 };
 use crate::worker::{
@@ -81,6 +82,8 @@ pub struct Crawl<'a> {
     /// A failed detail page read apart from the crawl's page source kept
     /// its own evidence (the source's page is not the one that failed).
     pub detail_evidence_kept: AtomicBool,
+    /// Whether list pages' bodies are still kept (saved pages with room).
+    pub keeps_bodies: AtomicBool,
 }
 
 impl Crawl<'_> {
@@ -88,13 +91,17 @@ impl Crawl<'_> {
         self.run.site_id.to_string()
     }
 
-    /// What each page of this crawl may take.
-    fn page_limits(&self) -> PageLimits {
+    /// What each page of this crawl may take; a list page's body is kept
+    /// while the crawl's saved pages have room.
+    fn page_limits(&self, call: Call) -> PageLimits {
         PageLimits {
             stuck_timeout: self.stuck_timeout,
             extract_budget: self.ctx.extract_budget,
             page_items: self.ctx.bounds.page_items,
             list_structured: false,
+            keep_body: matches!(call, Call::ListPage(_))
+                && self.run.url_list_id.is_none()
+                && self.keeps_bodies.load(Ordering::Relaxed),
         }
     }
 
@@ -142,15 +149,16 @@ impl Crawl<'_> {
         let mut bounded = BoundsReport::new(self.ctx.bounds);
         let mut values = ValueReport::default();
         let mut kept = 0;
+        let mut saved = KeptPages::default();
         let mut details = self.detail_pages();
         for page in 1..=self.spec.max_pages {
             self.ctx.guard.check(&url).await?;
             if let Some(stopped) = self.robots_stop(&url, page).await? {
-                return Ok(
-                    PagesRead::stopped_before(stopped, page - 1).with_reports(bounded, values)
-                );
+                return Ok(PagesRead::stopped_before(stopped, page - 1)
+                    .with_reports(bounded, values)
+                    .with_kept(saved));
             }
-            let (items, next_token, next_link) = match self
+            let (items, next_token, next_link, body) = match self
                 .fetch_politely(source, &url, page)
                 .await?
             {
@@ -158,9 +166,10 @@ impl Crawl<'_> {
                     items,
                     next_token,
                     next_link,
+                    body,
                     ..
-                } => (self.typed(items, &url).await?, next_token, next_link),
-                Fetched::PastTheEnd => ((Vec::new(), ValueReport::default()), None, None),
+                } => (self.typed(items, &url).await?, next_token, next_link, body),
+                Fetched::PastTheEnd => ((Vec::new(), ValueReport::default()), None, None, None),
                 Fetched::Refused { .. } => unreachable!("refusals are retried by fetch_politely"),
             };
             read.insert(url.clone());
@@ -176,7 +185,8 @@ impl Crawl<'_> {
                     details_read: Vec::new(),
                 };
                 return Ok(PagesRead::ended_on(last, PagingEnd::RepeatedPage)
-                    .with_reports(bounded, values));
+                    .with_reports(bounded, values)
+                    .with_kept(saved));
             }
             previous = items.iter().map(|i| i.content_hash.clone()).collect();
             values.merge(page_values);
@@ -198,6 +208,9 @@ impl Crawl<'_> {
                 true => self.stored_before(&items).await?,
                 false => Vec::new(),
             };
+            if let Some(body) = body {
+                self.keep_page(&mut saved, page, &url, body, &items);
+            }
             let crawled = CrawledPage {
                 page,
                 url: url.as_str(),
@@ -265,13 +278,38 @@ impl Crawl<'_> {
                     items,
                     details_read,
                 };
-                return Ok(PagesRead::ended_on(last, end).with_reports(bounded, values));
+                return Ok(PagesRead::ended_on(last, end)
+                    .with_reports(bounded, values)
+                    .with_kept(saved));
             }
             self.store(&crawled, reached_stored).await?;
             url = next.expect("paging goes on to a next page");
         }
         // Only a crawl of no page at all (max_pages checked >= 1) gets here.
         Ok(PagesRead::new(self.spec.max_pages, PagingEnd::MaxPages).with_reports(bounded, values))
+    }
+
+    /// Keeps list page `page`'s body with the items stored from it, while
+    /// the site's saved pages have room; past it, no more bodies are kept.
+    fn keep_page(
+        &self,
+        saved: &mut KeptPages,
+        page: i32,
+        url: &Url,
+        body: KeptBody,
+        items: &[PageItem],
+    ) {
+        let bounds = &self.ctx.saved_pages;
+        let page = SavedPage {
+            page,
+            url: url.to_string(),
+            render: self.spec.render,
+            body,
+            items: items.to_vec(),
+        };
+        if !saved.keep(page, bounds) || !saved.has_room(bounds) {
+            self.keeps_bodies.store(false, Ordering::Relaxed);
+        }
     }
 
     /// A page's items with their fields' value rules applied, within the
@@ -425,7 +463,13 @@ impl Crawl<'_> {
             }
             let started = Instant::now();
             let fetched = source
-                .fetch(spec, url, call.page(), self.page_limits(), &self.ctx.guard)
+                .fetch(
+                    spec,
+                    url,
+                    call.page(),
+                    self.page_limits(call),
+                    &self.ctx.guard,
+                )
                 .await;
             metrics()
                 .page_fetch_duration

@@ -376,6 +376,8 @@ impl<'a> BrowserPage<'a> {
             next_token: None,
             structured,
             next_link,
+            // The browser's page is read where it is; no body is in hand.
+            body: None,
         })
     }
 

@@ -7,6 +7,7 @@ mod browser;
 mod http;
 mod in_place;
 mod page_html;
+pub mod kept;
 mod robots;
 
 use std::{
@@ -32,6 +33,7 @@ use crate::{
     domain::{
         failure::FailureKind,
         paging::Paging,
+        saved_page::KeptBody,
         site::{Extraction, SiteSpec},
     },
     net::target_guard::TargetGuard,
@@ -49,6 +51,9 @@ pub enum Fetched {
         structured: Option<StructuredListing>,
         /// Where the page's next link goes (`next_link` paging).
         next_link: Option<Box<Url>>,
+        /// The page's body, deflated, when it was asked for (saved pages;
+        /// http and json modes).
+        body: Option<KeptBody>,
     },
     /// A later page answered 404/410: the results ended before `max_pages`.
     PastTheEnd,
@@ -141,6 +146,9 @@ pub struct PageLimits {
     pub page_items: usize,
     /// Whether the page's structured data is listed too (a preview's pages).
     pub list_structured: bool,
+    /// Whether the page's body is kept, deflated (a crawl's list pages
+    /// while its saved pages have room).
+    pub keep_body: bool,
 }
 
 /// Where a crawl's pages come from.
@@ -215,12 +223,16 @@ impl PageSource<'_> {
                     limits.extract_budget,
                     limits.stuck_timeout.saturating_sub(started.elapsed()),
                     move |budget| {
-                        read_html(&page_answer.text(), &page_answer.url, &reading, budget)
+                        let read =
+                            read_html(&page_answer.text(), &page_answer.url, &reading, budget)?;
+                        let body = limits.keep_body.then(|| kept::deflate(&page_answer.body));
+                        Ok((read, body))
                     },
                 )
                 .await
                 .map_err(|e| read_failed(e, url));
-                let fetched = match client.keep_if_failed(&answer, read)? {
+                let (read, body) = client.keep_if_failed(&answer, read)?;
+                let fetched = match read {
                     HtmlRead::Blocked => {
                         let blocked = blocked_selector.as_ref().map_or("", |b| b.as_str());
                         return Ok(blocked_page(blocked, url));
@@ -234,6 +246,7 @@ impl PageSource<'_> {
                         next_token: None,
                         structured,
                         next_link,
+                        body,
                     },
                 };
                 client.keep_if_failed(&answer, expect_items(spec, page, url, fetched))
@@ -265,7 +278,7 @@ impl PageSource<'_> {
                     limits.extract_budget,
                     limits.stuck_timeout.saturating_sub(started.elapsed()),
                     move |budget| {
-                        read_json(
+                        let read = read_json(
                             &page_answer.body,
                             &page_answer.url,
                             &items,
@@ -273,17 +286,20 @@ impl PageSource<'_> {
                             paging.as_ref(),
                             limits.page_items.saturating_add(1),
                             budget,
-                        )
+                        )?;
+                        let body = limits.keep_body.then(|| kept::deflate(&page_answer.body));
+                        Ok((read, body))
                     },
                 )
                 .await
                 .map_err(|e| read_failed(e, url));
-                let read = client.keep_if_failed(&answer, read)?;
+                let (read, body) = client.keep_if_failed(&answer, read)?;
                 let fetched = Fetched::Items {
                     items: read.items,
                     next_token: read.next_token,
                     structured: None,
                     next_link: None,
+                    body,
                 };
                 client.keep_if_failed(&answer, expect_items(spec, page, url, fetched))
             }
