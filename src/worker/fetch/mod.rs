@@ -6,8 +6,8 @@ mod actions;
 mod browser;
 mod http;
 mod in_place;
-mod page_html;
 pub mod kept;
+mod page_html;
 mod robots;
 
 use std::{
