@@ -78,6 +78,16 @@ pub enum Event {
         page: i32,
         count: usize,
     },
+    /// A verified repair of a site's selectors was stored after run
+    /// `run_id` went bad; `applied`: the site's `auto` policy applied it.
+    #[serde(rename = "repair.proposed")]
+    RepairProposed {
+        id: i64,
+        site_id: i64,
+        run_id: i64,
+        keyword_id: Option<i64>,
+        applied: bool,
+    },
     /// The queue's counts and the workers seen (every 5 s, from each api
     /// process to its own clients).
     #[serde(rename = "queue.stats")]
@@ -157,6 +167,12 @@ impl Event {
                 ..
             } => Some((*id, *keyword_id, *site_id)),
             Event::ResultStored {
+                run_id,
+                keyword_id,
+                site_id,
+                ..
+            } => Some((*run_id, *keyword_id, *site_id)),
+            Event::RepairProposed {
                 run_id,
                 keyword_id,
                 site_id,

@@ -224,6 +224,21 @@ impl<S: Send + Sync> FromRequestParts<S> for WebhookDelivery {
     }
 }
 
+/// The `{id}` and `{repair_id}` of a site's repair path.
+pub struct SiteRepair {
+    pub site_id: i64,
+    pub repair_id: i64,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for SiteRepair {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let [site_id, repair_id] = two_ids(parts, state, ["id", "repair_id"]).await?;
+        Ok(SiteRepair { site_id, repair_id })
+    }
+}
+
 /// The two positive numbers of a path, each error naming its `fields`.
 async fn two_ids<S: Send + Sync>(
     parts: &mut Parts,

@@ -17,6 +17,7 @@ use crate::domain::{
     failure::FailureKind,
     page::PagingEnd,
     page::StopReason,
+    repair::RepairState,
     run::RunState,
     site::VersionReason,
     webhook::{DeliveryState, WebhookEventType},
@@ -67,10 +68,18 @@ text_enum_schemas! {
     WebhookEventType => "WebhookEventType",
         "What an endpoint is told about: run.failed (for good: its last attempt, or a \
          failure no retry mends), run.completed, run.degraded, site.blocked, \
-         site.recovered, items.new, items.changed, items.removed.";
+         site.recovered, items.new, items.changed, items.removed, site.repair_proposed (a \
+         verified repair of a site's selectors is waiting, or was applied by `repair: auto`).";
     VersionReason => "VersionReason",
         "Why a site's version was made: recorded (the site as it was when versions began \
-         to be kept), created, edited, restored (an earlier version brought back).";
+         to be kept), created, edited, restored (an earlier version brought back), repaired (a repair \
+         proposal's selectors applied), rolled_back (an automatic repair undone because \
+         the next run was degraded again).";
+    RepairState => "RepairState",
+        "Where a repair is: working (a worker is looking for one), proposed (verified, \
+         waiting for a person), none_found (nothing passed verification; `verdict` says \
+         why), accepted, applied (by the site's `repair: auto` policy), rejected, \
+         rolled_back (applied by `auto`, undone: the next run was bad again).";
     DeliveryState => "WebhookDeliveryState",
         "pending (waiting for its first attempt or a retry), delivered (the endpoint \
          answered 2xx), failed (every attempt of the retry schedule failed).";

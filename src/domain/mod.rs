@@ -13,6 +13,7 @@ pub mod learn;
 pub mod page;
 pub mod paging;
 pub mod preview;
+pub mod repair;
 pub mod replay;
 pub mod robots;
 pub mod run;

@@ -52,6 +52,20 @@ pub struct ReplayOutcome {
     pub replay_ms: u64,
 }
 
+impl ReplayOutcome {
+    /// Nothing replayed yet, by `worker_id`.
+    pub fn empty(worker_id: String) -> Self {
+        ReplayOutcome {
+            worker_id,
+            runs: Vec::new(),
+            pages: 0,
+            truncated: false,
+            error: None,
+            replay_ms: 0,
+        }
+    }
+}
+
 /// One saved run, replayed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ReplayedRun {

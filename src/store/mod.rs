@@ -10,6 +10,7 @@ pub mod leader;
 pub mod listing;
 pub mod names;
 pub mod rekey;
+pub mod repairs;
 pub mod results;
 pub mod runs;
 pub mod saved_pages;

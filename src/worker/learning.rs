@@ -74,12 +74,37 @@ async fn load(
         .to_std()
         .unwrap_or_default()
         .saturating_sub(ctx.learn_budget);
+    load_page(
+        ctx,
+        spec,
+        request.site_id,
+        &url,
+        &request.keyword,
+        time_left,
+    )
+    .await
+    .map_err(page_failure)
+}
+
+/// Loads page `url` of site `site_id` (none: a site not stored yet) as a crawl of `keyword` would (the
+/// guard, robots.txt, the fleet-wide pace, the site's identity and render
+/// mode; a refusal slows the fleet down for the site), within `time_left`:
+/// its HTML and where it ended, or why it was not loaded.
+pub(super) async fn load_page(
+    ctx: &CrawlContext,
+    spec: &SiteSpec,
+    site_id: Option<i64>,
+    url: &Url,
+    keyword: &str,
+    time_left: Duration,
+) -> Result<(String, Url), String> {
+    let url = url.clone();
     let stuck_timeout = spec
         .stuck_timeout_secs
         .map(|s| Duration::from_secs(s as u64))
         .unwrap_or(ctx.default_stuck_timeout)
         .min(time_left.max(Duration::from_secs(1)));
-    let pace = pace_for(ctx, spec, request.site_id, Some(&url)).await;
+    let pace = pace_for(ctx, spec, site_id, Some(&url)).await;
     let loaded = async {
         ctx.guard.check(&url).await?;
         if let Some(why) = ctx.robots.disallows(spec, &url, &ctx.guard).await {
@@ -96,7 +121,7 @@ async fn load(
                 let session = lease.session();
                 let loaded = match prepare_for_crawl(session, spec, None).await {
                     Ok(()) => {
-                        let page = BrowserPage::new(&mut *session, ctx.bounds, &request.keyword);
+                        let page = BrowserPage::new(&mut *session, ctx.bounds, keyword);
                         PageSource::Browser(page)
                             .page_html(spec, &url, stuck_timeout, &ctx.guard)
                             .await
@@ -138,14 +163,12 @@ async fn load(
             if let Err(e) = ctx.limiter.refuse(pace.key.clone(), retry_after).await {
                 tracing::warn!(error = %e, "a learning's refusal did not pause the site");
             }
-            Err(page_failure(format!("blocked: {reason}")))
+            Err(format!("blocked: {reason}"))
         }
-        Err(CrawlError::Attempt { failure, .. }) => Err(page_failure(format!(
-            "{}: {}",
-            failure.kind.as_str(),
-            failure.message
-        ))),
-        Err(other) => Err(page_failure(format!("internal: {other}"))),
+        Err(CrawlError::Attempt { failure, .. }) => {
+            Err(format!("{}: {}", failure.kind.as_str(), failure.message))
+        }
+        Err(other) => Err(format!("internal: {other}")),
     }
 }
 

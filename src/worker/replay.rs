@@ -65,32 +65,39 @@ pub async fn handle(replay_id: u64, ctx: &CrawlContext) {
 }
 
 async fn replay(ctx: &CrawlContext, request: &ReplayRequest) -> ReplayOutcome {
-    let started = Instant::now();
-    let mut outcome = ReplayOutcome {
-        worker_id: ctx.worker_id.clone(),
-        runs: Vec::new(),
-        pages: 0,
-        truncated: false,
-        error: None,
-        replay_ms: 0,
-    };
-    let spec = match spec_of(ctx, request).await {
-        Ok(spec) => spec,
-        Err(why) => {
-            outcome.error = Some(why);
-            return outcome;
+    match spec_of(ctx, request).await {
+        Ok(spec) => {
+            let (site, pages) = (request.site_id, request.max_pages);
+            replay_spec(ctx, site, &spec, pages, request.deadline).await
         }
-    };
-    let limit = request.max_pages as i64 + 1;
-    let mut pages = match store::saved_pages::of_site(&ctx.pool, request.site_id, limit).await {
+        Err(why) => ReplayOutcome {
+            error: Some(why),
+            ..ReplayOutcome::empty(ctx.worker_id.clone())
+        },
+    }
+}
+
+/// Replays `spec` over site `site_id`'s saved pages (at most `max_pages`,
+/// the newest runs' first), until `deadline`.
+pub(super) async fn replay_spec(
+    ctx: &CrawlContext,
+    site_id: i64,
+    spec: &SiteSpec,
+    max_pages: usize,
+    deadline: chrono::DateTime<chrono::Utc>,
+) -> ReplayOutcome {
+    let started = Instant::now();
+    let mut outcome = ReplayOutcome::empty(ctx.worker_id.clone());
+    let limit = max_pages as i64 + 1;
+    let mut pages = match store::saved_pages::of_site(&ctx.pool, site_id, limit).await {
         Ok(pages) => pages,
         Err(e) => {
             outcome.error = Some(format!("the saved pages could not be read: {e}"));
             return outcome;
         }
     };
-    outcome.truncated = pages.len() > request.max_pages;
-    pages.truncate(request.max_pages);
+    outcome.truncated = pages.len() > max_pages;
+    pages.truncate(max_pages);
     outcome.pages = pages.len();
     // A list page cannot show what an item's detail page added.
     let detail_fields: Vec<&str> = spec
@@ -99,10 +106,8 @@ async fn replay(ctx: &CrawlContext, request: &ReplayRequest) -> ReplayOutcome {
         .map(|detail| detail.fields.keys().map(String::as_str).collect())
         .unwrap_or_default();
     for page in pages {
-        let time_left = (request.deadline - chrono::Utc::now())
-            .to_std()
-            .unwrap_or_default();
-        let replayed = replay_page(ctx, &spec, &page, time_left, &detail_fields).await;
+        let time_left = (deadline - chrono::Utc::now()).to_std().unwrap_or_default();
+        let replayed = replay_page(ctx, spec, &page, time_left, &detail_fields).await;
         match outcome.runs.last_mut() {
             Some(run) if run.run_id == page.run_id => run.pages.push(replayed),
             _ => outcome.runs.push(ReplayedRun {

@@ -41,6 +41,7 @@ mod politeness;
 mod preview;
 mod remote_browser;
 mod render_modes;
+mod repairs;
 mod replay;
 mod results_export;
 mod robots;

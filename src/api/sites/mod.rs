@@ -1,12 +1,14 @@
 //! Sites: create, read, replace, delete, forget a kept session, try one on a
 //! worker before saving it (`preview`), learn its selectors from example
-//! values on a worker (`learn`; both through a lane: `lane`), and their versions (`versions`: every
-//! change recorded, compared and restorable). A request body parses straight
+//! values on a worker (`learn`; both through a lane: `lane`), their versions (`versions`: every
+//! change recorded, compared and restorable), and the repairs workers
+//! proposed when their markup changed (`repairs`). A request body parses straight
 //! into the domain's `SiteInput`, whose `parse` checks every rule.
 
 mod lane;
 mod learn;
 mod preview;
+mod repairs;
 mod replay;
 mod versions;
 mod view;
@@ -52,6 +54,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(learn::learn))
         .routes(routes!(replay::replay))
         .merge(versions::router())
+        .merge(repairs::router())
 }
 
 /// The rules a site must pass beyond its own: where it points must be a

@@ -76,6 +76,9 @@ view! {
         /// Detail pages read for each item and merged into it.
         #[serde(skip_serializing_if = "Option::is_none")]
         detail: Option<DetailView> = spec.detail.as_ref().map(DetailView::from),
+        /// What a repair may do when the site's markup changed: `off`,
+        /// `suggest` or `auto`.
+        repair: String = spec.repair.as_str().to_owned(),
         /// When a run last saved the site's session (keep_session).
         session_saved_at: Option<DateTime<Utc>> = site.session_saved_at,
         created_at: DateTime<Utc> = site.created_at,

@@ -41,6 +41,7 @@ use super::{
     FieldError,
     action::{self, ActionInput, parse_actions},
     paging::{Paging, PagingInput},
+    repair::RepairPolicy,
     text,
 };
 use extraction::ExtractionInput;
@@ -149,6 +150,12 @@ pub struct SiteInput {
     /// pages a run reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<DetailInput>,
+    /// What a repair may do when the site's runs turn degraded or find no
+    /// items (its markup changed): `off`, `suggest` (default: verified
+    /// proposals wait for a person) or `auto` (a proposal that passes every
+    /// verification is applied, and undone if the next run is degraded again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<String>,
 }
 
 /// A stored site: the spec it passed the rules with, and its bookkeeping.
@@ -197,6 +204,8 @@ pub struct SiteSpec {
     pub identity: Identity,
     /// Detail pages read for each item, merged into it.
     pub detail: Option<DetailSpec>,
+    /// What a repair may do when the site's markup changed.
+    pub repair: RepairPolicy,
 }
 
 impl SiteSpec {
@@ -321,6 +330,12 @@ impl SiteInput {
                 "needs keep_session: there is no kept session to share",
             ));
         }
+        let repair = match self.repair.as_deref() {
+            None => RepairPolicy::default(),
+            Some(policy) => policy
+                .parse()
+                .map_err(|_| FieldError::new("repair", "must be off, suggest or auto"))?,
+        };
         Ok(SiteSpec {
             name: name.to_owned(),
             search_url,
@@ -346,6 +361,7 @@ impl SiteInput {
             session,
             identity: Identity::parse(self.user_agent, self.headers, self.proxy)?,
             detail,
+            repair,
         })
     }
 }

@@ -15,6 +15,11 @@ text_enum! {
         Edited = "edited",
         /// An earlier version's spec brought back.
         Restored = "restored",
+        /// A repair proposal's selectors applied (accepted, or by the site's
+        /// `repair: auto` policy).
+        Repaired = "repaired",
+        /// An automatic repair undone: the next run was degraded again.
+        RolledBack = "rolled_back",
     }
 }
 

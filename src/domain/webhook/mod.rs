@@ -46,6 +46,10 @@ text_enum! {
         ItemsChanged = "items.changed",
         /// Items no longer found.
         ItemsRemoved = "items.removed",
+        /// A verified repair of a site's selectors was proposed (or applied
+        /// by the site's `repair: auto` policy). Raised by the repair, not by
+        /// a run's end.
+        SiteRepairProposed = "site.repair_proposed",
     }
 }
 

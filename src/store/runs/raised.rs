@@ -85,6 +85,8 @@ pub(super) async fn record_events(
                     blocked, run, keyword, site_name, links,
                 ));
             }
+            // Raised by a repair, never by a run's end.
+            WebhookEventType::SiteRepairProposed => {}
             WebhookEventType::ItemsNew
             | WebhookEventType::ItemsChanged
             | WebhookEventType::ItemsRemoved => events.extend(

@@ -10,7 +10,7 @@ pub mod versions;
 use std::{collections::BTreeMap, sync::LazyLock};
 
 use chrono::{DateTime, Utc};
-use sqlx::{FromRow, PgPool, types::Json};
+use sqlx::{FromRow, PgPool, Postgres, Transaction, types::Json};
 
 use crate::{
     domain::{
@@ -78,18 +78,32 @@ pub async fn update(
     revision: &Revision,
 ) -> sqlx::Result<Option<Site>> {
     let mut tx = pool.begin().await?;
-    versions::record_unversioned(&mut tx, id).await?;
+    let site = update_in(&mut tx, id, spec, key, revision).await?;
+    if site.is_some() {
+        tx.commit().await?;
+    }
+    Ok(site)
+}
+
+/// [`update`] inside the caller's transaction.
+pub async fn update_in(
+    tx: &mut Transaction<'_, Postgres>,
+    id: i64,
+    spec: &SiteSpec,
+    key: Option<&SessionKey>,
+    revision: &Revision,
+) -> sqlx::Result<Option<Site>> {
+    versions::record_unversioned(tx, id).await?;
     let updated = SiteRow::of(spec)
         .update(id)
         .try_map(|row| Written::from_row(&row))
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut **tx)
         .await?;
     let Some(row) = updated else {
         return Ok(None);
     };
-    write_secrets(&mut tx, id, &spec.identity, key).await?;
-    let version = versions::record(&mut tx, id, revision).await?;
-    tx.commit().await?;
+    write_secrets(tx, id, &spec.identity, key).await?;
+    let version = versions::record(tx, id, revision).await?;
     Ok(Some(Site {
         id: row.id,
         spec: spec.clone(),

@@ -83,6 +83,7 @@ site_row! {
         proxy: Option<String>,
         /// Detail pages, as the rules accepted them.
         detail: Option<Json<DetailSpec>>,
+        repair: String,
     }
 }
 
@@ -130,6 +131,7 @@ impl SiteRow {
             header_names: spec.identity.headers.keys().cloned().collect(),
             proxy: spec.identity.proxy.as_ref().map(ProxyUrl::masked),
             detail: spec.detail.clone().map(Json),
+            repair: spec.repair.as_str().to_owned(),
         }
     }
 
@@ -213,6 +215,7 @@ impl SiteRow {
                 proxy,
             },
             detail: self.detail.map(|Json(detail)| detail),
+            repair: stored("repair", self.repair)?,
         })
     }
 

@@ -22,6 +22,7 @@ use super::{
     error::CrawlError,
     fetch::{BrowserPage, HttpClient, PageSource, prepare_for_crawl},
     limiter::SiteLimiter,
+    repairing,
     session::{self, KeptSession, SessionCookies},
 };
 use crate::{
@@ -203,6 +204,10 @@ pub async fn handle(run_id: i64, attempt: i32, ctx: &CrawlContext) {
             None => Event::run_updated(run),
         });
         ctx.events.publish_all(&events).await;
+        if repairing::calls_for_repair(run) {
+            let keyword = claimed.keyword.as_deref().unwrap_or_default();
+            repairing::after_bad_run(ctx, run, keyword).await;
+        }
     }
     if let Some(protection) = &ctx.scale_in {
         protection.release().await;

@@ -25,6 +25,10 @@ pub enum Look {
     WithoutPrices(usize),
     /// The products in new markup: the site's selectors find nothing.
     Restyled,
+    /// The `n` products of `Products(n)`, the same values, after a redesign:
+    /// cards with generated class names inside new wrappers, the price in a
+    /// tag of its own.
+    Redesigned(usize),
 }
 
 #[derive(Clone)]
@@ -122,6 +126,17 @@ async fn search(State(shop): State<Shop>) -> Response {
         Look::Restyled => (1..=3)
             .map(|i| format!(r#"<div class="card"><h3><a href="/p/{i}">Lamp {i}</a></h3><b>{}.00</b></div>"#, 10 + i))
             .collect(),
+        Look::Redesigned(n) => {
+            let cards: String = (1..=n)
+                .map(|i| {
+                    format!(
+                        r#"<article class="Card_x9f2"><div class="Body_q1"><h3><a class="Link_z7" href="/p/{i}">Lamp {i}</a></h3><p class="Price_k2">{}.00</p></div></article>"#,
+                        10 + i
+                    )
+                })
+                .collect();
+            format!(r#"<main><section class="Grid_a1">{cards}</section></main>"#)
+        }
     };
     Html(format!("<html><body><ul>{items}</ul></body></html>")).into_response()
 }

@@ -195,14 +195,24 @@ pub fn learn_page(
     time: Duration,
     max_runs: usize,
 ) -> Result<Vec<Proposal>, LearnError> {
-    check_examples(examples)?;
     let bounds = Bounds::new(time, max_runs);
     let index = page::PageIndex::build(page, &bounds)?;
+    learn_indexed(page, &index, examples, &bounds)
+}
+
+/// [`learn_page`] over a page already indexed, charged to `bounds`.
+fn learn_indexed(
+    page: &HtmlPage,
+    index: &page::PageIndex<'_>,
+    examples: &Examples,
+    bounds: &Bounds,
+) -> Result<Vec<Proposal>, LearnError> {
+    check_examples(examples)?;
     let proposals = match examples.is_empty() {
-        true => discover::discover(page, &index, &bounds)?,
+        true => discover::discover(page, index, bounds)?,
         false => {
-            let rows = rows::find_rows(&index, examples, page.base(), &bounds)?;
-            rank::propose(page, &index, &rows, examples, &bounds)?
+            let rows = rows::find_rows(index, examples, page.base(), bounds)?;
+            rank::propose(page, index, &rows, examples, bounds)?
         }
     };
     // A walk cut short by the budget found less than it should have: none

@@ -11,7 +11,7 @@
 //! good item shares half its values with it (an item whose price moved since
 //! is not new, and is not counted either way).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
@@ -69,22 +69,15 @@ pub fn repair(
     time: Duration,
     max_runs: usize,
 ) -> Result<Vec<Verified>, LearnError> {
-    let started = Instant::now();
     let bounds = Bounds::new(time, max_runs);
     let index = page::PageIndex::build(page, &bounds)?;
-    let mut on_page = Vec::new();
-    for item in good {
-        if still_on_page(&index, item, page, &bounds)? {
-            on_page.push(item);
-        }
-    }
+    let on_page = good_on_page(&index, good, page, &bounds)?;
     // Examples from items that are there: one sold out since is no example.
     let examples = examples_from(&on_page);
     if examples.is_empty() {
         return Ok(Vec::new());
     }
-    let left = time.saturating_sub(started.elapsed());
-    let proposals = super::learn_page(page, &examples, left, max_runs)?;
+    let proposals = super::learn_indexed(page, &index, &examples, &bounds)?;
     let mut verified: Vec<Verified> = proposals
         .into_iter()
         .map(|proposal| verify(proposal, &on_page, good, page))
@@ -92,6 +85,42 @@ pub fn repair(
     // Stable: among equals, learning's own ranking stands.
     verified.sort_by_key(|v| (!v.passes(), v.on_page - v.reproduced, v.extra));
     Ok(verified)
+}
+
+/// How `proposal` fares on another `page` (the site's page fetched again):
+/// its selectors run there and are checked against `good` as on the page
+/// they were learned from, within `time`.
+pub fn verify_on(
+    proposal: &Proposal,
+    page: &HtmlPage,
+    good: &[Map<String, Value>],
+    time: Duration,
+) -> Result<Verified, LearnError> {
+    let bounds = Bounds::new(time, super::LEARN_MAX_RUNS);
+    let index = page::PageIndex::build(page, &bounds)?;
+    let on_page = good_on_page(&index, good, page, &bounds)?;
+    let items = super::rank::extract(page, &proposal.item_selector, &proposal.fields, &bounds)?;
+    let there = Proposal {
+        items,
+        ..proposal.clone()
+    };
+    Ok(verify(there, &on_page, good, page))
+}
+
+/// The good items whose every value is on the page.
+fn good_on_page<'g>(
+    index: &page::PageIndex<'_>,
+    good: &'g [Map<String, Value>],
+    page: &HtmlPage,
+    bounds: &Bounds,
+) -> Result<Vec<&'g Map<String, Value>>, LearnError> {
+    let mut on_page = Vec::new();
+    for item in good {
+        if still_on_page(index, item, page, bounds)? {
+            on_page.push(item);
+        }
+    }
+    Ok(on_page)
 }
 
 /// Per field, the values of a few good items spread over the run (the
