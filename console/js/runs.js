@@ -4,6 +4,7 @@
 import { get, post, blob, withQuery, ApiError } from "./api.js";
 import * as live from "./live.js";
 import { h, show, time, duration, stateBadge, select, failure, healthBadge } from "./dom.js";
+import { showRepairs } from "./site_repairs.js";
 
 const PAGE = 50;
 const ACTIVE = ["queued", "running", "url_call", "call_done"];
@@ -145,7 +146,8 @@ export function renderList(root, { query }, ctx) {
 export function renderDetail(root, { id }, ctx) {
   const head = h("div", { id: "run-head" });
   const attempts = h("ol", { class: "timeline", id: "attempts" });
-  show(root, h("p", {}, h("a", { href: "#/runs" }, "← Runs")), head, h("h2", {}, "Attempts"), attempts);
+  const repair = h("section", { class: "panel", id: "run-repair" });
+  show(root, h("p", {}, h("a", { href: "#/runs" }, "← Runs")), head, repair, h("h2", {}, "Attempts"), attempts);
   let shownState = null;
   let refreshTimer = null;
 
@@ -196,6 +198,8 @@ export function renderDetail(root, { id }, ctx) {
           ["failed", "cancelled"].includes(run.state) ? act("Retry", `/api/runs/${id}/retry`, "") : null,
           h("a", { href: `#/results?run_id=${id}` }, "Its results"),
           h("a", { href: `#/results?run_id=${id}&change=changed` }, "What changed"))));
+    // Beside a run that went bad: the repair a worker made of its site.
+    if (run.health === "degraded" || run.error_kind === "no_items") showRepairs(repair, run.site_id, ctx, { runId: id });
     if (run.attempts.length === 0) {
       show(attempts, h("li", { class: "muted" }, "No attempt yet: the run waits for a worker."));
       return;
@@ -212,6 +216,9 @@ export function renderDetail(root, { id }, ctx) {
       // The attempts' details come from REST, at most twice a second.
       clearTimeout(refreshTimer);
       refreshTimer = setTimeout(load, 500);
+    }),
+    live.on("repair.proposed", (event) => {
+      if (event.run_id === id) load();
     }),
     live.on("live.reconnected", load),
   ];

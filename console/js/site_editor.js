@@ -11,6 +11,7 @@ import { detailPart } from "./site_detail.js";
 import { renderPreview } from "./site_preview.js";
 import { renderLearn } from "./site_learn.js";
 import { showVersions } from "./site_versions.js";
+import { showRepairs } from "./site_repairs.js";
 
 export function render(root, { id }, ctx) {
   const form = h("form", { class: "form panel", id: "site-form", novalidate: true });
@@ -20,6 +21,7 @@ export function render(root, { id }, ctx) {
   const learn = h("section", { class: "panel preview", id: "learn" });
   const health = h("section", { class: "panel", id: "site-health" });
   const versions = h("section", { class: "panel", id: "site-versions" });
+  const repairs = h("section", { class: "panel", id: "site-repairs" });
   const detail = detailPart(fields);
 
   // One fieldset around everything: disabled for a read token, which
@@ -84,7 +86,13 @@ export function render(root, { id }, ctx) {
       h("div", { class: "row" },
         input("expect.min_items", "items at least", { type: "number", min: 1 }),
         input("expect.required_fields", "fields every item has", { placeholder: "title, price" }),
-        input("expect.max_empty_runs", "empty runs in a row at most", { type: "number", min: 0 }))),
+        input("expect.max_empty_runs", "empty runs in a row at most", { type: "number", min: 0 })),
+      h("label", { for: "site-repair" }, "when its markup changes",
+        h("select", { id: "site-repair", name: "repair", dataset: { field: "repair" } },
+          h("option", { value: "suggest" }, "suggest a verified repair (a person accepts it)"),
+          h("option", { value: "auto" }, "apply a repair that passes every check, undo it if the next run is bad"),
+          h("option", { value: "off" }, "look for no repair")),
+        h("span", { class: "field-error", dataset: { errorFor: "repair" } }))),
     h("fieldset", {}, h("legend", {}, "Identity"),
       input("user_agent", "user agent"),
       h("label", { for: "site-headers" }, "extra headers, one \"Name: value\" per line (values are kept secret; *** keeps the stored one)",
@@ -102,7 +110,7 @@ export function render(root, { id }, ctx) {
   show(root,
     h("p", {}, h("a", { href: "#/sites" }, "← Sites")),
     h("h1", { id: "site-title" }, id ? "Site" : "New site"),
-    h("div", { class: "split" }, form, h("div", {}, preview, learn, id ? health : null, id ? versions : null)));
+    h("div", { class: "split" }, form, h("div", {}, preview, learn, id ? health : null, id ? repairs : null, id ? versions : null)));
 
   const applyRender = () => {
     const mode = form.render.value;
@@ -192,12 +200,14 @@ export function render(root, { id }, ctx) {
       })
       .catch((e) => show(formError, failure(e)));
     showHealth(health, id);
+    showRepairs(repairs, id, ctx);
     refreshVersions();
   } else {
     fields.append(fieldRow("title", { selector: "" }));
     detail.fill(null);
     form.elements.enabled.checked = true;
     form.elements.respect_robots.checked = true;
+    form.elements.repair.value = "suggest";
     applyRender();
   }
 }
@@ -261,6 +271,7 @@ function body(form, fields, detail) {
     headers,
     proxy: text("proxy"),
     detail: detail.body(mode),
+    repair: form.elements.repair.value,
   };
 }
 
@@ -273,7 +284,7 @@ function fill(form, fields, detail, site) {
   };
   for (const name of ["name", "search_url", "render", "item_selector", "structured_items", "item_key", "wait_for", "blocked_selector", "max_pages",
     "stuck_timeout_secs", "max_attempts", "max_requests_per_sec", "max_concurrent_runs", "enabled", "stop_on_seen",
-    "expect_items", "respect_robots", "keep_session", "exclusive_session", "user_agent", "proxy"]) set(name, site[name]);
+    "expect_items", "respect_robots", "keep_session", "exclusive_session", "user_agent", "proxy", "repair"]) set(name, site[name]);
   set("expect.min_items", site.expect?.min_items);
   set("expect.required_fields", (site.expect?.required_fields || []).join(", "));
   set("expect.max_empty_runs", site.expect?.max_empty_runs);

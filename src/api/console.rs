@@ -72,6 +72,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../console/js/site_versions.js"),
     ),
     (
+        "js/site_repairs.js",
+        JS,
+        include_str!("../../console/js/site_repairs.js"),
+    ),
+    (
         "js/keywords.js",
         JS,
         include_str!("../../console/js/keywords.js"),

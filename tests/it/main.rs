@@ -12,6 +12,7 @@ mod confinement;
 mod console;
 mod console_detail;
 mod console_learn;
+mod console_repairs;
 mod console_schedules;
 mod costly_selectors;
 mod crawl;

@@ -14,28 +14,28 @@ use crate::support::{ChangingSite, Look, ON_DEMAND, Roles, TestApp, WebhookRecei
 
 /// Runs and repairs of a one-page site end within seconds; this is for a
 /// loaded 2-core machine.
-const LIMIT: Duration = Duration::from_secs(90);
-const PRODUCTS: usize = 6;
+pub(crate) const LIMIT: Duration = Duration::from_secs(90);
+pub(crate) const PRODUCTS: usize = 6;
 
 async fn fleet() -> TestApp {
     TestApp::spawn_without_browsers(Roles::fleet(), |_| {}).await
 }
 
 /// A site on `shop` expecting at least 3 items a run, with `repair`.
-async fn shop_site(app: &TestApp, shop: &ChangingSite, repair: &str) -> i64 {
+pub(crate) async fn shop_site(app: &TestApp, shop: &ChangingSite, repair: &str) -> i64 {
     let extra = json!({"expect": {"min_items": 3}, "repair": repair, "max_attempts": 1});
     app.create_site(shop.site_body(&format!("shop {repair}"), extra))
         .await
 }
 
 /// Crawls `keyword` now and waits for its one run to complete.
-async fn crawled(app: &TestApp, keyword: i64) -> Value {
+pub(crate) async fn crawled(app: &TestApp, keyword: i64) -> Value {
     let run = app.crawl(keyword).await[0];
     app.wait_until_completed(run, LIMIT).await
 }
 
 /// The site's repairs, once one is in `state`.
-async fn repair_in(app: &TestApp, site: i64, state: &str) -> Value {
+pub(crate) async fn repair_in(app: &TestApp, site: i64, state: &str) -> Value {
     eventually(LIMIT, &format!("a repair {state}"), || async {
         let (status, repairs) = app.get(&format!("/api/sites/{site}/repairs")).await;
         assert_eq!(status, StatusCode::OK, "{repairs}");
@@ -59,7 +59,7 @@ async fn items(app: &TestApp, run: i64) -> Vec<(String, String, String)> {
         .collect()
 }
 
-async fn newest_version(app: &TestApp, site: i64) -> Value {
+pub(crate) async fn newest_version(app: &TestApp, site: i64) -> Value {
     let (status, versions) = app.get(&format!("/api/sites/{site}/versions")).await;
     assert_eq!(status, StatusCode::OK, "{versions}");
     versions["items"][0].clone()
