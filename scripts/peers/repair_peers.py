@@ -19,8 +19,10 @@ site changed the markup, knowing what a crawler knew before the change:
 
 And on every page (original or changed), selectors from examples: AutoScraper
 built on the page from two examples per field, its similar results read
-back. crawlfleet's figures for the same pages come from
-`cargo bench --bench learn` (LEARN_RESULTS=file) when given with --ours.
+back. crawlfleet's figures for the same pages (selectors from examples, and
+"crawlfleet repair": a repair from the last good run's items, verified on the
+changed page as a worker verifies it) come from `cargo bench --bench learn`
+(LEARN_RESULTS=file) when given with --ours.
 
 A result is exact when it gives the page's items, every field equal
 (whitespace collapsed, links made absolute against the page); wrong when it
@@ -256,6 +258,10 @@ def main():
         "AutoScraper rules kept": autoscraper_rules_kept,
         "AutoScraper relearned": autoscraper_relearned,
     }
+    # crawlfleet's repair (verified on the changed page, as a worker repairs
+    # a site) comes from the learn bench's rows, beside the peers.
+    if args.ours:
+        repairs["crawlfleet repair"] = None
     by_tool = collections.defaultdict(Tally)
     by_layout = collections.defaultdict(Tally)
     by_kind = collections.defaultdict(Tally)
@@ -271,7 +277,13 @@ def main():
             if not case["kinds"]:
                 continue
             for tool, run in repairs.items():
-                result, cpu = measure(run, case)
+                if tool == "crawlfleet repair":
+                    row = ours.get(case["name"])
+                    if row is None or "repair" not in row:
+                        raise SystemExit(f"crawlfleet's results have no repair of {case['name']}")
+                    result, cpu = row["repair"], row["repair_cpu_ms"] / 1000
+                else:
+                    result, cpu = measure(run, case)
                 by_tool[tool].add(result, cpu)
                 by_layout[(tool, case["layout"])].add(result, cpu)
                 for kind in case["kinds"]:
