@@ -121,6 +121,55 @@ async fn a_healthy_run_saves_its_pages_with_their_items_and_site_version() {
     app.stop().await;
 }
 
+#[tokio::test]
+async fn a_browser_run_saves_its_pages_as_rendered_and_a_replay_reads_them_the_same() {
+    let app = TestApp::spawn_with(Roles::fleet(), |_| {}).await;
+    let site = app.create_site(app.site_body("rendered", "/search")).await;
+    let keyword = app.create_keyword("tea", &[site], ON_DEMAND).await;
+    let run = crawl_once(&app, keyword).await;
+    assert_eq!(run["health"], "healthy", "{run}");
+    let pages = store::saved_pages::of_site(&app.db.pool, site, 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        pages.iter().map(|p| p.page_no).collect::<Vec<_>>(),
+        [1, 2, 3, 4]
+    );
+    for page in &pages {
+        assert_eq!(page.render.as_str(), "browser");
+        let html = String::from_utf8_lossy(&flate2_inflate(&page.body)).into_owned();
+        assert!(html.contains(&format!("Results for tea, page {}", page.page_no)));
+    }
+    // The DOM as the browser rendered it reads as the browser read it.
+    let (status, replay) = app
+        .post(
+            &format!("/api/sites/{site}/replay"),
+            json!({"version": run["site_version"]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{replay}");
+    let replayed: Vec<&Value> = replay["runs"][0]["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .collect();
+    assert_eq!(replayed.len(), 4, "{replay}");
+    for page in replayed {
+        assert_eq!(page["error"], Value::Null, "{page}");
+        for diff in ["added", "removed", "changed"] {
+            assert_eq!(page[diff], json!([]), "{diff}: {page}");
+        }
+    }
+    assert_eq!(
+        replay["runs"][0]["pages"][0]["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        5
+    );
+    app.stop().await;
+}
+
 fn flate2_inflate(deflated: &[u8]) -> Vec<u8> {
     use std::io::Read;
     let mut out = Vec::new();

@@ -15,7 +15,7 @@ use super::{
     actions::run_actions,
     blocked_page,
     in_place::show_more,
-    judge_status,
+    judge_status, kept,
     page_html::{LoadedHtml, too_large},
     parse_retry_after, read_failed,
 };
@@ -187,7 +187,8 @@ impl<'a> BrowserPage<'a> {
             next_link: None,
         };
         let reader = PageReader {
-            want_html: html_reading.needs_structured_data(),
+            // A kept list page is the DOM as rendered (saved pages).
+            want_html: html_reading.needs_structured_data() || limits.keep_body,
             ..reading
         };
         self.read(reader, html_reading, url, guard, limits, started)
@@ -364,20 +365,29 @@ impl<'a> BrowserPage<'a> {
         // page's budget, as a page read over HTTP is.
         let (html, items) = (reading.html, reading.items);
         let base = reading.base.unwrap_or_else(|| landed.clone());
+        let keep_body = limits.keep_body;
         let read = off_runtime(
             limits.extract_budget,
             stuck_timeout.saturating_sub(started.elapsed()),
-            move |budget| read_rendered(html.as_deref(), &landed, &html_reading, items, budget),
+            move |budget| {
+                let structured = html
+                    .as_deref()
+                    .filter(|_| html_reading.needs_structured_data());
+                let read = read_rendered(structured, &landed, &html_reading, items, budget)?;
+                let body = (html.as_deref())
+                    .filter(|_| keep_body)
+                    .map(|html| kept::deflate(html.as_bytes()));
+                Ok((read, body))
+            },
         )
         .await;
-        let (items, structured) = read.map_err(|e| read_failed(e, url))?;
+        let ((items, structured), body) = read.map_err(|e| read_failed(e, url))?;
         Ok(Fetched::Items {
             items: RawItems { items, base },
             next_token: None,
             structured,
             next_link,
-            // The browser's page is read where it is; no body is in hand.
-            body: None,
+            body,
         })
     }
 
