@@ -2,6 +2,8 @@
 // page shows them; a worker loads the form's search page for a keyword (its
 // render mode, wait_for and identity) and proposes selectors that give them
 // back. "Use this" fills the form's item selector and fields; it does not save.
+// The page it loaded is shown in a frame that runs no script: clicking a value
+// there adds it to the examples of the field last chosen ("pick from the page").
 
 import { post } from "./api.js";
 import { h, show } from "./dom.js";
@@ -16,6 +18,7 @@ export function renderLearn(root, editor, siteId) {
   const rows = h("div", { id: "learn-examples", class: "form" });
   const run = h("button", { type: "submit", id: "learn-run" }, "Learn selectors");
   const out = h("div", { id: "learn-result", "aria-live": "polite" });
+  const picker = h("div", { id: "learn-page" });
   const addRow = (name = "") => rows.append(exampleRow(name));
   const controls = h("form", { class: "form write-only", id: "learn-form" },
     h("label", { for: "learn-keyword" }, "keyword", keyword),
@@ -26,7 +29,14 @@ export function renderLearn(root, editor, siteId) {
   show(root, h("h2", {}, "Learn from examples"),
     h("p", { class: "muted" },
       "Per field, 1 to 3 values as the page shows them, one a line (the first of each field from one item, the second from another); none: the page's repeated structure."),
-    controls, out);
+    controls, out, picker);
+  // The field a value picked from the page goes to: the one last focused.
+  rows.addEventListener("focusin", (e) => {
+    const row = e.target.closest("[data-learn-row]");
+    if (!row) return;
+    for (const other of rows.querySelectorAll(".picking")) other.classList.remove("picking");
+    row.classList.add("picking");
+  });
   for (const name of editor.fieldNames()) addRow(name);
   if (!rows.children.length) addRow("title");
 
@@ -50,6 +60,7 @@ export function renderLearn(root, editor, siteId) {
       if (siteId) request.site_id = siteId;
       const answer = await post("/api/sites/learn", request, { timeoutMs: 90000 });
       showProposals(out, answer, editor);
+      if (answer.page_html) showPage(picker, answer.page_html, rows);
     } catch (error) {
       if (error.field === "search_url") editor.showError(error, "");
       show(out, h("p", { class: "error", id: "learn-error" }, error.field ? `${error.field}: ${error.message}` : error.message));
@@ -64,6 +75,39 @@ function exampleRow(name) {
     h("label", {}, "field", h("input", { class: "learn-name", value: name, "aria-label": "field name" })),
     h("label", {}, "values, one a line",
       h("textarea", { class: "learn-values", rows: 2, "aria-label": `examples of ${name || "the field"}` })));
+}
+
+/** The row whose values a picked value goes to: the one last focused, else the first. */
+function activeRow(rows) {
+  return rows.querySelector("[data-learn-row].picking") || rows.querySelector("[data-learn-row]");
+}
+
+/**
+ * The page the worker loaded, in a frame that runs no script (sandboxed; the
+ * console's policy keeps it from loading anything): a click on an element
+ * adds its text to the examples of the field last chosen.
+ */
+function showPage(root, html, rows) {
+  const frame = h("iframe", { id: "learn-page-frame", sandbox: "allow-same-origin", title: "The page learned from: click a value to add it as an example", referrerpolicy: "no-referrer" });
+  frame.addEventListener("load", () => {
+    const doc = frame.contentDocument;
+    if (!doc) return;
+    doc.addEventListener("click", (e) => {
+      e.preventDefault();
+      const text = (e.target.textContent || "").replace(/\s+/g, " ").trim().slice(0, 200);
+      const row = activeRow(rows);
+      if (!text || !row) return;
+      const values = row.querySelector(".learn-values");
+      const lines = values.value.split("\n").map((v) => v.trim()).filter(Boolean);
+      if (lines.length >= 3 || lines.includes(text)) return;
+      values.value = [...lines, text].join("\n");
+      values.dispatchEvent(new Event("input", { bubbles: true }));
+    }, true);
+  });
+  frame.srcdoc = html;
+  show(root, h("h3", {}, "Pick from the page"),
+    h("p", { class: "muted" }, "Choose a field's values above, then click a value in the page to add it (up to 3 a field); learn again to see the proposal."),
+    frame);
 }
 
 /** The rows as the API's `examples`: rows without a name or a value left out. */

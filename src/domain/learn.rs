@@ -21,6 +21,9 @@ pub const MAX_LEARN_FIELD_NAME_CHARS: usize = 64;
 pub const MAX_EXAMPLE_CHARS: usize = 300;
 /// Most items of a proposal an answer shows.
 pub const LEARN_ITEMS_SHOWN: usize = 25;
+/// Longest page HTML a learning answers with (bytes; a longer page is cut at
+/// a character boundary), for a person to pick examples from.
+pub const LEARN_PAGE_SHOWN_BYTES: usize = 1024 * 1024;
 
 /// Per field, its example values as they appear on the page.
 pub type Examples = BTreeMap<String, Vec<String>>;
@@ -65,6 +68,9 @@ pub struct LearnOutcome {
     /// Loading the page, and learning from it, on the worker.
     pub load_ms: u64,
     pub learn_ms: u64,
+    /// The page as it was learned from (at most [`LEARN_PAGE_SHOWN_BYTES`]).
+    #[serde(default)]
+    pub page_html: Option<String>,
 }
 
 /// One proposal, in the shapes a site keeps.

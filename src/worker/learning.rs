@@ -19,8 +19,8 @@ use super::{
 use crate::domain::{
     failure::FailureKind,
     learn::{
-        LEARN_ITEMS_SHOWN, LearnFailure, LearnFailureKind, LearnOutcome, LearnRequest,
-        LearnedProposal,
+        LEARN_ITEMS_SHOWN, LEARN_PAGE_SHOWN_BYTES, LearnFailure, LearnFailureKind, LearnOutcome,
+        LearnRequest, LearnedProposal,
     },
     site::{RenderMode, SiteSpec},
 };
@@ -35,12 +35,13 @@ pub(super) async fn learn(
     let loaded = load(ctx, request, spec).await;
     let load_ms = started.elapsed().as_millis() as u64;
     let started = Instant::now();
-    let (final_url, learned) = match loaded {
+    let (final_url, learned, page_html) = match loaded {
         Ok((html, url)) => {
+            let shown = cut_at_char(&html, LEARN_PAGE_SHOWN_BYTES).to_owned();
             let learned = learn_off_runtime(ctx, request, html, url.clone()).await;
-            (Some(url.to_string()), learned)
+            (Some(url.to_string()), learned, Some(shown))
         }
-        Err(failure) => (None, Err(failure)),
+        Err(failure) => (None, Err(failure), None),
     };
     let (proposals, failure) = match learned {
         Ok(proposals) => (proposals, None),
@@ -53,7 +54,17 @@ pub(super) async fn learn(
         failure,
         load_ms,
         learn_ms: started.elapsed().as_millis() as u64,
+        page_html,
     }
+}
+
+/// `text` cut to at most `max` bytes, at a character boundary.
+fn cut_at_char(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// The page's HTML and where it ended, or why it was not loaded.

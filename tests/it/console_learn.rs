@@ -96,3 +96,121 @@ async fn an_operator_learns_a_sites_selectors_from_examples_and_saves_them() {
     app.stop().await;
     fixture.abort();
 }
+
+#[tokio::test]
+async fn an_operator_picks_examples_from_the_page_and_sees_their_proposal() {
+    let (base, fixture) = shop().await;
+    let app = TestApp::spawn_with_console(
+        Roles {
+            scheduler: false,
+            worker: true,
+        },
+        |config| {
+            config.api.auth_disabled = false;
+            config.api.api_tokens = vec![WRITE_TOKEN.into()];
+        },
+    )
+    .await;
+    let browser = ConsoleBrowser::open(&app.base).await;
+    browser.sign_in(WRITE_TOKEN).await;
+    browser.go("#/sites/new").await;
+    browser.type_into("#site-name", "picked shop").await;
+    let search_url = format!("{base}/shop?q={{keyword}}");
+    browser.type_into("#site-search_url", &search_url).await;
+    browser.type_into("#learn-keyword", "lamp").await;
+    // No example yet: the page comes back with its repeated structure.
+    browser.click("#learn-run").await;
+    browser.wait_for("#learn-page-frame").await;
+    let pick = |css: &str, nth: usize| {
+        format!(
+            "const doc = document.querySelector('#learn-page-frame').contentDocument;
+             const found = doc && doc.querySelectorAll('{css}')[{nth}];
+             if (!found) return false;
+             found.click();
+             return true;"
+        )
+    };
+    let row =
+        |n: usize, part: &str| format!("#learn-examples [data-learn-row]:nth-child({n}) {part}");
+    // The frame's document is there once it has loaded.
+    let mut picked = false;
+    for _ in 0..100 {
+        browser.click(&row(1, ".learn-values")).await;
+        let answer = browser
+            .client
+            .execute(&pick("a.title", 0), vec![])
+            .await
+            .unwrap();
+        if answer == json!(true) {
+            picked = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(picked, "the page's first title could be clicked");
+    browser
+        .client
+        .execute(&pick("a.title", 2), vec![])
+        .await
+        .unwrap();
+    let values = browser
+        .client
+        .execute(
+            &format!(
+                "return document.querySelector('{}').value",
+                row(1, ".learn-values")
+            ),
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        values,
+        json!("Brass Desk Lamp\nLinen Armchair"),
+        "picked in order"
+    );
+    // A second field: its row chosen, its values picked.
+    browser.click("#learn-add-field").await;
+    browser.type_into(&row(2, ".learn-name"), "price").await;
+    browser.click(&row(2, ".learn-values")).await;
+    for nth in [0, 2] {
+        let clicked = browser
+            .client
+            .execute(&pick(".price", nth), vec![])
+            .await
+            .unwrap();
+        assert_eq!(clicked, json!(true));
+    }
+    let values = browser
+        .client
+        .execute(
+            &format!(
+                "return document.querySelector('{}').value",
+                row(2, ".learn-values")
+            ),
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        values,
+        json!("$49.00\n$310.00"),
+        "the price row got the prices"
+    );
+
+    browser.click("#learn-run").await;
+    let first = browser
+        .wait_for_text("[data-proposal='0'] h3", "li.product")
+        .await;
+    assert!(first.contains("confidence"), "{first}");
+    let summary = browser
+        .wait_for_text("[data-proposal='0']", "4 of 4 examples")
+        .await;
+    assert!(
+        summary.contains(&format!("{} items", PRODUCTS.len())),
+        "{summary}"
+    );
+    browser.close().await;
+    app.stop().await;
+    fixture.abort();
+}

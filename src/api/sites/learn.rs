@@ -67,6 +67,9 @@ pub(super) struct LearnView {
     final_url: Option<String>,
     proposals: Vec<ProposalView>,
     timings: LearnTimings,
+    /// The page as the worker loaded it (its first MiB), to pick examples
+    /// from; shown only in a frame that runs no script.
+    page_html: Option<String>,
 }
 
 /// One proposal: selectors as a site takes them, and what they read.
@@ -174,6 +177,7 @@ pub(super) async fn learn(
             load_ms: outcome.load_ms,
             learn_ms: outcome.learn_ms,
         },
+        page_html: outcome.page_html,
     }))
 }
 
