@@ -184,7 +184,9 @@ fn page_limit(limit: Option<i64>) -> Result<i64, ApiError> {
     }
 }
 
-fn parse_cursor(cursor: Option<&str>) -> Result<Option<i64>, ApiError> {
+/// A page's `cursor`, as this API returned it: a 400 naming `cursor` for
+/// anything else.
+fn parse_cursor<T: std::str::FromStr>(cursor: Option<&str>) -> Result<Option<T>, ApiError> {
     cursor
         .map(|c| {
             c.parse().map_err(|_| ApiError::BadRequest {

@@ -14,7 +14,7 @@ use crate::{
         auth::TokenKey,
         error::ErrorBody,
         extract::{ApiQuery, Id, SiteVersion},
-        page_limit,
+        page_limit, parse_cursor,
     },
     domain::site::{Difference, VersionReason, differences},
     store::{
@@ -111,16 +111,7 @@ async fn list_versions(
     ApiQuery(query): ApiQuery<VersionsQuery>,
 ) -> Result<Json<Page<ListedVersion>>, ApiError> {
     let limit = page_limit(query.limit)?;
-    let before = query
-        .cursor
-        .as_deref()
-        .map(|c| {
-            c.parse::<i32>().map_err(|_| ApiError::BadRequest {
-                message: "cursor is not one this API returned".into(),
-                field: Some("cursor".into()),
-            })
-        })
-        .transpose()?;
+    let before: Option<i32> = parse_cursor(query.cursor.as_deref())?;
     if !store::sites::exists(&state.pool, id).await? {
         return Err(ApiError::not_found("site", id));
     }
