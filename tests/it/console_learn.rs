@@ -11,8 +11,9 @@ use crate::{
 
 const WRITE_TOKEN: &str = "console-learn-token";
 
-#[tokio::test]
-async fn an_operator_learns_a_sites_selectors_from_examples_and_saves_them() {
+/// A fleet with a worker (no scheduler: learning needs none), a signed-in
+/// console on a new site named `name` searching the shop; the shop's task.
+async fn new_site_editor(name: &str) -> (TestApp, ConsoleBrowser, tokio::task::JoinHandle<()>) {
     let (base, fixture) = shop().await;
     let app = TestApp::spawn_with_console(
         Roles {
@@ -28,9 +29,15 @@ async fn an_operator_learns_a_sites_selectors_from_examples_and_saves_them() {
     let browser = ConsoleBrowser::open(&app.base).await;
     browser.sign_in(WRITE_TOKEN).await;
     browser.go("#/sites/new").await;
-    browser.type_into("#site-name", "learned shop").await;
+    browser.type_into("#site-name", name).await;
     let search_url = format!("{base}/shop?q={{keyword}}");
     browser.type_into("#site-search_url", &search_url).await;
+    (app, browser, fixture)
+}
+
+#[tokio::test]
+async fn an_operator_learns_a_sites_selectors_from_examples_and_saves_them() {
+    let (app, browser, fixture) = new_site_editor("learned shop").await;
 
     let row =
         |n: usize, part: &str| format!("#learn-examples [data-learn-row]:nth-child({n}) {part}");
@@ -99,24 +106,7 @@ async fn an_operator_learns_a_sites_selectors_from_examples_and_saves_them() {
 
 #[tokio::test]
 async fn an_operator_picks_examples_from_the_page_and_sees_their_proposal() {
-    let (base, fixture) = shop().await;
-    let app = TestApp::spawn_with_console(
-        Roles {
-            scheduler: false,
-            worker: true,
-        },
-        |config| {
-            config.api.auth_disabled = false;
-            config.api.api_tokens = vec![WRITE_TOKEN.into()];
-        },
-    )
-    .await;
-    let browser = ConsoleBrowser::open(&app.base).await;
-    browser.sign_in(WRITE_TOKEN).await;
-    browser.go("#/sites/new").await;
-    browser.type_into("#site-name", "picked shop").await;
-    let search_url = format!("{base}/shop?q={{keyword}}");
-    browser.type_into("#site-search_url", &search_url).await;
+    let (app, browser, fixture) = new_site_editor("picked shop").await;
     browser.type_into("#learn-keyword", "lamp").await;
     // No example yet: the page comes back with its repeated structure.
     browser.click("#learn-run").await;

@@ -171,11 +171,7 @@ async fn entries(
     ApiQuery(query): ApiQuery<EntriesQuery>,
 ) -> Result<Json<Page<UrlEntryView>>, ApiError> {
     let limit = page_limit(query.limit)?;
-    let after = super::parse_cursor(query.cursor.as_deref())?.unwrap_or(0);
-    let after = i32::try_from(after).map_err(|_| ApiError::BadRequest {
-        message: "cursor is not one this API returned".into(),
-        field: Some("cursor".into()),
-    })?;
+    let after: i32 = super::parse_cursor(query.cursor.as_deref())?.unwrap_or(0);
     if !store::url_lists::exists(&state.pool, id).await? {
         return Err(ApiError::not_found("URL list", id));
     }
