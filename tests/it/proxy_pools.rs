@@ -2,15 +2,15 @@
 //! retires it for a back-off, no page goes through it while it is retired,
 //! the run waits instead of failing, and the proxy returns when its back-off
 //! ends; the site's proxies show all of it, credentials masked. The back-off
-//! doubles with each retirement in a row, and a page through it resets it.
-//! Over HTTP (the browser's proxy is reached through the relay and is not
-//! retired).
+//! doubles with each retirement in a row, and a page through it resets it;
+//! the console's site page shows it. Over HTTP (the browser's proxy is reached
+//! through the relay and is not retired).
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Roles, TestApp, TestProxy, eventually};
+use crate::support::{ConsoleBrowser, Roles, TestApp, TestProxy, eventually};
 
 // A one-page run through a loopback proxy, a 5 s refusal pause and one run
 // retry between: seconds; 90 s is far over that on a loaded machine.
@@ -182,5 +182,42 @@ async fn the_back_off_doubles_in_a_row_and_a_site_without_proxy_has_none() {
     assert_eq!((status.as_u16(), body), (200, json!([])));
     let (status, body) = app.get("/api/sites/999999/proxies").await;
     assert_eq!(status, 404, "{body}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_console_shows_a_retired_proxy_on_the_site_page() {
+    const TOKEN: &str = "proxy-console-token";
+    let app = TestApp::spawn_with_console(Roles::fleet(), |config| {
+        config.api.auth_disabled = false;
+        config.api.api_tokens = vec![TOKEN.into()];
+    })
+    .await;
+    let proxy = TestProxy::start(Some(CREDENTIALS)).await;
+    let url = proxy.url("http", Some(CREDENTIALS));
+    let client = reqwest::Client::new();
+    let created: Value = client
+        .post(format!("{}/api/sites", app.base))
+        .bearer_auth(TOKEN)
+        .json(&site(&app, "console-proxy", &url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let site_id = created["id"].as_i64().unwrap();
+    let member = crawlfleet::domain::site::ProxyUrl::parse(&url).unwrap();
+    crawlfleet::store::proxy_health::record_refusal(app.pool(), site_id, &member, "HTTP 429 at x")
+        .await
+        .unwrap();
+    let browser = ConsoleBrowser::open(&app.base).await;
+    browser.sign_in(TOKEN).await;
+    browser.go(&format!("#/sites/{site_id}")).await;
+    let label = format!("proxy 127.0.0.1:{}", proxy.port);
+    browser.wait_for_text("#site-health", &label).await;
+    browser.wait_for_text("#site-health", "retired until").await;
+    browser.wait_for_text("#site-health", "1 refusals").await;
+    browser.close().await;
     app.stop().await;
 }
