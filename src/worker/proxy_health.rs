@@ -107,3 +107,25 @@ pub async fn record(
         tracing::warn!(site_id, proxy = %label, error = %e, "proxy health not recorded");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_403s_and_failed_connections_count_against_the_proxy() {
+        let failed = |kind, message: &str| Err(CrawlError::failed(kind, message));
+        let refused = Ok(Fetched::Refused {
+            refusal: super::super::fetch::Refusal::Status(429),
+            reason: "HTTP 429 at http://shop.example/".into(),
+            retry_after: None,
+        });
+        assert!(refusal_of(&refused).unwrap().contains("429"));
+        assert!(refusal_of(&failed(FailureKind::HttpStatus, "HTTP 403 at x: refused")).is_some());
+        assert!(refusal_of(&failed(FailureKind::Network, "requesting x: closed")).is_some());
+        // The site's own answers and our own limits are not the proxy's fault.
+        assert!(refusal_of(&failed(FailureKind::HttpStatus, "HTTP 404 at x")).is_none());
+        assert!(refusal_of(&failed(FailureKind::Stuck, "stuck")).is_none());
+        assert!(refusal_of(&Ok(Fetched::PastTheEnd)).is_none());
+    }
+}
