@@ -353,7 +353,7 @@ function showError(form, fallback, error, prefix, fields, detail) {
 async function showHealth(root, id) {
   show(root, h("h2", {}, "How it is doing"), h("p", { class: "muted" }, "Loading…"));
   try {
-    const s = await get(`/api/sites/${id}/health`);
+    const [s, proxies] = await Promise.all([get(`/api/sites/${id}/health`), get(`/api/sites/${id}/proxies`)]);
     show(root, h("h2", {}, "How it is doing"),
       h("dl", { class: "facts", id: "site-health" },
         h("dt", {}, "status"), h("dd", { id: "site-status" }, healthBadge(s.status),
@@ -363,7 +363,11 @@ async function showHealth(root, id) {
         ...[["24 h", s.last_24h], ["7 days", s.last_7d]].flatMap(([span, w]) => [
           h("dt", {}, `success, ${span}`), h("dd", {}, `${percent(w.success_rate)} of ${w.runs_ended} runs, ${percent(w.degraded_rate)} degraded`),
           h("dt", {}, `blocked, ${span}`), h("dd", {}, `${percent(w.blocked_rate)} of ${w.attempts_ended} attempts`)]),
-        h("dt", {}, "items per run"), h("dd", {}, sparkline(s.recent_runs.map((r) => r.items_found), "items per run, last 20 runs"))),
+        h("dt", {}, "items per run"), h("dd", {}, sparkline(s.recent_runs.map((r) => r.items_found), "items per run, last 20 runs")),
+        ...proxies.flatMap((p) => [
+          h("dt", {}, `proxy ${p.label}`),
+          h("dd", { class: "proxy" }, p.state === "retired" ? ["retired until ", time(p.retired_until)] : "active",
+            `, ${p.pages} pages, ${p.refusals} refusals`, p.last_error ? ` (last: ${p.last_error})` : "")])),
       h("p", {}, h("a", { href: `#/runs?site_id=${id}` }, "Its runs"), " · ", h("a", { href: `#/results?site_id=${id}` }, "Its results")));
   } catch (e) {
     show(root, failure(e));

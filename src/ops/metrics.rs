@@ -45,6 +45,11 @@ pub struct Metrics {
     pub browser_restarts: IntCounterVec,
     pub rate_limit_wait: HistogramVec,
     pub site_refusals: IntCounterVec,
+    /// A site's pages and refusals through each proxy, and which are retired
+    /// (labelled by site and the proxy's `host:port`: no credentials).
+    pub proxy_pages: IntCounterVec,
+    pub proxy_refusals: IntCounterVec,
+    pub proxy_retired: IntGaugeVec,
     pub refused_targets: IntCounter,
     pub robots_fetches: IntCounterVec,
     pub robots_disallowed: IntCounterVec,
@@ -303,6 +308,24 @@ impl Metrics {
                 "crawlfleet_site_refusals_total",
                 "Pages a site refused (429, 503, blocked selector), slowing it fleet-wide.",
                 &["site", "reason"],
+            ),
+            proxy_pages: counter_vec(
+                &r,
+                "crawlfleet_proxy_pages_total",
+                "Pages read through a site's proxy, by site and proxy host:port.",
+                &["site", "proxy"],
+            ),
+            proxy_refusals: counter_vec(
+                &r,
+                "crawlfleet_proxy_refusals_total",
+                "Refusals (429, 403, 503, blocked page, failed connection) through a site's proxy, which retire it for a back-off.",
+                &["site", "proxy"],
+            ),
+            proxy_retired: gauge_vec(
+                &r,
+                "crawlfleet_proxy_retired",
+                "1 while this worker last saw the site's proxy retired (it drew a refusal), 0 once a page went through it.",
+                &["site", "proxy"],
             ),
             refused_targets: counter(
                 &r,

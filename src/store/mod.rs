@@ -9,6 +9,7 @@ pub mod keywords;
 pub mod leader;
 pub mod listing;
 pub mod names;
+pub mod proxy_health;
 pub mod rekey;
 pub mod repairs;
 pub mod results;

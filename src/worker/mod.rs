@@ -15,6 +15,7 @@ mod learning;
 pub mod limiter;
 mod page_cpu;
 mod preview;
+mod proxy_health;
 mod repairing;
 mod replay;
 mod scale_in;

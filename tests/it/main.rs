@@ -40,6 +40,7 @@ mod page_actions;
 mod paging;
 mod politeness;
 mod preview;
+mod proxy_pools;
 mod remote_browser;
 mod render_modes;
 mod repairs;

@@ -1,13 +1,14 @@
 //! Sites: create, read, replace, delete, forget a kept session, try one on a
-//! worker before saving it (`preview`), learn its selectors from example
-//! values on a worker (`learn`; both through a lane: `lane`), their versions (`versions`: every
-//! change recorded, compared and restorable), and the repairs workers
-//! proposed when their markup changed (`repairs`). A request body parses straight
+//! worker before saving it (`preview`), see the health of its proxies (`proxies`), learn its
+//! selectors from example values on a worker (`learn`; both through a lane: `lane`), their
+//! versions (`versions`: every change recorded, compared and restorable), and the repairs
+//! workers proposed when their markup changed (`repairs`). A request body parses straight
 //! into the domain's `SiteInput`, whose `parse` checks every rule.
 
 mod lane;
 mod learn;
 mod preview;
+mod proxies;
 mod repairs;
 mod replay;
 mod versions;
@@ -50,6 +51,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(forget_session))
         .routes(routes!(health))
         .routes(routes!(health_of_all))
+        .routes(routes!(proxies::proxies))
         .routes(routes!(preview::preview))
         .routes(routes!(learn::learn))
         .routes(routes!(replay::replay))

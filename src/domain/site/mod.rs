@@ -6,6 +6,7 @@ mod extraction;
 mod identity;
 pub(in crate::domain) mod locator;
 mod masked;
+mod proxy_pool;
 pub(in crate::domain) mod render;
 mod standing;
 mod structured;
@@ -28,6 +29,10 @@ pub use extraction::{
 pub use identity::{Identity, MASK, ProxyUrl};
 pub use locator::{CssSelector, JsonPointer};
 pub use masked::restore_masked;
+pub use proxy_pool::{
+    FIRST_BACKOFF, MAX_BACKOFF, MAX_POOL_MEMBERS, MAX_WEIGHT, PoolMember, PoolMemberInput,
+    ProxyPool, Rotation, backoff, metric_label,
+};
 pub use render::RenderMode;
 pub use standing::{RunVerdict, SiteStatus, Streak};
 pub use structured::{

@@ -33,6 +33,7 @@ use crate::domain::{
 use crate::worker::{
     error::CrawlError,
     limiter::{PaceKey, SitePace},
+    proxy_health,
 };
 use crate::worker::{
     extract::{RawItems, typed_page},
@@ -452,9 +453,14 @@ impl Crawl<'_> {
         let site_id = self.run.site_id;
         let site = self.site_label();
         let tries = self.run.max_attempts.max(1);
+        let proxy = source.proxy().cloned();
         for attempt in 1..=tries {
             // The run is between pages (running/call_done) while it waits: its
             // heartbeat goes on and the watchdog does not take it for stuck.
+            if let Some(proxy) = &proxy {
+                proxy_health::wait_while_retired(&self.ctx.pool, site_id, self.fence.run_id, proxy)
+                    .await?;
+            }
             self.pace().wait().await?;
             // A list's URL is not entered: its store is its one write (the
             // run's row would otherwise serialize the URLs in flight twice).
@@ -476,6 +482,9 @@ impl Crawl<'_> {
                 .with_label_values(&[&site])
                 .observe(started.elapsed().as_secs_f64());
             metrics().pages_fetched.inc();
+            if let Some(proxy) = &proxy {
+                proxy_health::record(&self.ctx.pool, site_id, proxy, &fetched).await;
+            }
             let (refusal, reason, retry_after) = match fetched? {
                 Fetched::Refused {
                     refusal,

@@ -11,7 +11,7 @@ use super::parse_retry_after;
 use crate::domain::failure::FailureKind;
 use crate::{
     domain::bounds::{Bound, CrawlBounds},
-    domain::site::Identity,
+    domain::site::{Identity, ProxyUrl},
     net::target_guard::{Refused, TargetGuard},
     ops::metrics::metrics,
     worker::{error::CrawlError, limiter::SitePace, session::SessionCookies},
@@ -39,6 +39,8 @@ pub struct HttpClient {
     /// A bigger body fails the attempt as `page_too_large` (`PAGE_MAX_BYTES`):
     /// a results page this size is a mistake or an attack.
     max_body_bytes: usize,
+    /// The proxy every request goes out through, if the site has one.
+    proxy: Option<ProxyUrl>,
 }
 
 /// A page as the server sent it.
@@ -75,7 +77,13 @@ impl HttpClient {
             failed_answer: None,
             last_url: None,
             max_body_bytes: CrawlBounds::default().page_bytes,
+            proxy: identity.proxy.clone(),
         })
+    }
+
+    /// The proxy every request goes out through, if any.
+    pub fn proxy(&self) -> Option<&ProxyUrl> {
+        self.proxy.as_ref()
     }
 
     /// The same client, refusing a body over `bytes`.

@@ -2,12 +2,16 @@
 //! absolute-form requests) and SOCKS5 on one port, optionally demanding
 //! credentials. It logs what it was asked for and the local address of every
 //! connection it opens, so a test can tell that a request reached the fixture
-//! through it.
+//! through it. It can be told to misbehave (`answer_429`, `close_connections`)
+//! as a banned exit does.
 
 use std::{
     collections::HashSet,
     net::SocketAddr,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU8, Ordering},
+    },
 };
 
 use base64::Engine as _;
@@ -26,12 +30,20 @@ pub struct ProxyLog {
     pub refused: usize,
     /// Local addresses of the proxy's connections to targets.
     pub outbound: HashSet<SocketAddr>,
+    /// Connections answered 429 or closed while misbehaving.
+    pub turned_away: usize,
 }
+
+/// How the proxy answers.
+const FORWARD: u8 = 0;
+const ANSWER_429: u8 = 1;
+const CLOSE: u8 = 2;
 
 /// The proxy, listening on 127.0.0.1 until dropped.
 pub struct TestProxy {
     pub port: u16,
     log: Arc<Mutex<ProxyLog>>,
+    behaviour: Arc<AtomicU8>,
     task: JoinHandle<()>,
 }
 
@@ -43,21 +55,57 @@ impl TestProxy {
         let port = listener.local_addr().unwrap().port();
         let log = Arc::new(Mutex::new(ProxyLog::default()));
         let credentials = credentials.map(|(u, p)| (u.to_owned(), p.to_owned()));
+        let behaviour = Arc::new(AtomicU8::new(FORWARD));
         let task = tokio::spawn({
-            let log = log.clone();
+            let (log, behaviour) = (log.clone(), behaviour.clone());
             async move {
                 loop {
                     let Ok((client, _)) = listener.accept().await else {
                         return;
                     };
                     let (log, credentials) = (log.clone(), credentials.clone());
+                    let behaviour = behaviour.load(Ordering::SeqCst);
                     tokio::spawn(async move {
-                        let _ = serve(client, &log, credentials.as_ref()).await;
+                        let _ = match behaviour {
+                            FORWARD => serve(client, &log, credentials.as_ref()).await,
+                            _ => misbehave(client, &log, behaviour).await,
+                        };
                     });
                 }
             }
         });
-        TestProxy { port, log, task }
+        TestProxy {
+            port,
+            log,
+            behaviour,
+            task,
+        }
+    }
+
+    /// From now on, answers every request 429 Too Many Requests, as a
+    /// banned exit does.
+    pub fn answer_429(&self) {
+        self.behaviour.store(ANSWER_429, Ordering::SeqCst);
+    }
+
+    /// From now on, closes every connection unanswered.
+    pub fn close_connections(&self) {
+        self.behaviour.store(CLOSE, Ordering::SeqCst);
+    }
+
+    /// From now on, forwards again.
+    pub fn forward(&self) {
+        self.behaviour.store(FORWARD, Ordering::SeqCst);
+    }
+
+    /// Requests it forwarded (each logged as asked).
+    pub fn forwarded(&self) -> usize {
+        self.log(|log| log.asked.len())
+    }
+
+    /// Connections it turned away misbehaving.
+    pub fn turned_away(&self) -> usize {
+        self.log(|log| log.turned_away)
     }
 
     /// `scheme://[user:password@]127.0.0.1:port`.
@@ -80,6 +128,25 @@ impl Drop for TestProxy {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// A banned exit: a 429 to whatever was asked, or the connection closed.
+async fn misbehave(
+    mut client: TcpStream,
+    log: &Mutex<ProxyLog>,
+    behaviour: u8,
+) -> anyhow::Result<()> {
+    log.lock().unwrap().turned_away += 1;
+    if behaviour == ANSWER_429 {
+        let mut head = [0u8; 1024];
+        let _ = client.read(&mut head).await?;
+        client
+            .write_all(
+                b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            )
+            .await?;
+    }
+    Ok(())
 }
 
 async fn connect(target: &str, log: &Mutex<ProxyLog>) -> std::io::Result<TcpStream> {
