@@ -79,6 +79,11 @@ impl DevToolsUrl {
         if url.host_str().is_none_or(str::is_empty) || url.port_or_known_default().is_none() {
             bail!("{setting} names no host");
         }
+        let mut url = url;
+        // WebDriver commands are paths under the endpoint's (`/wd/hub/`).
+        if protocol == RemoteProtocol::WebDriver && !url.path().ends_with('/') {
+            url.set_path(&format!("{}/", url.path()));
+        }
         Ok(DevToolsUrl(url))
     }
 
@@ -204,5 +209,15 @@ mod tests {
         assert_eq!(remote.url.host_port(), "127.0.0.1:3000");
         assert!(!format!("{remote:?}").contains("s3cret"));
         assert!(remote.url.is_websocket());
+        let grid = remote_browser(
+            BrowserBackend::Webdriver,
+            Some("http://127.0.0.1:4444/wd/hub"),
+            None,
+            "127.0.0.1",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(grid.url.expose().path(), "/wd/hub/", "commands go under it");
+        assert_eq!(grid.protocol, RemoteProtocol::WebDriver);
     }
 }

@@ -22,19 +22,28 @@ pub struct WebDriverEndpoint {
     child: Child,
     dir: PathBuf,
     port: u16,
+    /// The path its commands go under (`/` or, like a grid's `/wd/hub/`, one
+    /// of its own).
+    base: String,
     killed: bool,
 }
 
 impl WebDriverEndpoint {
     pub async fn start() -> WebDriverEndpoint {
+        let port = super::free_port().expect("a free port");
+        Self::start_on(port, "/").await
+    }
+
+    /// A chromedriver on `port`, its commands under `base` (`/…/`).
+    pub async fn start_on(port: u16, base: &str) -> WebDriverEndpoint {
         let dir = std::env::temp_dir().join(format!("cf-webdriver-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
-        let port = super::free_port().expect("a free port");
         let path = std::env::var("CHROMEDRIVER_PATH").unwrap_or_else(|_| "chromedriver".into());
         let mut command = Command::new(path);
         command
             .arg(format!("--port={port}"))
             .arg("--allowed-ips=127.0.0.1")
+            .arg(format!("--url-base={base}"))
             .env("TMPDIR", &dir)
             .env("HOME", &dir)
             .env("XDG_CONFIG_HOME", &dir)
@@ -49,6 +58,7 @@ impl WebDriverEndpoint {
             child,
             dir,
             port,
+            base: base.to_owned(),
             killed: false,
         };
         let started = Instant::now();
@@ -67,7 +77,11 @@ impl WebDriverEndpoint {
 
     /// `BROWSER_WEBDRIVER_URL`.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("http://127.0.0.1:{}{}", self.port, self.base)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// This endpoint as a test's backend.
