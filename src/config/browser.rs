@@ -1,6 +1,8 @@
 //! Where the worker's browser slots live (`BROWSER_BACKEND`): in a Chrome the
-//! worker starts itself, or in a remote browser spoken to as the DevTools
-//! protocol over a WebSocket (Browserless, `chrome --remote-debugging-port`).
+//! worker starts itself, in a remote browser spoken to as the DevTools
+//! protocol over a WebSocket (Browserless, `chrome --remote-debugging-port`),
+//! or in a Chrome a WebDriver endpoint (Selenium Grid 4, chromedriver) starts
+//! for the worker, spoken to over the DevTools connection its session names.
 
 use std::net::IpAddr;
 
@@ -13,10 +15,33 @@ pub enum BrowserBackend {
     Local,
     /// A remote browser at `BROWSER_DEVTOOLS_URL`.
     Devtools,
+    /// A Chrome session of the WebDriver endpoint at `BROWSER_WEBDRIVER_URL`.
+    Webdriver,
 }
 
-/// `BROWSER_DEVTOOLS_URL`: a secret (Browserless takes its token in the
-/// query), so its `Debug` shows nothing and logs name its host and port only.
+/// How the worker reaches a remote browser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemoteProtocol {
+    /// Its DevTools WebSocket, straight.
+    DevTools,
+    /// A WebDriver session per browser, then the DevTools connection the
+    /// session names (`se:cdp`, or `goog:chromeOptions.debuggerAddress`).
+    WebDriver,
+}
+
+impl RemoteProtocol {
+    /// The setting naming the endpoint.
+    pub fn url_setting(self) -> &'static str {
+        match self {
+            RemoteProtocol::DevTools => "BROWSER_DEVTOOLS_URL",
+            RemoteProtocol::WebDriver => "BROWSER_WEBDRIVER_URL",
+        }
+    }
+}
+
+/// `BROWSER_DEVTOOLS_URL` or `BROWSER_WEBDRIVER_URL`: a secret (Browserless
+/// takes its token in the query, a grid its credentials), so its `Debug`
+/// shows nothing and logs name its host and port only.
 #[derive(Clone)]
 pub struct DevToolsUrl(url::Url);
 
@@ -30,14 +55,34 @@ impl DevToolsUrl {
     /// A `ws(s)://host:port/devtools/browser/...` URL, or the `http(s)://host:port`
     /// whose `/json/version` names it; the error never repeats the value.
     pub fn parse(text: &str) -> anyhow::Result<DevToolsUrl> {
+        Self::parse_for(text, RemoteProtocol::DevTools)
+    }
+
+    /// The URL of an endpoint of `protocol` (a WebDriver endpoint is an
+    /// `http(s)://host:port[/path]`); the error never repeats the value.
+    pub fn parse_for(text: &str, protocol: RemoteProtocol) -> anyhow::Result<DevToolsUrl> {
+        let setting = protocol.url_setting();
         let Ok(url) = url::Url::parse(text.trim()) else {
-            bail!("BROWSER_DEVTOOLS_URL is not a URL");
+            bail!("{setting} is not a URL");
         };
-        if !matches!(url.scheme(), "ws" | "wss" | "http" | "https") {
-            bail!("BROWSER_DEVTOOLS_URL must be a ws://, wss://, http:// or https:// URL");
+        match protocol {
+            RemoteProtocol::DevTools
+                if !matches!(url.scheme(), "ws" | "wss" | "http" | "https") =>
+            {
+                bail!("{setting} must be a ws://, wss://, http:// or https:// URL")
+            }
+            RemoteProtocol::WebDriver if !matches!(url.scheme(), "http" | "https") => {
+                bail!("{setting} must be an http:// or https:// URL")
+            }
+            _ => {}
         }
         if url.host_str().is_none_or(str::is_empty) || url.port_or_known_default().is_none() {
-            bail!("BROWSER_DEVTOOLS_URL names no host");
+            bail!("{setting} names no host");
+        }
+        let mut url = url;
+        // WebDriver commands are paths under the endpoint's (`/wd/hub/`).
+        if protocol == RemoteProtocol::WebDriver && !url.path().ends_with('/') {
+            url.set_path(&format!("{}/", url.path()));
         }
         Ok(DevToolsUrl(url))
     }
@@ -62,9 +107,10 @@ impl DevToolsUrl {
     }
 }
 
-/// The remote browser of `BROWSER_BACKEND=devtools`, checked.
+/// The remote browser of `BROWSER_BACKEND=devtools` or `webdriver`, checked.
 #[derive(Debug, Clone)]
 pub struct RemoteBrowserSettings {
+    pub protocol: RemoteProtocol,
     pub url: DevToolsUrl,
     /// Where the relays listen for the remote browser's connections.
     pub relay_bind: IpAddr,
@@ -87,21 +133,23 @@ pub fn remote_browser(
             "BROWSER_RELAY_BIND must be an address the remote browser can reach, not {relay_bind}"
         );
     }
-    match backend {
-        BrowserBackend::Local => Ok(None),
-        BrowserBackend::Devtools => {
-            let Some(url) = url.filter(|u| !u.trim().is_empty()) else {
-                bail!("BROWSER_BACKEND=devtools needs BROWSER_DEVTOOLS_URL");
-            };
-            if slots == Some(0) {
-                bail!("BROWSER_DEVTOOLS_SLOTS must be at least 1");
-            }
-            Ok(Some(RemoteBrowserSettings {
-                url: DevToolsUrl::parse(url)?,
-                relay_bind,
-            }))
-        }
+    let (protocol, name) = match backend {
+        BrowserBackend::Local => return Ok(None),
+        BrowserBackend::Devtools => (RemoteProtocol::DevTools, "devtools"),
+        BrowserBackend::Webdriver => (RemoteProtocol::WebDriver, "webdriver"),
+    };
+    let setting = protocol.url_setting();
+    let Some(url) = url.filter(|u| !u.trim().is_empty()) else {
+        bail!("BROWSER_BACKEND={name} needs {setting}");
+    };
+    if slots == Some(0) {
+        bail!("{} must be at least 1", setting.replace("_URL", "_SLOTS"));
     }
+    Ok(Some(RemoteBrowserSettings {
+        protocol,
+        url: DevToolsUrl::parse_for(url, protocol)?,
+        relay_bind,
+    }))
 }
 
 #[cfg(test)]
@@ -123,6 +171,27 @@ mod tests {
         }
         let error = remote_browser(BrowserBackend::Devtools, None, None, "127.0.0.1").unwrap_err();
         assert!(error.to_string().contains("BROWSER_DEVTOOLS_URL"));
+        for bad in [
+            "ws://127.0.0.1:4444/?token=s3cret",
+            "not a url?token=s3cret",
+            "http://:4444/?token=s3cret",
+        ] {
+            let error = remote_browser(BrowserBackend::Webdriver, Some(bad), None, "127.0.0.1")
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("BROWSER_WEBDRIVER_URL"), "{error}");
+            assert!(!error.contains("s3cret"), "{error}");
+        }
+        let error = remote_browser(BrowserBackend::Webdriver, None, None, "127.0.0.1").unwrap_err();
+        assert!(error.to_string().contains("BROWSER_WEBDRIVER_URL"));
+        let error = remote_browser(
+            BrowserBackend::Webdriver,
+            Some("http://127.0.0.1:4444"),
+            Some(0),
+            "127.0.0.1",
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("BROWSER_WEBDRIVER_SLOTS"));
         let error = remote_browser(BrowserBackend::Local, None, None, "0.0.0.0").unwrap_err();
         assert!(error.to_string().contains("BROWSER_RELAY_BIND"));
     }
@@ -140,5 +209,15 @@ mod tests {
         assert_eq!(remote.url.host_port(), "127.0.0.1:3000");
         assert!(!format!("{remote:?}").contains("s3cret"));
         assert!(remote.url.is_websocket());
+        let grid = remote_browser(
+            BrowserBackend::Webdriver,
+            Some("http://127.0.0.1:4444/wd/hub"),
+            None,
+            "127.0.0.1",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(grid.url.expose().path(), "/wd/hub/", "commands go under it");
+        assert_eq!(grid.protocol, RemoteProtocol::WebDriver);
     }
 }

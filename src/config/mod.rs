@@ -13,7 +13,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 
 pub use bounds::CrawlBoundsSettings;
-pub use browser::{BrowserBackend, DevToolsUrl, RemoteBrowserSettings};
+pub use browser::{BrowserBackend, DevToolsUrl, RemoteBrowserSettings, RemoteProtocol};
 pub use clients::ClientLimits;
 pub use datastores::{DatabaseSettings, RedisSettings, SslMode};
 
@@ -395,8 +395,9 @@ pub struct WorkerConfig {
     #[arg(long, env = "CHROME_SANDBOX", value_enum, default_value_t = SandboxMode::Auto)]
     pub chrome_sandbox: SandboxMode,
 
-    /// Where the browser slots live: local (a Chrome the worker starts) or
-    /// devtools (contexts of the remote browser at BROWSER_DEVTOOLS_URL).
+    /// Where the browser slots live: local (a Chrome the worker starts),
+    /// devtools (contexts of the remote browser at BROWSER_DEVTOOLS_URL) or
+    /// webdriver (contexts of a Chrome session of BROWSER_WEBDRIVER_URL).
     #[arg(long, env = "BROWSER_BACKEND", value_enum, default_value_t = BrowserBackend::Local)]
     pub browser_backend: BrowserBackend,
 
@@ -410,6 +411,17 @@ pub struct WorkerConfig {
     /// no more than the smaller of this and its browser slots.
     #[arg(long, env = "BROWSER_DEVTOOLS_SLOTS")]
     pub browser_devtools_slots: Option<usize>,
+
+    /// The WebDriver endpoint of BROWSER_BACKEND=webdriver (Selenium Grid 4,
+    /// chromedriver): `http://host:port`. A secret (it may hold
+    /// credentials): never logged.
+    #[arg(long, env = "BROWSER_WEBDRIVER_URL", hide_env_values = true)]
+    pub browser_webdriver_url: Option<Secret>,
+
+    /// The endpoint's limit of sessions at once: the worker opens no more
+    /// than the smaller of this and its browser slots.
+    #[arg(long, env = "BROWSER_WEBDRIVER_SLOTS")]
+    pub browser_webdriver_slots: Option<usize>,
 
     /// The address the browser relays listen on. A remote browser must reach
     /// it; the relays serve only connections from the remote browser's address.
@@ -494,10 +506,16 @@ impl WorkerConfig {
     /// The remote browser the settings name (`None`: the local Chrome), or
     /// an error naming the setting that is wrong.
     pub fn remote_browser(&self) -> anyhow::Result<Option<RemoteBrowserSettings>> {
+        let (url, slots) = match self.browser_backend {
+            BrowserBackend::Webdriver => {
+                (&self.browser_webdriver_url, self.browser_webdriver_slots)
+            }
+            _ => (&self.browser_devtools_url, self.browser_devtools_slots),
+        };
         browser::remote_browser(
             self.browser_backend,
-            self.browser_devtools_url.as_ref().map(|s| s.0.as_str()),
-            self.browser_devtools_slots,
+            url.as_ref().map(|s| s.0.as_str()),
+            slots,
             &self.browser_relay_bind,
         )
     }

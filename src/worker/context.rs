@@ -21,11 +21,12 @@ use crate::{
 
 /// Browser slots of a worker with these settings: at least one (a
 /// `WORKER_CONCURRENCY` of 0 still gets one), and no more than a remote
-/// browser's own limit (`BROWSER_DEVTOOLS_SLOTS`): what the worker announces
+/// browser's own limit (`BROWSER_DEVTOOLS_SLOTS`, `BROWSER_WEBDRIVER_SLOTS`): what the worker announces
 /// and takes jobs for is what it can open.
 pub fn browser_slots(config: &WorkerConfig) -> usize {
     let limit = match config.browser_backend {
         BrowserBackend::Devtools => config.browser_devtools_slots,
+        BrowserBackend::Webdriver => config.browser_webdriver_slots,
         BrowserBackend::Local => None,
     };
     config

@@ -65,5 +65,6 @@ mod tls;
 mod tools;
 mod typed_values;
 mod url_lists;
+mod webdriver_browser;
 mod webhooks;
 mod worker_faults;

@@ -174,25 +174,53 @@ async fn bad_settings_exit_2_with_the_setting_named() {
 /// anything: the setting is named, its value (it may hold a token) is not.
 #[tokio::test]
 async fn a_worker_whose_remote_browser_is_named_wrongly_exits_2_naming_the_setting_not_its_value() {
-    for (setting, value, cause) in [
-        (
-            "BROWSER_DEVTOOLS_URL",
-            "not a url ?token=s3cret-url",
-            "BROWSER_DEVTOOLS_URL",
-        ),
-        (
-            "BROWSER_DEVTOOLS_URL",
-            "ftp://127.0.0.1:9/?token=s3cret-url",
-            "BROWSER_DEVTOOLS_URL",
-        ),
-        (
-            "BROWSER_DEVTOOLS_URL",
-            "ws://:9/?token=s3cret-url",
-            "BROWSER_DEVTOOLS_URL",
-        ),
-        ("BROWSER_DEVTOOLS_SLOTS", "0", "BROWSER_DEVTOOLS_SLOTS"),
-        ("BROWSER_RELAY_BIND", "0.0.0.0", "BROWSER_RELAY_BIND"),
-    ] {
+    refused_at_start(
+        ("devtools", "BROWSER_DEVTOOLS_URL"),
+        "ws://127.0.0.1:9/devtools/browser/x",
+        &[
+            ("BROWSER_DEVTOOLS_URL", "not a url ?token=s3cret-url"),
+            (
+                "BROWSER_DEVTOOLS_URL",
+                "ftp://127.0.0.1:9/?token=s3cret-url",
+            ),
+            ("BROWSER_DEVTOOLS_URL", "ws://:9/?token=s3cret-url"),
+            ("BROWSER_DEVTOOLS_SLOTS", "0"),
+            ("BROWSER_RELAY_BIND", "0.0.0.0"),
+        ],
+    )
+    .await;
+}
+
+/// The same for a WebDriver endpoint: only http(s) with a host is one.
+#[tokio::test]
+async fn a_worker_whose_webdriver_endpoint_is_named_wrongly_exits_2_naming_the_setting_not_its_value()
+ {
+    refused_at_start(
+        ("webdriver", "BROWSER_WEBDRIVER_URL"),
+        "http://127.0.0.1:9",
+        &[
+            ("BROWSER_WEBDRIVER_URL", "not a url ?token=s3cret-url"),
+            (
+                "BROWSER_WEBDRIVER_URL",
+                "ws://127.0.0.1:9/?token=s3cret-url",
+            ),
+            ("BROWSER_WEBDRIVER_URL", "http://:9/?token=s3cret-url"),
+            ("BROWSER_WEBDRIVER_SLOTS", "0"),
+        ],
+    )
+    .await;
+}
+
+/// Starts a worker of `backend` (its URL in `url_setting`, `url` unless a
+/// case says otherwise) with each of `cases` (a setting and its wrong
+/// value): each stops it with exit 2 naming the setting, never a secret; so
+/// does the backend without its URL.
+async fn refused_at_start(
+    (backend, url_setting): (&str, &'static str),
+    url: &str,
+    cases: &[(&'static str, &str)],
+) {
+    for (setting, value) in cases {
         let mut env = vec![
             // Nothing listens here: a worker that got past its settings
             // would fail otherwise.
@@ -201,16 +229,13 @@ async fn a_worker_whose_remote_browser_is_named_wrongly_exits_2_naming_the_setti
                 format!("postgres://postgres@127.0.0.1:{}/nowhere", closed_port()),
             ),
             ("REDIS_URL", crate::support::redis_url()),
-            ("BROWSER_BACKEND", "devtools".into()),
-            (
-                "BROWSER_DEVTOOLS_URL",
-                "ws://127.0.0.1:9/devtools/browser/x".into(),
-            ),
+            ("BROWSER_BACKEND", backend.into()),
+            (url_setting, url.into()),
         ];
-        env.retain(|(name, _)| *name != setting);
-        env.push((setting, value.into()));
+        env.retain(|(name, _)| name != setting);
+        env.push((setting, (*value).into()));
         let stopped = run_until_exit(&env, &["--process=worker"]).await;
-        stopped.assert_stopped_as(2, "config", cause);
+        stopped.assert_stopped_as(2, "config", setting);
         assert!(
             !stopped.stderr.contains("s3cret") && !stopped.log.contains("s3cret"),
             "{setting}={value}: {}{}",
@@ -225,8 +250,8 @@ async fn a_worker_whose_remote_browser_is_named_wrongly_exits_2_naming_the_setti
             "postgres://postgres@127.0.0.1:1/nowhere".to_owned(),
         ),
         ("REDIS_URL", crate::support::redis_url()),
-        ("BROWSER_BACKEND", "devtools".to_owned()),
+        ("BROWSER_BACKEND", backend.to_owned()),
     ];
     let stopped = run_until_exit(&env, &["--process=worker"]).await;
-    stopped.assert_stopped_as(2, "config", "BROWSER_DEVTOOLS_URL");
+    stopped.assert_stopped_as(2, "config", url_setting);
 }

@@ -57,6 +57,14 @@ enum Place {
     /// A remote browser, not ours to kill: "closing" it drops the connection
     /// (the contexts it opened go with it).
     Remote,
+    /// A Chrome of a WebDriver session: closing it deletes the session (the
+    /// endpoint ends that Chrome).
+    WebDriver {
+        session: fantoccini::Client,
+        /// Guards the connections that Chrome opens outside any crawl's
+        /// context; lives with it.
+        _relay: Option<SocksRelay>,
+    },
 }
 
 /// Where Chrome keeps files besides its profile: under the worker's profile
@@ -204,6 +212,36 @@ impl Chrome {
                 .await
                 .with_context(|| format!("{at} did not answer within {START_LIMIT:?}"))??,
         };
+        Self::over_websocket(&at, &socket_url, Place::Remote).await
+    }
+
+    /// Opens a Chrome session of the WebDriver endpoint at `url` (its own
+    /// connections through `relay` when given) and connects to its DevTools.
+    pub async fn webdriver(url: &DevToolsUrl, relay: Option<SocksRelay>) -> anyhow::Result<Chrome> {
+        let at = url.host_port();
+        let proxy_server = relay.as_ref().map(SocksRelay::proxy_server);
+        let (session, socket_url) = tokio::time::timeout(
+            START_LIMIT,
+            super::webdriver::open_session(url, proxy_server.as_deref()),
+        )
+        .await
+        .with_context(|| format!("{at} did not open a session within {START_LIMIT:?}"))??;
+        let place = Place::WebDriver {
+            session: session.clone(),
+            _relay: relay,
+        };
+        match Self::over_websocket(&at, &socket_url, place).await {
+            Ok(chrome) => Ok(chrome),
+            Err(e) => {
+                let _ = session.close().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Connects to a browser's DevTools WebSocket (of the endpoint at `at`)
+    /// and waits until it answers.
+    async fn over_websocket(at: &str, socket_url: &str, place: Place) -> anyhow::Result<Chrome> {
         // A message is as large as what it carries (a page's HTML, up to
         // the page bound, escaped): bounded by what asks for it, as over the
         // pipe, not by the WebSocket's defaults (a 16 MiB frame), which
@@ -213,11 +251,7 @@ impl Chrome {
             .max_frame_size(None);
         let (socket, _) = tokio::time::timeout(
             START_LIMIT,
-            tokio_tungstenite::connect_async_with_config(
-                socket_url.as_str(),
-                Some(unbounded),
-                true,
-            ),
+            tokio_tungstenite::connect_async_with_config(socket_url, Some(unbounded), true),
         )
         .await
         .with_context(|| format!("{at} did not answer within {START_LIMIT:?}"))?
@@ -237,7 +271,7 @@ impl Chrome {
             devtools,
             user_agent,
             pages: AtomicU32::new(0),
-            place: Place::Remote,
+            place,
         })
     }
 
@@ -245,7 +279,7 @@ impl Chrome {
     pub fn is_alive(&self) -> bool {
         let exited = match &self.place {
             Place::Local { exited, .. } => *exited.borrow(),
-            Place::Remote => false,
+            Place::Remote | Place::WebDriver { .. } => false,
         };
         !exited && !self.devtools.is_closed()
     }
@@ -263,8 +297,7 @@ impl Chrome {
     /// and removes its profile folder.
     pub async fn close(&self) {
         let Place::Local { exited, .. } = &self.place else {
-            self.devtools.shut();
-            return;
+            return self.let_go().await;
         };
         if self.is_alive() {
             let polite = tokio::time::timeout(
@@ -284,8 +317,7 @@ impl Chrome {
     /// A remote browser is let go instead (its connection dropped).
     pub async fn kill_and_clean(&self) {
         let Place::Local { profile_dir, .. } = &self.place else {
-            self.devtools.shut();
-            return;
+            return self.let_go().await;
         };
         if !kill_chrome_under_and_wait(profile_dir, CLOSE_LIMIT).await {
             tracing::warn!(dir = %profile_dir.display(), "Chrome processes still running");
@@ -301,7 +333,31 @@ impl Chrome {
                 kill_chrome_under(profile_dir);
             }
             Place::Remote => self.devtools.shut(),
+            Place::WebDriver { session, .. } => {
+                self.devtools.shut();
+                let session = session.clone();
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    runtime.spawn(async move { end_session(session).await });
+                }
+            }
         }
+    }
+
+    /// Lets a remote browser go: its connection dropped, and a WebDriver
+    /// session deleted (its Chrome ended by the endpoint).
+    async fn let_go(&self) {
+        self.devtools.shut();
+        if let Place::WebDriver { session, .. } = &self.place {
+            end_session(session.clone()).await;
+        }
+    }
+}
+
+/// Deletes a WebDriver session, within [`CLOSE_LIMIT`] (an endpoint gone
+/// ends its sessions itself, or times them out).
+async fn end_session(session: fantoccini::Client) {
+    if let Ok(Err(e)) = tokio::time::timeout(CLOSE_LIMIT, session.close()).await {
+        tracing::debug!(error = %e, "could not delete a WebDriver session");
     }
 }
 
@@ -320,7 +376,7 @@ async fn user_agent_of(devtools: &DevTools) -> anyhow::Result<String> {
 }
 
 /// The WebSocket a remote browser's `/json/version` names.
-async fn websocket_of(url: &DevToolsUrl) -> anyhow::Result<String> {
+pub(super) async fn websocket_of(url: &DevToolsUrl) -> anyhow::Result<String> {
     let at = url.host_port();
     let mut version = url.expose().clone();
     version.set_path("/json/version");

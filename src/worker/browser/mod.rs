@@ -20,6 +20,11 @@
 //! reconnects, waiting longer after each failed attempt ([`RECONNECT_FIRST`]
 //! doubling to [`RECONNECT_MOST`]). Every remote context goes through a
 //! relay of the worker, which serves only the endpoint's address.
+//!
+//! A third way to the browser (`webdriver`: Selenium Grid 4, chromedriver)
+//! opens a WebDriver session for each browser and speaks DevTools to the
+//! Chrome it started (`webdriver`): the same contexts and crawl code again;
+//! letting that browser go deletes its session.
 
 mod chrome;
 pub mod confinement;
@@ -29,6 +34,7 @@ pub mod processes;
 mod relay_peer;
 mod session;
 mod socks_relay;
+mod webdriver;
 
 use std::{
     net::IpAddr,
@@ -46,7 +52,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::{domain::site::ProxyUrl, net::target_guard::TargetGuard, ops::metrics::metrics};
 
-pub use crate::config::{DevToolsUrl, RemoteBrowserSettings, SandboxMode};
+pub use crate::config::{DevToolsUrl, RemoteBrowserSettings, RemoteProtocol, SandboxMode};
 use chrome::{Chrome, ChromePlaces, remove_profile};
 use confinement::ChromeUser;
 use processes::{kill_chrome_under, kill_chrome_under_and_block, kill_chrome_under_and_wait};
@@ -74,6 +80,7 @@ const RECONNECT_MOST: Duration = Duration::from_secs(30);
 enum Backend {
     Local(ChromeLaunch),
     Remote {
+        protocol: RemoteProtocol,
         url: DevToolsUrl,
         /// Failed connection attempts in a row, and when the last one ended.
         failures: Mutex<(u32, Option<std::time::Instant>)>,
@@ -183,15 +190,16 @@ impl BrowserPool {
         guard: TargetGuard,
     ) -> anyhow::Result<Self> {
         let at = remote.url.host_port();
+        let setting = remote.protocol.url_setting();
         let host = remote.url.expose().host_str().unwrap_or_default();
         let host = host.trim_start_matches('[').trim_end_matches(']');
         let port = remote.url.expose().port_or_known_default().unwrap_or(80);
         let addresses: Vec<IpAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
-            .with_context(|| format!("resolving BROWSER_DEVTOOLS_URL's host {at}"))?
+            .with_context(|| format!("resolving {setting}'s host {at}"))?
             .map(|a| a.ip())
             .collect();
         if addresses.is_empty() {
-            anyhow::bail!("BROWSER_DEVTOOLS_URL's host {at} resolves to no address");
+            anyhow::bail!("{setting}'s host {at} resolves to no address");
         }
         std::net::TcpListener::bind((remote.relay_bind, 0)).with_context(|| {
             format!(
@@ -199,9 +207,10 @@ impl BrowserPool {
                 remote.relay_bind
             )
         })?;
-        tracing::info!(endpoint = %at, relay_bind = %remote.relay_bind, "browser slots in a remote browser");
+        tracing::info!(endpoint = %at, protocol = ?remote.protocol, relay_bind = %remote.relay_bind, "browser slots in a remote browser");
         let mut pool = Self::with_backend(
             Backend::Remote {
+                protocol: remote.protocol,
                 url: remote.url,
                 failures: Mutex::new((0, None)),
             },
@@ -403,8 +412,12 @@ impl BrowserPool {
         }
         let chrome = Arc::new(match &self.backend {
             Backend::Local(_) => self.launch().await?,
-            Backend::Remote { url, failures } => {
-                let chrome = Self::connect(url, failures).await?;
+            Backend::Remote {
+                protocol,
+                url,
+                failures,
+            } => {
+                let chrome = self.connect(*protocol, url, failures).await?;
                 self.resolve_peers(url).await;
                 chrome
             }
@@ -416,6 +429,8 @@ impl BrowserPool {
     /// Connects to the remote browser, first waiting out the back-off of
     /// the attempts that failed before.
     async fn connect(
+        &self,
+        protocol: RemoteProtocol,
         url: &DevToolsUrl,
         failures: &Mutex<(u32, Option<std::time::Instant>)>,
     ) -> anyhow::Result<Chrome> {
@@ -426,7 +441,13 @@ impl BrowserPool {
                 .min(RECONNECT_MOST);
             tokio::time::sleep_until((last + wait).into()).await;
         }
-        let connected = Chrome::connect(url).await;
+        let connected = match protocol {
+            RemoteProtocol::DevTools => Chrome::connect(url).await,
+            RemoteProtocol::WebDriver => match self.own_relay().await {
+                Ok(relay) => Chrome::webdriver(url, relay).await,
+                Err(e) => Err(e),
+            },
+        };
         let mut failures = failures.lock().expect("pool lock");
         match &connected {
             Ok(_) => *failures = (0, None),
@@ -500,8 +521,22 @@ impl BrowserPool {
     async fn launch_once(&self, launch: &ChromeLaunch, sandbox: bool) -> anyhow::Result<Chrome> {
         let n = self.next_profile.fetch_add(1, Ordering::Relaxed);
         let places = ChromePlaces::under(&self.profile_root, launch.user).await?;
-        // Chrome's own connections (it should open none) meet the guard too.
-        let relay = match self.guard.is_open() {
+        let relay = self.own_relay().await?;
+        let profile_dir = self.profile_root.join(format!("chrome-{n}"));
+        match Chrome::launch(launch, sandbox, &places, profile_dir.clone(), relay).await {
+            Ok(chrome) => Ok(chrome),
+            Err(e) => {
+                kill_chrome_under(&profile_dir);
+                remove_profile(&profile_dir).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The relay a browser's own connections (it should open none) go
+    /// through, to meet the guard too: none while the guard lets all through.
+    async fn own_relay(&self) -> anyhow::Result<Option<SocksRelay>> {
+        Ok(match self.guard.is_open() {
             true => None,
             false => Some(
                 SocksRelay::start(
@@ -512,16 +547,7 @@ impl BrowserPool {
                 )
                 .await?,
             ),
-        };
-        let profile_dir = self.profile_root.join(format!("chrome-{n}"));
-        match Chrome::launch(launch, sandbox, &places, profile_dir.clone(), relay).await {
-            Ok(chrome) => Ok(chrome),
-            Err(e) => {
-                kill_chrome_under(&profile_dir);
-                remove_profile(&profile_dir).await;
-                Err(e)
-            }
-        }
+        })
     }
 
     /// Closes, in the background, the replaced Chromes that no crawl holds

@@ -99,6 +99,8 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
             browser_backend: crawlfleet::config::BrowserBackend::Local,
             browser_devtools_url: None,
             browser_devtools_slots: None,
+            browser_webdriver_url: None,
+            browser_webdriver_slots: None,
             browser_relay_bind: "127.0.0.1".to_owned(),
             drain_timeout_secs: 10,
             ecs_agent_uri: None,

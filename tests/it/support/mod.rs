@@ -21,6 +21,9 @@
 //!   over its DevTools WebSocket (`BROWSER_BACKEND=devtools`), ended with its
 //!   process group; [`Backend`], and `on_each_backend!`, which runs a test
 //!   once with each backend.
+//! - `webdriver_endpoint`: [`WebDriverEndpoint`], chromedriver on a loopback
+//!   port standing in for a Selenium Grid (`BROWSER_BACKEND=webdriver`),
+//!   killed with every Chrome it started.
 //! - `ports`: [`free_port`], a port a restarted process can have again.
 //! - `changing_site`: [`ChangingSite`], a one-page shop a test restyles,
 //!   strips of a field, or has refuse requests, between runs.
@@ -62,6 +65,7 @@ mod rest;
 mod stores;
 mod structured_shop;
 mod tls_servers;
+mod webdriver_endpoint;
 mod webhook_receiver;
 
 pub use action_shop::ActionShop;
@@ -91,4 +95,5 @@ pub use structured_shop::{StructuredShop, expected_list};
 pub use tls_servers::{
     CaFile, DatastoreLogin, PG_USER, TestCa, TlsPostgres, TlsRedis, tls_fleet_env,
 };
+pub use webdriver_endpoint::WebDriverEndpoint;
 pub use webhook_receiver::{Received, WebhookReceiver};

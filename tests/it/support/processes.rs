@@ -106,6 +106,7 @@ impl RoleProcess {
                 match config.worker.browser_backend {
                     BrowserBackend::Local => "local",
                     BrowserBackend::Devtools => "devtools",
+                    BrowserBackend::Webdriver => "webdriver",
                 },
             )
             .env("BROWSER_RELAY_BIND", &config.worker.browser_relay_bind)
@@ -122,6 +123,12 @@ impl RoleProcess {
         }
         if let Some(slots) = config.worker.browser_devtools_slots {
             cmd.env("BROWSER_DEVTOOLS_SLOTS", slots.to_string());
+        }
+        if let Some(url) = &config.worker.browser_webdriver_url {
+            cmd.env("BROWSER_WEBDRIVER_URL", &url.0);
+        }
+        if let Some(slots) = config.worker.browser_webdriver_slots {
+            cmd.env("BROWSER_WEBDRIVER_SLOTS", slots.to_string());
         }
         for (key, value) in extra_env {
             cmd.env(key, value);

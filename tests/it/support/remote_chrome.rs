@@ -32,6 +32,8 @@ pub enum Backend {
     Local,
     /// The remote browser at this `BROWSER_DEVTOOLS_URL`.
     DevTools(String),
+    /// Chrome sessions of the WebDriver endpoint at this `BROWSER_WEBDRIVER_URL`.
+    WebDriver(String),
 }
 
 impl Backend {
@@ -46,13 +48,19 @@ impl Backend {
                 config.worker.browser_backend = BrowserBackend::Devtools;
                 config.worker.browser_devtools_url = Some(Secret(url.clone()));
             }
+            Backend::WebDriver(url) => {
+                config.worker.browser_backend = BrowserBackend::Webdriver;
+                config.worker.browser_webdriver_url = Some(Secret(url.clone()));
+            }
         }
     }
 }
 
-/// Declares the tests `<name>::local` and `<name>::devtools`, each running
-/// `async fn <name>(backend: Backend)` with its backend (the second with a
-/// [`RemoteChrome`] of its own, ended after the test). The benches share
+/// Declares the tests `<name>::local`, `<name>::devtools` and
+/// `<name>::webdriver`, each running `async fn <name>(backend: Backend)` with
+/// its backend (the second with a [`RemoteChrome`] of its own, the third with
+/// a [`WebDriverEndpoint`](crate::support::WebDriverEndpoint), each ended
+/// after the test). The benches share
 /// this support module and use none of it.
 #[allow(unused_macros)]
 macro_rules! on_each_backend {
@@ -68,6 +76,13 @@ macro_rules! on_each_backend {
                 let remote = $crate::support::RemoteChrome::start().await;
                 super::$name(remote.backend()).await;
                 drop(remote);
+            }
+
+            #[tokio::test]
+            async fn webdriver() {
+                let endpoint = $crate::support::WebDriverEndpoint::start().await;
+                super::$name(endpoint.backend()).await;
+                drop(endpoint);
             }
         }
     };
