@@ -61,10 +61,19 @@ const catalog = {
   },
 };
 
-/** A short message in the corner. */
+/** At most this many messages shown at once: the oldest goes first. */
+const MOST_TOASTS = 4;
+
+/** A short message in the corner; several stack in a column, newest last. */
 function toast(message, { bad = false } = {}) {
-  const note = h("div", { class: bad ? "toast bad" : "toast", role: "status" }, message);
-  document.body.append(note);
+  let column = document.getElementById("toasts");
+  if (!column) {
+    column = h("div", { id: "toasts", class: "toasts" });
+    document.body.append(column);
+  }
+  const note = h("div", { class: bad ? "toast bad" : "toast", role: bad ? "alert" : "status" }, message);
+  column.append(note);
+  while (column.children.length > MOST_TOASTS) column.firstElementChild.remove();
   setTimeout(() => note.remove(), bad ? 7000 : 3500);
 }
 
@@ -109,6 +118,16 @@ async function signIn() {
   const dialog = document.getElementById("sign-in");
   const form = document.getElementById("sign-in-form");
   const error = document.getElementById("sign-in-error");
+  // Esc closes a modal dialog: without a token there is nothing behind it,
+  // so the box stays (or comes straight back) until a token is accepted.
+  let signedIn = false;
+  const keepOpen = () => {
+    if (signedIn || dialog.open) return;
+    dialog.showModal();
+    form.token.focus();
+  };
+  dialog.addEventListener("cancel", (e) => e.preventDefault());
+  dialog.addEventListener("close", () => setTimeout(keepOpen));
   for (;;) {
     let granted = null;
     try {
@@ -119,6 +138,7 @@ async function signIn() {
       continue;
     }
     if (granted) {
+      signedIn = true;
       if (dialog.open) dialog.close();
       return granted;
     }
@@ -136,6 +156,7 @@ async function start() {
   ctx.access = granted;
   document.body.dataset.access = granted;
   document.getElementById("access").textContent = granted === "read" ? "read-only" : "";
+  document.getElementById("live-status").textContent = "connecting…";
   live.onStatus((status) => {
     document.getElementById("live-status").textContent =
       { live: "live", connecting: "connecting…", reconnecting: "reconnecting…" }[status] || status;
