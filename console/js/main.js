@@ -79,6 +79,23 @@ function toast(message, { bad = false } = {}) {
 
 const ctx = { access: "read", catalog, toast, go: (hash) => (location.hash = hash) };
 
+/**
+ * Names each table cell by its column (`data-label`): on a phone a row is
+ * a card and the header row is hidden, so each cell says what it is.
+ */
+function labelCells() {
+  for (const table of view.querySelectorAll("table")) {
+    const names = [...table.querySelectorAll("thead th")].map((th) => th.textContent.trim());
+    if (names.length === 0) continue;
+    for (const row of table.querySelectorAll("tbody tr")) {
+      [...row.children].forEach((cell, i) => {
+        if (names[i] && !cell.dataset.label) cell.dataset.label = names[i];
+      });
+    }
+  }
+}
+new MutationObserver(labelCells).observe(view, { childList: true, subtree: true });
+
 function route() {
   if (leaveView) leaveView();
   leaveView = null;

@@ -287,15 +287,16 @@ function evidence(a) {
     show(page, h("p", { class: "muted" }, "Loading the page…"));
     blob(a.html_url)
       .then((file) => file.text())
-      .then((html) => showHtml(page, html))
+      .then((html) => showHtml(page, html, a.attempt))
       .catch((e) => show(page, failure(e instanceof ApiError ? e : new Error(String(e)))));
   }
   return box;
 }
 
 /** A kept page: rendered in a frame without scripts, or as its source. */
-function showHtml(root, html) {
-  const frame = h("iframe", { sandbox: "", title: "The page as it was kept", referrerpolicy: "no-referrer" });
+function showHtml(root, html, attempt) {
+  // Each attempt's frame is named apart: several may be on the page.
+  const frame = h("iframe", { sandbox: "", title: `The page attempt ${attempt} failed on, as it was kept`, referrerpolicy: "no-referrer" });
   frame.srcdoc = html;
   const source = h("pre", { class: "html-source", hidden: true }, html.length > 200000 ? `${html.slice(0, 200000)}\n…` : html);
   const toggle = h("button", {

@@ -1,0 +1,153 @@
+//! The console at a glance and on a phone: the overview's verdict (no
+//! worker, a failing site with its reason and run, a healthy fleet), and
+//! every page at 390x844 without sideways scrolling, tables as cards.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{ConsoleBrowser, ON_DEMAND, Roles, TestApp};
+
+const WRITE_TOKEN: &str = "console-glance-token";
+
+/// A one-page crawl ends within this on a loaded 2-core machine.
+const CRAWL_ENDS_WITHIN: Duration = Duration::from_secs(90);
+
+async fn fleet(roles: Roles) -> TestApp {
+    TestApp::spawn_with_console(roles, |config| {
+        config.api.auth_disabled = false;
+        config.api.api_tokens = vec![WRITE_TOKEN.into()];
+    })
+    .await
+}
+
+async fn script(browser: &ConsoleBrowser, code: &str) -> Value {
+    browser
+        .client
+        .execute(code, vec![])
+        .await
+        .unwrap_or_else(|e| panic!("running {code}: {e}"))
+}
+
+#[tokio::test]
+async fn the_verdict_says_no_worker_is_alive() {
+    let app = fleet(Roles::default()).await;
+    let browser = ConsoleBrowser::open(&app.base).await;
+    browser.sign_in(WRITE_TOKEN).await;
+    browser.wait_for("#verdict[data-verdict=bad]").await;
+    let line = browser
+        .wait_for_text("#verdict-line", "No worker alive")
+        .await;
+    assert!(line.contains("Needs attention"), "{line}");
+    browser.close().await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_verdict_is_healthy_then_names_a_failing_site_its_reason_and_its_run() {
+    let app = fleet(Roles::fleet()).await;
+    let browser = ConsoleBrowser::open(&app.base).await;
+    browser.sign_in(WRITE_TOKEN).await;
+    browser.wait_for("#verdict[data-verdict=ok]").await;
+    browser.wait_for_text("#verdict-line", "Healthy").await;
+
+    let gone = app
+        .one_page_site("gone shop", "/status/404?q={keyword}", json!({}))
+        .await;
+    let run = app.crawl_to_end("lamp", gone, CRAWL_ENDS_WITHIN).await;
+    assert_eq!(run["state"], "failed", "{run}");
+    let run_id = run["id"].as_i64().unwrap();
+
+    // The overview reads site health again at most every 15 s.
+    browser.go("#/runs").await;
+    browser.go("#/").await;
+    browser.wait_for("#verdict[data-verdict=bad]").await;
+    let line = browser.wait_for_text("#verdict-line", "gone shop").await;
+    assert!(
+        line.contains("is failing") && line.contains("HTTP 404"),
+        "{line}"
+    );
+    let link = browser
+        .find("#verdict-problems li[data-problem=site-failing] a")
+        .await;
+    assert_eq!(
+        link.attr("href").await.unwrap().as_deref(),
+        Some(format!("#/runs/{run_id}").as_str())
+    );
+    let failed = browser.find("#count-failed").await;
+    assert!(
+        failed
+            .attr("class")
+            .await
+            .unwrap()
+            .unwrap()
+            .contains("tone-bad"),
+        "the failed count is coloured"
+    );
+
+    browser.close().await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn every_page_fits_a_phone_and_its_tables_become_cards() {
+    let app = fleet(Roles::default()).await;
+    let site = app
+        .create_site(app.site_body("a shop with a rather long name", "/search"))
+        .await;
+    let keyword = app.create_keyword("lamp", &[site], ON_DEMAND).await;
+    let run = app.crawl(keyword).await[0];
+    let browser = ConsoleBrowser::open(&app.base).await;
+    browser.client.set_window_size(390, 844).await.unwrap();
+    browser.sign_in(WRITE_TOKEN).await;
+
+    let pages = [
+        "#/".to_owned(),
+        "#/runs".to_owned(),
+        format!("#/runs/{run}"),
+        "#/sites".to_owned(),
+        format!("#/sites/{site}"),
+        "#/sites/new".to_owned(),
+        "#/keywords".to_owned(),
+        format!("#/keywords/{keyword}"),
+        "#/lists".to_owned(),
+        "#/lists/new".to_owned(),
+        "#/results".to_owned(),
+    ];
+    for page in &pages {
+        browser.go(page).await;
+        browser.wait_for("#view h1").await;
+        // Its data: a few hundred ms when idle.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let sizes = script(
+            &browser,
+            "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]",
+        )
+        .await;
+        let (scroll, width) = (sizes[0].as_i64().unwrap(), sizes[1].as_i64().unwrap());
+        assert!(width <= 390, "a phone's width: {width}");
+        assert!(
+            scroll <= width,
+            "{page} scrolls sideways: {scroll} > {width}"
+        );
+    }
+
+    browser.go("#/runs").await;
+    browser
+        .wait_for(&format!("#runs tr[data-run='{run}']"))
+        .await;
+    let card = script(
+        &browser,
+        "const row = document.querySelector('#runs tr'); \
+         return [getComputedStyle(row).display, row.querySelector('td').dataset.label]",
+    )
+    .await;
+    assert_eq!(
+        card,
+        json!(["block", "run"]),
+        "a row is a card, its cells named"
+    );
+
+    browser.close().await;
+    app.stop().await;
+}
