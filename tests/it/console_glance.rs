@@ -1,5 +1,6 @@
-//! The console at a glance and on a phone: the overview's verdict (no
-//! worker, a failing site with its reason and run, a healthy fleet), and
+//! The console at a glance, for everyone and on a phone: the overview's
+//! verdict (no worker, a failing site with its reason and run, a healthy
+//! fleet), every page without a WCAG A/AA violation under axe-core, and
 //! every page at 390x844 without sideways scrolling, tables as cards.
 
 use std::time::Duration;
@@ -89,19 +90,16 @@ async fn the_verdict_is_healthy_then_names_a_failing_site_its_reason_and_its_run
     app.stop().await;
 }
 
-#[tokio::test]
-async fn every_page_fits_a_phone_and_its_tables_become_cards() {
+/// A fleet with a site, a keyword and a queued run (no worker: it stays
+/// queued), and every page of the console about them.
+async fn fleet_with_every_page() -> (TestApp, i64, Vec<String>) {
     let app = fleet(Roles::default()).await;
     let site = app
         .create_site(app.site_body("a shop with a rather long name", "/search"))
         .await;
     let keyword = app.create_keyword("lamp", &[site], ON_DEMAND).await;
     let run = app.crawl(keyword).await[0];
-    let browser = ConsoleBrowser::open(&app.base).await;
-    browser.client.set_window_size(390, 844).await.unwrap();
-    browser.sign_in(WRITE_TOKEN).await;
-
-    let pages = [
+    let pages = vec![
         "#/".to_owned(),
         "#/runs".to_owned(),
         format!("#/runs/{run}"),
@@ -110,15 +108,57 @@ async fn every_page_fits_a_phone_and_its_tables_become_cards() {
         "#/sites/new".to_owned(),
         "#/keywords".to_owned(),
         format!("#/keywords/{keyword}"),
+        "#/keywords/new".to_owned(),
         "#/lists".to_owned(),
         "#/lists/new".to_owned(),
         "#/results".to_owned(),
     ];
+    (app, run, pages)
+}
+
+/// Goes to `page` and gives its data time to arrive (a few hundred ms when idle).
+async fn open_page(browser: &ConsoleBrowser, page: &str) {
+    browser.go(page).await;
+    browser.wait_for("#view h1").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+}
+
+#[tokio::test]
+async fn every_page_has_no_wcag_a_or_aa_violation() {
+    let (app, _, pages) = fleet_with_every_page().await;
+    let browser = ConsoleBrowser::open(&app.base).await;
+    browser.client.set_window_size(1440, 900).await.unwrap();
+    browser
+        .client
+        .goto(&format!("{}/", app.base))
+        .await
+        .unwrap();
+    browser.wait_for("#token").await;
+    let mut found = Vec::new();
+    for violation in browser.accessibility_violations().await {
+        found.push(format!("sign-in: {violation}"));
+    }
+    browser.sign_in(WRITE_TOKEN).await;
     for page in &pages {
-        browser.go(page).await;
-        browser.wait_for("#view h1").await;
-        // Its data: a few hundred ms when idle.
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        open_page(&browser, page).await;
+        for violation in browser.accessibility_violations().await {
+            found.push(format!("{page}: {violation}"));
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    browser.close().await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn every_page_fits_a_phone_and_its_tables_become_cards() {
+    let (app, run, pages) = fleet_with_every_page().await;
+    let browser = ConsoleBrowser::open(&app.base).await;
+    browser.client.set_window_size(390, 844).await.unwrap();
+    browser.sign_in(WRITE_TOKEN).await;
+
+    for page in &pages {
+        open_page(&browser, page).await;
         let sizes = script(
             &browser,
             "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]",

@@ -195,6 +195,34 @@ impl ConsoleBrowser {
         field.send_keys(text).await.expect("typing");
     }
 
+    /// What axe-core finds against WCAG 2.1 A and AA on the page as it is
+    /// now: one line per broken rule, with the elements it names. axe is
+    /// injected here (`scripts/axe-core` fetches it); the console never serves it.
+    pub async fn accessibility_violations(&self) -> Vec<String> {
+        let path = std::env::var("AXE_CORE_JS").unwrap_or_else(|_| {
+            concat!(env!("CARGO_MANIFEST_DIR"), "/target/axe-core/axe.min.js").into()
+        });
+        let axe = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("axe-core at {path} ({e}): run scripts/axe-core"));
+        self.client
+            .execute(&format!("{axe}\nreturn true;"), vec![])
+            .await
+            .expect("injecting axe-core");
+        let found = self
+            .client
+            .execute_async(
+                r#"const done = arguments[arguments.length - 1];
+                   axe.run(document, {runOnly: {type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]}})
+                     .then((r) => done(r.violations.map((v) =>
+                       `${v.id} (${v.impact}): ${v.help} at ${v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", ")}`)))
+                     .catch((e) => done([`axe failed: ${e}`]));"#,
+                vec![],
+            )
+            .await
+            .expect("running axe-core");
+        serde_json::from_value(found).expect("a list of violations")
+    }
+
     /// Ends the session, chromedriver and every Chrome it started; removes the folders.
     pub async fn close(mut self) {
         let _ = self.client.clone().close().await;
