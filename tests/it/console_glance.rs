@@ -1,7 +1,8 @@
 //! The console at a glance, for everyone and on a phone: the overview's
 //! verdict (no worker, a failing site with its reason and run, a healthy
-//! fleet), every page without a WCAG A/AA violation under axe-core, and
-//! every page at 390x844 without sideways scrolling, tables as cards.
+//! fleet), every page (a failed run's too) without a WCAG A/AA violation
+//! under axe-core, and every page at 390x844 without sideways scrolling,
+//! tables as cards.
 
 use std::time::Duration;
 
@@ -77,6 +78,15 @@ async fn the_verdict_is_healthy_then_names_a_failing_site_its_reason_and_its_run
     );
     // The failed count is coloured (the next queue.stats, within 5 s).
     browser.wait_for("#count-failed.tone-bad").await;
+    let found = browser.accessibility_violations().await;
+    assert!(found.is_empty(), "the overview in trouble: {found:?}");
+
+    // The failed run with what it saw (a screenshot, the page in a frame).
+    browser.go(&format!("#/runs/{run_id}")).await;
+    browser.wait_for("#attempts .evidence-html iframe").await;
+    browser.wait_for("#attempts .evidence-screenshot img").await;
+    let found = browser.accessibility_violations().await;
+    assert!(found.is_empty(), "a failed run: {found:?}");
 
     browser.close().await;
     app.stop().await;
