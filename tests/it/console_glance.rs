@@ -1,8 +1,8 @@
 //! The console at a glance, for everyone and on a phone: the overview's
 //! verdict (no worker, a failing site with its reason and run, a healthy
 //! fleet), every page (a failed run's too) without a WCAG A/AA violation
-//! under axe-core, and every page at 390x844 without sideways scrolling,
-//! tables as cards.
+//! under axe-core, in light and in the system's dark mode, and every page
+//! at 390x844 without sideways scrolling, tables as cards.
 
 use std::time::Duration;
 
@@ -141,6 +141,34 @@ async fn every_page_has_no_wcag_a_or_aa_violation() {
         found.push(format!("sign-in: {violation}"));
     }
     browser.sign_in(WRITE_TOKEN).await;
+    for page in &pages {
+        open_page(&browser, page).await;
+        for violation in browser.accessibility_violations().await {
+            found.push(format!("{page}: {violation}"));
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    browser.close().await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn in_the_systems_dark_mode_every_page_is_dark_and_still_passes_axe() {
+    let (app, _, pages) = fleet_with_every_page().await;
+    let browser = ConsoleBrowser::open_dark(&app.base).await;
+    browser.client.set_window_size(1440, 900).await.unwrap();
+    browser.sign_in(WRITE_TOKEN).await;
+    let dark = script(
+        &browser,
+        "return [matchMedia('(prefers-color-scheme: dark)').matches, getComputedStyle(document.documentElement).backgroundColor]",
+    )
+    .await;
+    assert_eq!(
+        dark,
+        json!([true, "rgb(13, 17, 23)"]),
+        "the console follows the system"
+    );
+    let mut found = Vec::new();
     for page in &pages {
         open_page(&browser, page).await;
         for violation in browser.accessibility_violations().await {

@@ -40,6 +40,22 @@ impl Drop for Root {
 impl ConsoleBrowser {
     /// A browser on the console at `base` (`http://127.0.0.1:port`).
     pub async fn open(base: &str) -> ConsoleBrowser {
+        Self::open_with(base, &[]).await
+    }
+
+    /// One whose system is in dark mode (`prefers-color-scheme: dark`).
+    pub async fn open_dark(base: &str) -> ConsoleBrowser {
+        Self::open_with(
+            base,
+            &[
+                "--force-dark-mode",
+                "--blink-settings=preferredColorScheme=0",
+            ],
+        )
+        .await
+    }
+
+    async fn open_with(base: &str, extra_args: &[&str]) -> ConsoleBrowser {
         // Short: Chrome's socket path under it must fit in 108 bytes.
         let nonce: u32 = rand::random();
         let root = Root(std::env::temp_dir().join(format!("crawlfleet-console-{nonce:08x}")));
@@ -82,10 +98,12 @@ impl ConsoleBrowser {
         }
         let profile = root.0.join("profiles").join("console");
         std::fs::create_dir_all(&profile).expect("a profile folder");
+        let mut args = launch::chrome_args(&profile, None, false);
+        args.extend(extra_args.iter().map(|a| a.to_string()));
         let capabilities = json!({
             "browserName": "chrome",
             "goog:chromeOptions": {
-                "args": launch::chrome_args(&profile, None, false),
+                "args": args,
                 "binary": std::env::var("CHROME_PATH").unwrap_or_else(|_| "/usr/bin/chromium".into()),
                 "prefs": {"download": {
                     "default_directory": downloads.display().to_string(),
