@@ -41,6 +41,12 @@ async fn the_verdict_says_no_worker_is_alive() {
         .wait_for_text("#verdict-line", "No worker alive")
         .await;
     assert!(line.contains("Needs attention"), "{line}");
+    // The counts beside it, every one a number.
+    for card in ["queued", "running", "url-call", "completed", "failed"] {
+        browser
+            .wait_for_text(&format!("#count-{card} .value"), "0")
+            .await;
+    }
     browser.close().await;
     app.stop().await;
 }
