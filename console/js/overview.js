@@ -81,7 +81,8 @@ export function render(root) {
 
   // The first picture comes from REST: the feed's next tick may be 5 s away.
   get("/api/jobs/queue")
-    .then((report) => showStats({ ...report.counts, backlog: report.backlog, workers: report.workers }))
+    // The report has the counts beside the backlog and workers, as the feed's event does.
+    .then((report) => showStats(report))
     .catch((e) => show(cards, failure(e)));
   refreshSlow();
 
