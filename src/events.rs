@@ -43,6 +43,10 @@ pub enum Event {
         site: Option<String>,
         state: RunState,
         attempt: i32,
+        /// How many attempts the run has in all (`null` from a publisher
+        /// older than this field).
+        #[serde(default)]
+        max_attempts: Option<i32>,
         pages: i32,
         items: i32,
         error: Option<String>,
@@ -130,6 +134,7 @@ impl Event {
             site: None,
             state: run.state,
             attempt: run.attempt,
+            max_attempts: Some(run.max_attempts),
             pages: run.pages_crawled,
             items: run.items_found,
             error: run.error.clone(),

@@ -114,11 +114,17 @@ export function minuteChart(minutes) {
       ` · busiest minute ${most} · ${first ? when(first) : ""} – ${last ? when(last) : ""}`));
 }
 
-/** A small line of numbers (items per run), oldest left. */
+/** A small line of numbers (items per run), oldest left, with its lowest, highest and last in words. */
 export function sparkline(values, label) {
   const width = 120, height = 28;
   const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "sparkline", role: "img", "aria-label": label });
-  if (values.length === 0) return chart;
+  if (values.length === 0) return h("span", { class: "spark muted" }, "no runs yet");
+  const figures = h("span", { class: "spark-figures muted" },
+    `min ${Math.min(...values)} · max ${Math.max(...values)} · last ${values[values.length - 1]}`);
+  return h("span", { class: "spark" }, drawLine(chart, values, label, width, height), figures);
+}
+
+function drawLine(chart, values, label, width, height) {
   const most = Math.max(1, ...values);
   const step = values.length > 1 ? width / (values.length - 1) : 0;
   const points = values.map((v, i) => `${(i * step).toFixed(1)},${(height - 2 - (v / most) * (height - 4)).toFixed(1)}`);

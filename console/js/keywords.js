@@ -21,15 +21,18 @@ export function renderList(root, _params, ctx) {
     try {
       const [keywords, catalog] = await Promise.all([get("/api/keywords"), ctx.catalog.load()]);
       show(body, keywords.items.map((k) => h("tr", { dataset: { keyword: k.id } },
-        h("td", {}, h("a", { href: `#/keywords/${k.id}` }, k.keyword)),
+        h("td", {}, h("a", { href: `#/keywords/${k.id}` }, k.keyword),
+          k.enabled ? null : [" ", h("span", { class: "badge state-cancelled paused" }, "paused")]),
         h("td", {}, k.site_ids.map((id) => catalog.siteName(id)).join(", ")),
         h("td", {}, h("span", { class: "mono" }, k.schedule), h("span", { class: "muted" }, ` ${k.timezone}`,
           k.jitter_secs ? ` · jitter ${k.jitter_secs} s` : "")),
-        h("td", {}, k.next_fire_times[0] ? wallTime(k.next_fire_times_local[0], k.next_fire_times[0]) : "—"),
+        h("td", { class: "next-run" }, !k.enabled ? h("span", { class: "muted" }, "paused: not on its schedule")
+          : k.next_fire_times[0] ? wallTime(k.next_fire_times_local[0], k.next_fire_times[0]) : "—"),
         h("td", { class: "num" }, k.priority),
         h("td", {}, h("input", {
           type: "checkbox", checked: k.enabled, disabled: ctx.access === "read", "aria-label": `${k.keyword} enabled`,
-          onchange: (e) => setEnabled(k, e.target, ctx),
+          // The row (badge, next run) follows the stored keyword.
+          onchange: (e) => setEnabled(k, e.target, ctx).then(load),
         })),
         h("td", { class: "write-only" }, h("button", {
           type: "button", class: "secondary", onclick: (e) => crawlNow(k, e.target, ctx),
@@ -57,6 +60,11 @@ async function setEnabled(keyword, box, ctx) {
 }
 
 async function crawlNow(keyword, button, ctx) {
+  // A paused keyword crawls only when asked to: make sure that is meant.
+  if (!keyword.enabled && !confirm(`${keyword.keyword} is paused. Crawl it once now anyway? Its schedule stays paused.`)) {
+    ctx.toast(`${keyword.keyword} is paused: nothing queued`);
+    return;
+  }
   button.disabled = true;
   try {
     const outcome = await post(`/api/keywords/${keyword.id}/crawl`);
@@ -64,6 +72,7 @@ async function crawlNow(keyword, button, ctx) {
     if (outcome.already_active.length) parts.push(`${outcome.already_active.length} already running`);
     if (outcome.skipped.length) parts.push(`${outcome.skipped.length} already crawled this period`);
     if (outcome.disabled_sites.length) parts.push(`${outcome.disabled_sites.length} site(s) disabled`);
+    if (!keyword.enabled) parts.push("its schedule stays paused");
     ctx.toast(`${keyword.keyword}: ${parts.join(", ")}`);
   } catch (e) {
     ctx.toast(e.message, { bad: true });
@@ -120,7 +129,8 @@ export function renderEditor(root, { id }, ctx) {
 
   const showFires = (keyword) => show(fires, h("h2", {}, "Next runs"),
     !id ? h("p", { class: "muted" }, "Shown once the keyword is saved.") :
-      keyword.next_fire_times.length === 0 ? h("p", { class: "muted" }, keyword.enabled ? "The schedule does not fire again." : "Disabled: it does not run on its schedule.") :
+      !keyword.enabled ? h("p", { class: "muted", id: "keyword-paused" }, h("span", { class: "badge state-cancelled" }, "paused"), " it does not run on its schedule.") :
+      keyword.next_fire_times.length === 0 ? h("p", { class: "muted" }, "The schedule does not fire again.") :
         h("ol", { id: "next-fire-times" }, keyword.next_fire_times.map((t, i) => h("li", {},
           wallTime(keyword.next_fire_times_local[i], t),
           h("span", { class: "muted" }, ` (${new Date(t).toISOString().slice(0, 19).replace("T", " ")} UTC)`)))));

@@ -61,14 +61,40 @@ const catalog = {
   },
 };
 
-/** A short message in the corner. */
+/** At most this many messages shown at once: the oldest goes first. */
+const MOST_TOASTS = 4;
+
+/** A short message in the corner; several stack in a column, newest last. */
 function toast(message, { bad = false } = {}) {
-  const note = h("div", { class: bad ? "toast bad" : "toast", role: "status" }, message);
-  document.body.append(note);
+  let column = document.getElementById("toasts");
+  if (!column) {
+    column = h("div", { id: "toasts", class: "toasts" });
+    document.body.append(column);
+  }
+  const note = h("div", { class: bad ? "toast bad" : "toast", role: bad ? "alert" : "status" }, message);
+  column.append(note);
+  while (column.children.length > MOST_TOASTS) column.firstElementChild.remove();
   setTimeout(() => note.remove(), bad ? 7000 : 3500);
 }
 
 const ctx = { access: "read", catalog, toast, go: (hash) => (location.hash = hash) };
+
+/**
+ * Names each table cell by its column (`data-label`): on a phone a row is
+ * a card and the header row is hidden, so each cell says what it is.
+ */
+function labelCells() {
+  for (const table of view.querySelectorAll("table")) {
+    const names = [...table.querySelectorAll("thead th")].map((th) => th.textContent.trim());
+    if (names.length === 0) continue;
+    for (const row of table.querySelectorAll("tbody tr")) {
+      [...row.children].forEach((cell, i) => {
+        if (names[i] && !cell.dataset.label) cell.dataset.label = names[i];
+      });
+    }
+  }
+}
+new MutationObserver(labelCells).observe(view, { childList: true, subtree: true });
 
 function route() {
   if (leaveView) leaveView();
@@ -109,6 +135,16 @@ async function signIn() {
   const dialog = document.getElementById("sign-in");
   const form = document.getElementById("sign-in-form");
   const error = document.getElementById("sign-in-error");
+  // Esc closes a modal dialog: without a token there is nothing behind it,
+  // so the box stays (or comes straight back) until a token is accepted.
+  let signedIn = false;
+  const keepOpen = () => {
+    if (signedIn || dialog.open) return;
+    dialog.showModal();
+    form.token.focus();
+  };
+  dialog.addEventListener("cancel", (e) => e.preventDefault());
+  dialog.addEventListener("close", () => setTimeout(keepOpen));
   for (;;) {
     let granted = null;
     try {
@@ -119,6 +155,7 @@ async function signIn() {
       continue;
     }
     if (granted) {
+      signedIn = true;
       if (dialog.open) dialog.close();
       return granted;
     }
@@ -136,6 +173,7 @@ async function start() {
   ctx.access = granted;
   document.body.dataset.access = granted;
   document.getElementById("access").textContent = granted === "read" ? "read-only" : "";
+  document.getElementById("live-status").textContent = "connecting…";
   live.onStatus((status) => {
     document.getElementById("live-status").textContent =
       { live: "live", connecting: "connecting…", reconnecting: "reconnecting…" }[status] || status;

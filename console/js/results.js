@@ -12,6 +12,9 @@ const PAGE = 50;
 /** A field's value as text. */
 const text = (v) => (typeof v === "string" ? v : JSON.stringify(v));
 
+/** A number, or a price or count written as one ("1,299.00", "$ 12", "4.5 kg"): never broken across lines. */
+const numberLike = (v) => typeof v === "number" || (typeof v === "string" && v.length <= 32 && /^\D{0,4}\d[\d.,'\u00a0 ]*\D{0,4}$/.test(v.trim()));
+
 /** Only an http(s) URL is a link: results stored before the worker kept item
  * URLs to http(s) may hold a `javascript:` or `data:` one, shown as text. */
 const webUrl = (url) => /^https?:\/\//i.test(url);
@@ -56,7 +59,8 @@ export function render(root, { query }, ctx) {
           h("td", {}, h("div", { class: "fields-list" }, Object.entries(r.fields).map(([k, v]) => {
             const was = r.diff?.[k];
             return h("span", { class: was ? "changed-field" : "" }, h("span", { class: "muted" }, `${k}: `),
-              was ? [h("del", {}, text(was.old)), " → "] : null, text(v));
+              was ? [h("del", { class: numberLike(was.old) ? "number" : null }, text(was.old)), " → "] : null,
+              h("span", { class: numberLike(v) ? "value number" : "value" }, text(v)));
           }))),
           h("td", { class: "mono" }, !r.item_url ? "—" : webUrl(r.item_url)
             ? h("a", { href: r.item_url, rel: "noopener noreferrer", target: "_blank" }, r.item_url)

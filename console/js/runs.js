@@ -28,7 +28,25 @@ export function localToIso(value) {
 }
 
 /** Why an attempt failed, as the API names it (`stuck`, `blocked` …). */
-const kindBadge = (kind) => (kind ? h("span", { class: "badge kind", dataset: { kind } }, kind.replace("_", " ")) : null);
+const kindBadge = (kind) => (kind ? h("span", { class: "badge kind", dataset: { kind } }, kindWords(kind)) : null);
+
+/** A failure kind as a person would say it. */
+const kindWords = (kind) => KIND_WORDS[kind] ?? kind.replaceAll("_", " ");
+
+/** Failure kinds whose name alone reads badly, in words. */
+const KIND_WORDS = {
+  page_too_large: "page too large",
+  worker_lost: "worker lost",
+  browser_crashed: "browser crashed",
+  site_error: "site error",
+  http_status: "refused (HTTP status)",
+  target_refused: "address refused",
+  unreadable_page: "unreadable page",
+  no_items: "no items found",
+  robots_disallowed: "disallowed by robots.txt",
+  extraction_over_budget: "reading took too long",
+  action_failed: "page action failed",
+};
 
 export function renderList(root, { query }, ctx) {
   const filters = h("form", { class: "filters", id: "run-filters" });
@@ -59,7 +77,7 @@ export function renderList(root, { query }, ctx) {
 
   const row = (run) => {
     const tr = h("tr", {
-      class: "clickable", tabindex: "0", dataset: { run: run.id, state: run.state },
+      class: "clickable", tabindex: "0", dataset: { run: run.id, state: run.state, maxAttempts: run.max_attempts ?? "" },
       onclick: () => ctx.go(`#/runs/${run.id}`),
       onkeydown: (e) => { if (e.key === "Enter") ctx.go(`#/runs/${run.id}`); },
     },
@@ -67,7 +85,7 @@ export function renderList(root, { query }, ctx) {
     h("td", {}, run.keyword ?? catalog.subject(run)),
     h("td", {}, run.site ?? catalog.siteName(run.site_id)),
     h("td", { class: "state" }, stateBadge(run.state)),
-    h("td", { class: "num" }, `${run.attempt}${run.max_attempts ? ` / ${run.max_attempts}` : ""}`),
+    h("td", { class: "num attempt" }, `${run.attempt}${run.max_attempts ? ` / ${run.max_attempts}` : ""}`),
     h("td", { class: "num" }, run.pages_crawled ?? run.pages),
     h("td", { class: "num" }, run.items_found ?? run.items),
     h("td", {}, run.queued_at ? time(run.queued_at) : "just now"),
@@ -112,7 +130,7 @@ export function renderList(root, { query }, ctx) {
       h("label", {}, "keyword", select("keyword_id", catalog.keywords.map((k) => [k.id, k.keyword]), { value: initial.keyword_id })),
       h("label", {}, "site", select("site_id", catalog.sites.map((s) => [s.id, s.name]), { value: initial.site_id })),
       h("label", {}, "state", select("state", states.map((s) => [s, s.replace("_", " ")]), { value: initial.state })),
-      h("label", {}, "failure kind", select("error_kind", kinds.map((k) => [k, k.replace("_", " ")]), { value: initial.error_kind })),
+      h("label", {}, "failure kind", select("error_kind", kinds.map((k) => [k, kindWords(k)]), { value: initial.error_kind })),
       h("label", {}, "queued after", h("input", { type: "datetime-local", name: "queued_after", step: 1 })),
       h("label", {}, "queued before", h("input", { type: "datetime-local", name: "queued_before", step: 1 })));
     filters.addEventListener("change", () => load(false));
@@ -127,7 +145,8 @@ export function renderList(root, { query }, ctx) {
       if (!catalog) return;
       const existing = shown.get(event.id);
       if (existing) {
-        const fresh = row({ ...event, queued_at: existing.querySelector("time")?.getAttribute("datetime") });
+        const fresh = row({ ...event, max_attempts: event.max_attempts ?? (Number(existing.dataset.maxAttempts) || null),
+          queued_at: existing.querySelector("time")?.getAttribute("datetime") });
         existing.replaceWith(fresh);
         shown.set(event.id, fresh);
       } else if (event.state === "queued" && event.attempt <= 1 && matches(event)) {
@@ -275,15 +294,16 @@ function evidence(a) {
     show(page, h("p", { class: "muted" }, "Loading the page…"));
     blob(a.html_url)
       .then((file) => file.text())
-      .then((html) => showHtml(page, html))
+      .then((html) => showHtml(page, html, a.attempt))
       .catch((e) => show(page, failure(e instanceof ApiError ? e : new Error(String(e)))));
   }
   return box;
 }
 
 /** A kept page: rendered in a frame without scripts, or as its source. */
-function showHtml(root, html) {
-  const frame = h("iframe", { sandbox: "", title: "The page as it was kept", referrerpolicy: "no-referrer" });
+function showHtml(root, html, attempt) {
+  // Each attempt's frame is named apart: several may be on the page.
+  const frame = h("iframe", { sandbox: "", title: `The page attempt ${attempt} failed on, as it was kept`, referrerpolicy: "no-referrer" });
   frame.srcdoc = html;
   const source = h("pre", { class: "html-source", hidden: true }, html.length > 200000 ? `${html.slice(0, 200000)}\n…` : html);
   const toggle = h("button", {

@@ -355,7 +355,7 @@ async function showHealth(root, id) {
   try {
     const [s, proxies] = await Promise.all([get(`/api/sites/${id}/health`), get(`/api/sites/${id}/proxies`)]);
     show(root, h("h2", {}, "How it is doing"),
-      h("dl", { class: "facts", id: "site-health" },
+      h("dl", { class: "facts", id: "site-health-facts" },
         h("dt", {}, "status"), h("dd", { id: "site-status" }, healthBadge(s.status),
           s.blocked_since ? [" since ", time(s.blocked_since)] : ""),
         h("dt", {}, "streak"), h("dd", {}, s.streak ? [`${s.streak.runs} ${s.streak.verdict} run(s) in a row, since `, time(s.streak.since)] : "—"),

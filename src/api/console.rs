@@ -39,6 +39,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         JS,
         include_str!("../../console/js/overview.js"),
     ),
+    (
+        "js/verdict.js",
+        JS,
+        include_str!("../../console/js/verdict.js"),
+    ),
     ("js/runs.js", JS, include_str!("../../console/js/runs.js")),
     ("js/sites.js", JS, include_str!("../../console/js/sites.js")),
     (

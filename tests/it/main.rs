@@ -11,6 +11,8 @@ mod cloudwatch;
 mod confinement;
 mod console;
 mod console_detail;
+mod console_feedback;
+mod console_glance;
 mod console_learn;
 mod console_repairs;
 mod console_schedules;

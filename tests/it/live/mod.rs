@@ -112,6 +112,7 @@ fn run_event(id: i64, keyword_id: i64, site_id: i64, error: Option<String>) -> E
         site: None,
         state: RunState::Running,
         attempt: 1,
+        max_attempts: Some(3),
         pages: 0,
         items: 0,
         error,

@@ -40,6 +40,22 @@ impl Drop for Root {
 impl ConsoleBrowser {
     /// A browser on the console at `base` (`http://127.0.0.1:port`).
     pub async fn open(base: &str) -> ConsoleBrowser {
+        Self::open_with(base, &[]).await
+    }
+
+    /// One whose system is in dark mode (`prefers-color-scheme: dark`).
+    pub async fn open_dark(base: &str) -> ConsoleBrowser {
+        Self::open_with(
+            base,
+            &[
+                "--force-dark-mode",
+                "--blink-settings=preferredColorScheme=0",
+            ],
+        )
+        .await
+    }
+
+    async fn open_with(base: &str, extra_args: &[&str]) -> ConsoleBrowser {
         // Short: Chrome's socket path under it must fit in 108 bytes.
         let nonce: u32 = rand::random();
         let root = Root(std::env::temp_dir().join(format!("crawlfleet-console-{nonce:08x}")));
@@ -82,10 +98,12 @@ impl ConsoleBrowser {
         }
         let profile = root.0.join("profiles").join("console");
         std::fs::create_dir_all(&profile).expect("a profile folder");
+        let mut args = launch::chrome_args(&profile, None, false);
+        args.extend(extra_args.iter().map(|a| a.to_string()));
         let capabilities = json!({
             "browserName": "chrome",
             "goog:chromeOptions": {
-                "args": launch::chrome_args(&profile, None, false),
+                "args": args,
                 "binary": std::env::var("CHROME_PATH").unwrap_or_else(|_| "/usr/bin/chromium".into()),
                 "prefs": {"download": {
                     "default_directory": downloads.display().to_string(),
@@ -193,6 +211,34 @@ impl ConsoleBrowser {
         let field = self.find(css).await;
         field.clear().await.expect("clearing the field");
         field.send_keys(text).await.expect("typing");
+    }
+
+    /// What axe-core finds against WCAG 2.1 A and AA on the page as it is
+    /// now: one line per broken rule, with the elements it names. axe is
+    /// injected here (`scripts/axe-core` fetches it); the console never serves it.
+    pub async fn accessibility_violations(&self) -> Vec<String> {
+        let path = std::env::var("AXE_CORE_JS").unwrap_or_else(|_| {
+            concat!(env!("CARGO_MANIFEST_DIR"), "/target/axe-core/axe.min.js").into()
+        });
+        let axe = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("axe-core at {path} ({e}): run scripts/axe-core"));
+        self.client
+            .execute(&format!("{axe}\nreturn true;"), vec![])
+            .await
+            .expect("injecting axe-core");
+        let found = self
+            .client
+            .execute_async(
+                r#"const done = arguments[arguments.length - 1];
+                   axe.run(document, {runOnly: {type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]}})
+                     .then((r) => done(r.violations.map((v) =>
+                       `${v.id} (${v.impact}): ${v.help} at ${v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", ")}`)))
+                     .catch((e) => done([`axe failed: ${e}`]));"#,
+                vec![],
+            )
+            .await
+            .expect("running axe-core");
+        serde_json::from_value(found).expect("a list of violations")
     }
 
     /// Ends the session, chromedriver and every Chrome it started; removes the folders.
