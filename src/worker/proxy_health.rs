@@ -116,7 +116,7 @@ mod tests {
     fn refusals_403s_and_failed_connections_count_against_the_proxy() {
         let failed = |kind, message: &str| Err(CrawlError::failed(kind, message));
         let refused = Ok(Fetched::Refused {
-            refusal: super::super::fetch::Refusal::Status(429),
+            refusal: crate::worker::fetch::Refusal::Status(429),
             reason: "HTTP 429 at http://shop.example/".into(),
             retry_after: None,
         });
