@@ -307,7 +307,7 @@ async fn the_console_shows_where_a_run_stopped_and_switches_robots_txt_off_for_a
 
     browser.go(&format!("#/runs/{}", run["id"])).await;
     let stopped = browser.wait_for_text("#run-stopped", "page=2").await;
-    assert!(stopped.contains("robots disallowed"), "{stopped}");
+    assert!(stopped.contains("disallowed by robots.txt"), "{stopped}");
 
     browser.go(&format!("#/sites/{site}")).await;
     browser.wait_for_text("#site-title", "stopped").await;
