@@ -33,21 +33,10 @@ async fn a_remote_browser_killed_mid_crawl_is_reconnected_and_the_run_retried_to
         c.worker.worker_concurrency = 1;
     })
     .await;
-    let mut body = app.site_body("slow-remote", "/slow");
-    body["search_url"] = json!(format!(
-        "{}/slow?ms=1500&q={{keyword}}&page={{page}}",
-        app.site.base_url()
-    ));
-    body["max_pages"] = json!(3);
-    // Room for a retry that meets the browser still starting on a loaded machine.
-    body["max_attempts"] = json!(5);
-    let site = app.create_site(body).await;
-    let run = app.crawl_once("lamp", site).await;
     // Page 1 is stored and page 2 is loading when the browser goes.
-    crate::support::eventually(LIMIT, "the second page requested", || async {
-        (app.site.hits("/slow") >= 2).then_some(())
-    })
-    .await;
+    let run = app
+        .slow_crawl_on_its_second_page("slow-remote", LIMIT)
+        .await;
     remote.kill();
     drop(remote);
     let remote = RemoteChrome::start_on(port).await;

@@ -22,21 +22,10 @@ async fn a_webdriver_endpoint_killed_mid_crawl_is_reconnected_and_the_run_retrie
         c.worker.worker_concurrency = 1;
     })
     .await;
-    let mut body = app.site_body("slow-webdriver", "/slow");
-    body["search_url"] = json!(format!(
-        "{}/slow?ms=1500&q={{keyword}}&page={{page}}",
-        app.site.base_url()
-    ));
-    body["max_pages"] = json!(3);
-    // Room for a retry that meets the endpoint still starting on a loaded machine.
-    body["max_attempts"] = json!(5);
-    let site = app.create_site(body).await;
-    let run = app.crawl_once("lamp", site).await;
     // Page 1 is stored and page 2 is loading when the endpoint goes.
-    crate::support::eventually(LIMIT, "the second page requested", || async {
-        (app.site.hits("/slow") >= 2).then_some(())
-    })
-    .await;
+    let run = app
+        .slow_crawl_on_its_second_page("slow-webdriver", LIMIT)
+        .await;
     endpoint.kill();
     drop(endpoint);
     let endpoint = WebDriverEndpoint::start_on(port, "/").await;

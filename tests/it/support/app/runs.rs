@@ -64,6 +64,26 @@ impl TestApp {
         run
     }
 
+    /// A site named `name` of three slow pages (1.5 s each; 5 attempts, room
+    /// for a retry that meets a browser still starting on a loaded machine),
+    /// crawled until page 1 is stored and page 2 is loading; returns the run.
+    pub async fn slow_crawl_on_its_second_page(&self, name: &str, limit: Duration) -> i64 {
+        let mut body = self.site_body(name, "/slow");
+        body["search_url"] = json!(format!(
+            "{}/slow?ms=1500&q={{keyword}}&page={{page}}",
+            self.site.base_url()
+        ));
+        body["max_pages"] = json!(3);
+        body["max_attempts"] = json!(5);
+        let site = self.create_site(body).await;
+        let run = self.crawl_once("lamp", site).await;
+        crate::support::eventually(limit, "the second page requested", || async {
+            (self.site.hits("/slow") >= 2).then_some(())
+        })
+        .await;
+        run
+    }
+
     /// Waits until the run reaches one of `states`; panics after `limit`.
     pub async fn wait_for_run(&self, run_id: i64, states: &[&str], limit: Duration) -> Value {
         let start = Instant::now();
