@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use fantoccini::key::Key;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::support::{ConsoleBrowser, ON_DEMAND, Roles, TestApp};
 
@@ -23,14 +23,6 @@ async fn fleet(roles: Roles) -> TestApp {
         config.api.api_tokens = vec![WRITE_TOKEN.into()];
     })
     .await
-}
-
-async fn script(browser: &ConsoleBrowser, code: &str) -> Value {
-    browser
-        .client
-        .execute(code, vec![])
-        .await
-        .unwrap_or_else(|e| panic!("running {code}: {e}"))
 }
 
 /// Accepts the page's `confirm()` once it is shown (a click's handler may
@@ -66,7 +58,9 @@ async fn esc_on_the_sign_in_box_leaves_it_usable_and_sign_out_waits_for_a_token(
             .expect("pressing Esc");
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert_eq!(
-            script(&browser, "return document.getElementById('sign-in').open").await,
+            browser
+                .script("return document.getElementById('sign-in').open")
+                .await,
             json!(true),
             "the sign-in box stays"
         );
@@ -133,9 +127,7 @@ async fn a_paused_keyword_says_so_crawl_now_asks_first_and_messages_stack() {
         .await;
     let (_, runs) = app.get(&format!("/api/runs?keyword_id={paused}")).await;
     assert_eq!(runs["items"].as_array().unwrap().len(), 1, "{runs}");
-    let boxes = script(
-        &browser,
-        "return [...document.querySelectorAll('.toast')].map((t) => { const r = t.getBoundingClientRect(); return [r.top, r.bottom]; })",
+    let boxes = browser.script("return [...document.querySelectorAll('.toast')].map((t) => { const r = t.getBoundingClientRect(); return [r.top, r.bottom]; })",
     )
     .await;
     let boxes: Vec<(f64, f64)> = serde_json::from_value(boxes).unwrap();
@@ -188,9 +180,7 @@ async fn after_a_crawl_rows_prices_and_items_per_run_read_whole() {
     // Prices never break across lines.
     browser.go(&format!("#/results?run_id={run}")).await;
     browser.wait_for("#results .value.number").await;
-    let wrapping = script(
-        &browser,
-        "return [...document.querySelectorAll('#results .value.number')].map((v) => getComputedStyle(v).whiteSpace)",
+    let wrapping = browser.script("return [...document.querySelectorAll('#results .value.number')].map((v) => getComputedStyle(v).whiteSpace)",
     )
     .await;
     assert!(

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::support::{ConsoleBrowser, ON_DEMAND, Roles, TestApp};
 
@@ -21,14 +21,6 @@ async fn fleet(roles: Roles) -> TestApp {
         config.api.api_tokens = vec![WRITE_TOKEN.into()];
     })
     .await
-}
-
-async fn script(browser: &ConsoleBrowser, code: &str) -> Value {
-    browser
-        .client
-        .execute(code, vec![])
-        .await
-        .unwrap_or_else(|e| panic!("running {code}: {e}"))
 }
 
 #[tokio::test]
@@ -164,9 +156,7 @@ async fn in_the_systems_dark_mode_every_page_is_dark_and_still_passes_axe() {
     let browser = ConsoleBrowser::open_dark(&app.base).await;
     browser.client.set_window_size(1440, 900).await.unwrap();
     browser.sign_in(WRITE_TOKEN).await;
-    let dark = script(
-        &browser,
-        "return [matchMedia('(prefers-color-scheme: dark)').matches, getComputedStyle(document.documentElement).backgroundColor]",
+    let dark = browser.script("return [matchMedia('(prefers-color-scheme: dark)').matches, getComputedStyle(document.documentElement).backgroundColor]",
     )
     .await;
     assert_eq!(
@@ -195,9 +185,7 @@ async fn every_page_fits_a_phone_and_its_tables_become_cards() {
 
     for page in &pages {
         open_page(&browser, page).await;
-        let sizes = script(
-            &browser,
-            "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]",
+        let sizes = browser.script("return [document.documentElement.scrollWidth, document.documentElement.clientWidth]",
         )
         .await;
         let (scroll, width) = (sizes[0].as_i64().unwrap(), sizes[1].as_i64().unwrap());
@@ -212,12 +200,12 @@ async fn every_page_fits_a_phone_and_its_tables_become_cards() {
     browser
         .wait_for(&format!("#runs tr[data-run='{run}']"))
         .await;
-    let card = script(
-        &browser,
-        "const row = document.querySelector('#runs tr'); \
+    let card = browser
+        .script(
+            "const row = document.querySelector('#runs tr'); \
          return [getComputedStyle(row).display, row.querySelector('td').dataset.label]",
-    )
-    .await;
+        )
+        .await;
     assert_eq!(
         card,
         json!(["block", "run"]),

@@ -8,7 +8,7 @@ use std::{path::PathBuf, process::Stdio, time::Duration};
 use crawlfleet::worker::browser::{launch, processes};
 use fantoccini::{Client, ClientBuilder, Locator, elements::Element};
 use hyper_util::client::legacy::connect::HttpConnector;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
 /// How long a console test waits for what a page should show: the page asks
@@ -189,6 +189,14 @@ impl ConsoleBrowser {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// What script `code` returns in the page; panics naming it when it throws.
+    pub async fn script(&self, code: &str) -> Value {
+        self.client
+            .execute(code, vec![])
+            .await
+            .unwrap_or_else(|e| panic!("running {code}: {e}"))
     }
 
     /// Whether an element matching `css` is displayed (present and visible).
