@@ -42,14 +42,27 @@ const SECRET_BEARING: &[&str] = &[
     "aws_sdk_cloudwatch",
 ];
 
+/// Crates that write a line per character or token of every page they parse
+/// (html5ever's tokenizer at `trace`, its tree builder at `debug`): at those
+/// levels a worker spends minutes writing out one large page and its stuck
+/// timeout ends the crawl, and the lines hold whatever the page reflects. They
+/// stay at `info` whatever `RUST_LOG` says, like [`SECRET_BEARING`].
+const PER_CHARACTER: &[&str] = &["html5ever", "markup5ever"];
+
 /// Levels when `RUST_LOG` is not set.
 const DEFAULT_DIRECTIVES: &str = "info,tower_http=warn,sqlx=warn,apalis=warn,apalis_redis=warn";
 
-/// The cap on [`SECRET_BEARING`] crates; everything else as `RUST_LOG` says.
-fn secrets_capped() -> Targets {
+/// The cap on [`SECRET_BEARING`] and [`PER_CHARACTER`] crates; everything
+/// else as `RUST_LOG` says.
+fn capped() -> Targets {
     Targets::new()
         .with_default(LevelFilter::TRACE)
-        .with_targets(SECRET_BEARING.iter().map(|t| (*t, LevelFilter::INFO)))
+        .with_targets(
+            SECRET_BEARING
+                .iter()
+                .chain(PER_CHARACTER)
+                .map(|t| (*t, LevelFilter::INFO)),
+        )
 }
 
 /// How log lines are written.
@@ -62,7 +75,7 @@ pub enum LogFormat {
 }
 
 /// Which events are written: `RUST_LOG`'s directives within the cap on
-/// secret-bearing crates, and every `ERROR` event whatever `RUST_LOG` says
+/// secret-bearing and per-character crates, and every `ERROR` event whatever `RUST_LOG` says
 /// (`RUST_LOG=off` or `crawlfleet=warn` must not hide why a process stopped).
 struct LogFilter {
     directives: EnvFilter,
@@ -145,7 +158,7 @@ where
 {
     let filtered = tracing_subscriber::registry().with(LogFilter {
         directives,
-        cap: secrets_capped(),
+        cap: capped(),
     });
     match format {
         LogFormat::Json => {
@@ -156,7 +169,7 @@ where
 }
 
 /// Installs the global subscriber (on stdout) and the panic hook; `RUST_LOG`
-/// overrides the default levels, within the cap on secret-bearing crates,
+/// overrides the default levels, within the cap on secret-bearing and per-character crates,
 /// and errors are written whatever it says.
 pub fn init(format: LogFormat) {
     init_on(format, std::io::stdout);
@@ -205,8 +218,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn secret_bearing_crates_stay_at_info_and_others_follow_rust_log() {
-        let capped = secrets_capped();
+    fn secret_bearing_and_per_character_crates_stay_at_info_and_others_follow_rust_log() {
+        let capped = capped();
         let enabled = |target: &str, level: tracing::Level| capped.would_enable(target, &level);
         assert!(!enabled(
             "crawlfleet::worker::browser::devtools",
@@ -214,6 +227,8 @@ mod tests {
         ));
         assert!(!enabled("hyper_util::client", tracing::Level::TRACE));
         assert!(!enabled("aws_sigv4::http_request", tracing::Level::DEBUG));
+        assert!(!enabled("html5ever::tokenizer", tracing::Level::TRACE));
+        assert!(!enabled("html5ever::tree_builder", tracing::Level::DEBUG));
         assert!(enabled(
             "crawlfleet::worker::browser::devtools",
             tracing::Level::INFO
