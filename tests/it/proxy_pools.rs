@@ -239,6 +239,38 @@ async fn the_console_shows_a_retired_proxy_on_the_site_page() {
     browser.wait_for_text("#site-health", &label).await;
     browser.wait_for_text("#site-health", "retired until").await;
     browser.wait_for_text("#site-health", "1 refusals").await;
+
+    // A pool site saved from the console's form keeps its pool, and its
+    // member's credentials (shown masked, sent back masked).
+    let mut body = site(&app, "console-pool", &url);
+    body["proxy"] = Value::Null;
+    body["proxy_pool"] = json!({"members": [{"url": url, "weight": 3}], "rotation": "per_page"});
+    let created: Value = client
+        .post(format!("{}/api/sites", app.base))
+        .bearer_auth(TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let pool_site = created["id"].as_i64().unwrap();
+    browser.go(&format!("#/sites/{pool_site}")).await;
+    browser.wait_for_text("#site-title", "console-pool").await;
+    browser.click("#save-site").await;
+    browser
+        .wait_for_text(".toast:last-of-type", "Site saved")
+        .await;
+    let key = app.config.common.session_key.as_ref();
+    let stored = crawlfleet::store::sites::get(app.pool(), pool_site, key)
+        .await
+        .unwrap()
+        .unwrap();
+    let pool = stored.spec.identity.pool.expect("the pool is kept");
+    assert_eq!(pool.members()[0].proxy, member);
+    assert_eq!(pool.members()[0].weight, 3);
+    assert_eq!(pool.rotation().as_str(), "per_page");
     browser.close().await;
     app.stop().await;
 }
@@ -446,6 +478,7 @@ async fn a_pool_entirely_banned_pauses_the_site_says_why_and_the_run_goes_on_whe
         .unwrap();
     let done = app.wait_until_completed(run, LIMIT).await;
     assert_eq!(done["items_found"], 2, "{done}");
+    assert_eq!(done["attempt"], 1, "waiting burns no attempt: {done}");
     assert_eq!(first.forwarded(), 2, "through the member that returned");
     assert_eq!(second.forwarded(), 0, "still retired");
     let (_, health) = app.get(&format!("/api/sites/{site_id}/health")).await;
@@ -535,6 +568,16 @@ async fn a_pool_is_checked_masked_kept_when_sent_back_masked_and_versioned() {
     let pool = site.spec.identity.pool.unwrap();
     assert_eq!(pool.members()[0].proxy.expose(), format!("{secret}/"));
     assert_eq!(pool.members()[0].weight, 5);
+    // At rest the credentials are sealed: the pool's column shows them masked.
+    let column: String = sqlx::query_scalar("SELECT proxy_pool::text FROM sites WHERE id = $1")
+        .bind(site_id)
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert!(
+        column.contains("***") && !column.contains(CREDENTIALS.1),
+        "{column}"
+    );
     // Masked credentials do not follow the pool to another address.
     body["proxy_pool"]["members"][0]["url"] = json!("http://***:***@127.0.0.1:3129");
     let (status, answer) = app.put(&format!("/api/sites/{site_id}"), body).await;

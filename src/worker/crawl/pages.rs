@@ -496,6 +496,29 @@ impl Crawl<'_> {
                 let backoff = self.ctx.proxy_first_backoff;
                 proxy_health::record(&self.ctx.pool, site_id, proxy, &fetched, backoff).await;
             }
+            // Through one member of a pool, a refusal is that member's ban:
+            // it is retired for its back-off and the page tried again through
+            // another (a site that refuses every member pauses itself: they
+            // are all retired).
+            let switches =
+                proxy.is_some() && !keep && self.proxies.as_ref().is_some_and(|c| c.members() > 1);
+            if switches
+                && attempt < tries
+                && fetched.is_err()
+                && proxy_health::refusal_of(&fetched).is_some()
+            {
+                // A failed connection or a 403 through the member: the next
+                // try goes through another rather than failing the attempt,
+                // the run between pages meanwhile (counted as a refusal).
+                if !matches!(call, Call::ListUrl) {
+                    let waiting = persist("page refused", OUTAGE_PATIENCE, || {
+                        store::runs::page_refused(&self.ctx.pool, self.fence)
+                    })
+                    .await?;
+                    self.ctx.events.run_updated(&waiting).await;
+                }
+                continue;
+            }
             let (refusal, reason, retry_after) = match fetched? {
                 Fetched::Refused {
                     refusal,
@@ -512,11 +535,7 @@ impl Crawl<'_> {
                 // A refusal is counted from a call, as any page's.
                 self.enter_call(call, url).await?;
             }
-            // Through one member of a pool, a refusal is that member's ban:
-            // it is retired for its back-off and the page tried again through
-            // another, so the site is not paused for the fleet (a site that
-            // refuses every member pauses itself: they are all retired).
-            let switches = !keep && self.proxies.as_ref().is_some_and(|c| c.members() > 1);
+            // The member is retired: the site is not paused for the fleet.
             let pause = match switches {
                 true => None,
                 false => self.ctx.limiter.refuse(site_id, retry_after).await.ok(),
