@@ -140,7 +140,9 @@ pub async fn paused(
     .bind(only)
     .fetch_all(tx)
     .await?;
-    let mut retired: HashMap<i64, (Vec<String>, HashMap<String, DateTime<Utc>>)> = HashMap::new();
+    // Per site: its members' addresses, and until when each retired one is.
+    type Retired = (Vec<String>, HashMap<String, DateTime<Utc>>);
+    let mut retired: HashMap<i64, Retired> = HashMap::new();
     for (site_id, proxy, pool, address, until) in rows {
         let (_, seen) = retired.entry(site_id).or_insert_with(|| {
             // The columns show members masked: read for their addresses.

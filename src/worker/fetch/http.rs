@@ -24,13 +24,9 @@ const MAX_REDIRECTS: usize = 10;
 /// One crawl's HTTP client.
 pub struct HttpClient {
     client: reqwest::Client,
-    /// What another client needs to present the same identity through
-    /// another pool member.
-    identity: Identity,
-    stuck_timeout: Duration,
-    cookies: Arc<SessionCookies>,
-    /// A client per pool member routed through so far, by address.
-    routed: HashMap<String, reqwest::Client>,
+    /// What a client through another pool member needs; boxed: inline it
+    /// would make every `PageSource` as large.
+    routing: Box<Routing>,
     guard: TargetGuard,
     /// The site sets its own Accept header, which then wins over the mode's.
     site_accept: bool,
@@ -48,6 +44,15 @@ pub struct HttpClient {
     max_body_bytes: usize,
     /// The proxy requests go out through now, if the site has any.
     proxy: Option<ProxyUrl>,
+}
+
+/// The same identity through another pool member: what its client is made of.
+struct Routing {
+    identity: Identity,
+    stuck_timeout: Duration,
+    cookies: Arc<SessionCookies>,
+    /// A client per pool member routed through so far, by address.
+    routed: HashMap<String, reqwest::Client>,
 }
 
 /// The way out of a page that is not chosen by a crawl's rotation (a
@@ -90,10 +95,12 @@ impl HttpClient {
             .collect();
         Ok(Self {
             client,
-            identity: identity.clone(),
-            stuck_timeout,
-            cookies,
-            routed,
+            routing: Box::new(Routing {
+                identity: identity.clone(),
+                stuck_timeout,
+                cookies,
+                routed,
+            }),
             guard,
             site_accept: identity
                 .headers
@@ -114,14 +121,19 @@ impl HttpClient {
             return Ok(());
         }
         let address = proxy.address();
-        let client = match self.routed.get(&address) {
+        let routing = &mut self.routing;
+        let client = match routing.routed.get(&address) {
             Some(client) => client.clone(),
             None => {
-                let builder =
-                    identified_client(&self.identity, Some(proxy), &self.guard, self.stuck_timeout)
-                        .await?;
-                let client = build(builder.cookie_provider(self.cookies.clone()))?;
-                self.routed.insert(address, client.clone());
+                let builder = identified_client(
+                    &routing.identity,
+                    Some(proxy),
+                    &self.guard,
+                    routing.stuck_timeout,
+                )
+                .await?;
+                let client = build(builder.cookie_provider(routing.cookies.clone()))?;
+                routing.routed.insert(address, client.clone());
                 client
             }
         };
