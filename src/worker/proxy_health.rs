@@ -198,6 +198,30 @@ pub async fn record(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::site::PoolMemberInput;
+
+    #[test]
+    fn sticky_lands_in_one_place_for_a_site_and_the_others_anywhere() {
+        let pool = |rotation| {
+            let members = (1..=3)
+                .map(|i| PoolMemberInput {
+                    url: format!("http://10.0.0.{i}:3128"),
+                    weight: Some(i),
+                })
+                .collect();
+            ProxyPool::parse(members, rotation).unwrap()
+        };
+        let sticky = |site_id| ProxyChoice::new(pool(Rotation::Sticky), site_id).roll();
+        assert_eq!(sticky(7), sticky(7), "the same site, the same place");
+        assert!((0.0..1.0).contains(&sticky(7)));
+        let sites: std::collections::HashSet<u64> =
+            (1..50).map(|id| (sticky(id) * 1e9) as u64).collect();
+        assert!(sites.len() > 40, "sites land in different places");
+        let per_page = ProxyChoice::new(pool(Rotation::PerPage), 7);
+        let rolls: std::collections::HashSet<u64> =
+            (0..20).map(|_| (per_page.roll() * 1e9) as u64).collect();
+        assert!(rolls.len() > 15, "per page, anywhere");
+    }
 
     #[test]
     fn refusals_403s_and_failed_connections_count_against_the_proxy() {

@@ -604,3 +604,46 @@ async fn a_pool_is_checked_masked_kept_when_sent_back_masked_and_versioned() {
     assert!(!one.to_string().contains(CREDENTIALS.1), "{one}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_browser_run_leaves_through_one_member_the_fleet_has_not_retired() {
+    let app = TestApp::spawn_with(Roles::fleet(), |_| {}).await;
+    let retired = TestProxy::start(None).await;
+    let open = TestProxy::start(Some(CREDENTIALS)).await;
+    let site_id = app
+        .create_site(json!({
+            "name": "browser-pool", "render": "browser",
+            "search_url": format!("{}/search?q={{keyword}}&page={{page}}", app.site.base_url()),
+            "item_selector": "li.product",
+            "fields": {"title": {"selector": "a.title"}},
+            "max_pages": 2,
+            // robots.txt goes through any member, whatever its health.
+            "respect_robots": false,
+            "proxy_pool": {"rotation": "per_page", "members": [
+                {"url": retired.url("http", None), "weight": 1000},
+                {"url": open.url("http", Some(CREDENTIALS)), "weight": 1},
+            ]},
+        }))
+        .await;
+    let member = crawlfleet::domain::site::ProxyUrl::parse(&retired.url("http", None)).unwrap();
+    crawlfleet::store::proxy_health::record_refusal(
+        app.pool(),
+        site_id,
+        &member,
+        "HTTP 429",
+        FIRST,
+    )
+    .await
+    .unwrap();
+    let run = app.crawl_once("laptop", site_id).await;
+    let done = app.wait_until_completed(run, LIMIT).await;
+    assert_eq!(done["pages_crawled"], 2, "{done}");
+    // Chrome's context left through the member not retired (with its
+    // credentials, through the worker's relay), for both pages.
+    assert_eq!(retired.forwarded(), 0, "nothing through the retired member");
+    assert!(open.forwarded() > 0, "through the open member");
+    let open_label = format!("127.0.0.1:{}", open.port);
+    let shown = members(&app, site_id).await;
+    assert_eq!(shown[&open_label]["pages"], 2, "{shown:?}");
+    app.stop().await;
+}
