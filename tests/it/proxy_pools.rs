@@ -3,15 +3,15 @@
 //! the run waits instead of failing, and the proxy returns when its back-off
 //! ends; the site's proxies show all of it, credentials masked. The back-off
 //! doubles with each retirement in a row, and a page through it resets it;
-//! the console's site page shows it. Over HTTP (the browser's proxy is reached
-//! through the relay and is not retired).
+//! the console's site page shows it.
 //!
 //! A site's `proxy_pool`: its members share the pages by weight (counted at
 //! three loopback proxies), a member that draws a 429 is retired and its
 //! share goes to the others until its back-off ends, a pool entirely
 //! retired pauses the site (its health says why and until when) and the run
-//! waits instead of failing, and a pool is checked, masked and versioned as
-//! `proxy` is.
+//! waits instead of failing, a pool is checked, masked and versioned as
+//! `proxy` is, the console keeps it, and a browser run leaves through a
+//! member not retired.
 
 use std::time::Duration;
 
