@@ -100,6 +100,11 @@ export function render(root, { id }, ctx) {
         h("textarea", { id: "site-headers", name: "headers", rows: 3, dataset: { field: "headers" } }),
         h("span", { class: "field-error", dataset: { errorFor: "headers" } })),
       input("proxy", "proxy (http:// or socks5://)"),
+      h("label", { for: "site-proxy-pool" }, "or: a proxy pool (JSON; credentials shown as *** keep the stored ones)",
+        h("textarea", { id: "site-proxy-pool", name: "proxy_pool", rows: 3, dataset: { field: "proxy_pool" },
+          placeholder: '{"members": [{"url": "http://proxy-a.example:3128", "weight": 2}], "rotation": "per_page"}' }),
+        h("span", { class: "muted" }, "weights 1 to 1000; rotation per_run, per_page (once per run in browser mode) or sticky"),
+        h("span", { class: "field-error", dataset: { errorFor: "proxy_pool" } })),
       h("div", { class: "row" },
         check("keep_session", "keep the session between runs"),
         check("exclusive_session", "one run at a time uses it"))),
@@ -227,6 +232,14 @@ function body(form, fields, detail) {
       throw Object.assign(new Error(`page actions: not JSON (${e.message})`), { field: "actions" });
     }
   }
+  let proxyPool;
+  if (form.proxy_pool.value.trim()) {
+    try {
+      proxyPool = JSON.parse(form.proxy_pool.value);
+    } catch (e) {
+      throw Object.assign(new Error(`proxy pool: not JSON (${e.message})`), { field: "proxy_pool" });
+    }
+  }
   const headers = {};
   for (const line of form.headers.value.split("\n")) {
     if (!line.trim()) continue;
@@ -271,6 +284,7 @@ function body(form, fields, detail) {
     user_agent: text("user_agent"),
     headers,
     proxy: text("proxy"),
+    proxy_pool: proxyPool,
     detail: detail.body(mode),
     repair: form.elements.repair.value,
   };
@@ -296,6 +310,7 @@ function fill(form, fields, detail, site) {
   set("json.next_token", site.json?.next_token);
   set("json.token_param", site.json?.token_param);
   form.actions.value = site.actions?.length ? JSON.stringify(site.actions, null, 1) : "";
+  form.proxy_pool.value = site.proxy_pool ? JSON.stringify(site.proxy_pool, null, 1) : "";
   form.headers.value = Object.entries(site.headers || {}).map(([k, v]) => `${k}: ${v}`).join("\n");
   show(fields, Object.entries(site.fields).map(([name, spec]) => fieldRow(name, spec)));
   detail.fill(site.detail);

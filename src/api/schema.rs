@@ -19,7 +19,7 @@ use crate::domain::{
     page::StopReason,
     repair::RepairState,
     run::RunState,
-    site::VersionReason,
+    site::{Rotation, VersionReason},
     webhook::{DeliveryState, WebhookEventType},
 };
 
@@ -75,6 +75,10 @@ text_enum_schemas! {
          to be kept), created, edited, restored (an earlier version brought back), repaired (a repair \
          proposal's selectors applied), rolled_back (an automatic repair undone because \
          the next run was degraded again).";
+    Rotation => "ProxyRotation",
+        "When a proxy pool's member is chosen again: per_run (once per run), per_page \
+         (for every page; in browser mode once per run, as the browser's relay keeps one \
+         member for a run), sticky (the same member while the site's kept session lasts).";
     RepairState => "RepairState",
         "Where a repair is: working (a worker is looking for one), proposed (verified, \
          waiting for a person), none_found (nothing passed verification; `verdict` says \

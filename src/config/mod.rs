@@ -473,6 +473,11 @@ pub struct WorkerConfig {
     /// of its own; past it the learning is refused as over its budget.
     #[arg(long, env = "LEARN_BUDGET_MS", default_value_t = 3000)]
     pub learn_budget_ms: u64,
+    /// Seconds a site's proxy (or pool member) that drew a refusal is
+    /// retired the first time; each retirement in a row doubles it, up to
+    /// 15 minutes, and a page through it ends the run of retirements.
+    #[arg(long, env = "PROXY_FIRST_BACKOFF_SECS", default_value_t = 30)]
+    pub proxy_first_backoff_secs: u64,
 
     /// Saved pages: how many of a site's last healthy runs keep their list
     /// pages (compressed, with their items) for replays (0: none kept).

@@ -5,10 +5,12 @@
 //! computed in the statement (two workers refused at once retire a member
 //! once), rows gone with their site, and the API reads it with the site.
 
-use chrono::{DateTime, Utc};
-use sqlx::PgPool;
+use std::{collections::HashMap, time::Duration};
 
-use crate::domain::site::{FIRST_BACKOFF, MAX_BACKOFF, ProxyUrl};
+use chrono::{DateTime, Utc};
+use sqlx::{PgConnection, PgPool, types::Json};
+
+use crate::domain::site::{MASK, MAX_BACKOFF, ProxyPoolInput, ProxyUrl};
 
 /// Longest last error kept, in characters.
 const MAX_ERROR_CHARS: usize = 500;
@@ -50,16 +52,19 @@ pub async fn record_page(pool: &PgPool, site_id: i64, proxy: &ProxyUrl) -> sqlx:
 
 /// A refusal through `proxy` (429/403, the blocked selector, a failed
 /// connection): counted, and the member retired, unless it already is, for
-/// the back-off of its next retirement in a row. Returns when it returns.
-/// `error` must hold no secret (it is shown): the caller masks it.
+/// the back-off of its next retirement in a row: `first` (the domain's
+/// `FIRST_BACKOFF` unless PROXY_FIRST_BACKOFF_SECS says otherwise), doubled
+/// each time, at most `MAX_BACKOFF`. Returns when it returns. `error` must
+/// hold no secret (it is shown): the caller masks it.
 pub async fn record_refusal(
     pool: &PgPool,
     site_id: i64,
     proxy: &ProxyUrl,
     error: &str,
+    first: Duration,
 ) -> sqlx::Result<DateTime<Utc>> {
     let error: String = error.chars().take(MAX_ERROR_CHARS).collect();
-    let first = FIRST_BACKOFF.as_secs_f64();
+    let first = first.as_secs_f64();
     let max = MAX_BACKOFF.as_secs_f64();
     sqlx::query_scalar!(
         r#"INSERT INTO proxy_health AS h
@@ -110,4 +115,59 @@ pub async fn retired_until(
     )
     .fetch_optional(pool)
     .await
+}
+
+/// The sites every proxy of which (its one proxy, or every member of its
+/// pool) is retired now, each with when the first returns: those sites are
+/// paused, their runs waiting between pages until then. Site `only`, or all.
+pub async fn paused(
+    tx: &mut PgConnection,
+    only: Option<i64>,
+) -> sqlx::Result<HashMap<i64, DateTime<Utc>>> {
+    type Row = (
+        i64,
+        Option<String>,
+        Option<Json<ProxyPoolInput>>,
+        String,
+        DateTime<Utc>,
+    );
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT s.id, s.proxy, s.proxy_pool, h.proxy, h.retired_until
+         FROM sites s JOIN proxy_health h ON h.site_id = s.id
+         WHERE h.retired_until > now() AND ($1::bigint IS NULL OR s.id = $1)
+         ORDER BY s.id",
+    )
+    .bind(only)
+    .fetch_all(tx)
+    .await?;
+    // Per site: its members' addresses, and until when each retired one is.
+    type Retired = (Vec<String>, HashMap<String, DateTime<Utc>>);
+    let mut retired: HashMap<i64, Retired> = HashMap::new();
+    for (site_id, proxy, pool, address, until) in rows {
+        let (_, seen) = retired.entry(site_id).or_insert_with(|| {
+            // The columns show members masked: read for their addresses.
+            let shown = proxy.into_iter().chain(
+                pool.into_iter()
+                    .flat_map(|Json(p)| p.members.into_iter().map(|m| m.url)),
+            );
+            let members = shown
+                .filter_map(|url| ProxyUrl::parse(&url.replace(MASK, "x")).ok())
+                .map(|p| p.address())
+                .collect();
+            (members, HashMap::new())
+        });
+        seen.insert(address, until);
+    }
+    Ok(retired
+        .into_iter()
+        .filter_map(|(site_id, (members, seen))| {
+            let first_back = members
+                .iter()
+                .map(|m| seen.get(m).copied())
+                .collect::<Option<Vec<_>>>()?
+                .into_iter()
+                .min()?;
+            Some((site_id, first_back))
+        })
+        .collect())
 }

@@ -58,6 +58,7 @@ pub(super) fn crawl_context(
         default_stuck_timeout: Duration::from_secs(common.stuck_timeout_secs as u64),
         extract_budget: Duration::from_millis(config.extract_budget_ms.max(1)),
         learn_budget: Duration::from_millis(config.learn_budget_ms.max(1)),
+        proxy_first_backoff: Duration::from_secs(config.proxy_first_backoff_secs.max(1)),
         heartbeat_every: Duration::from_secs(config.heartbeat_interval_secs.max(1)),
         drain_deadline: CancellationToken::new(),
         crawls: tokio_util::task::TaskTracker::new(),

@@ -11,7 +11,7 @@ use url::Url;
 use super::{
     crawl::CrawlContext,
     error::CrawlError,
-    fetch::{BrowserPage, HttpClient, LoadedHtml, PageSource, prepare_for_crawl},
+    fetch::{BrowserPage, HttpClient, LoadedHtml, PageSource, first_way_out, prepare_for_crawl},
     learn::{self, LEARN_MAX_RUNS, LearnError, Proposal, Spent},
     preview::{cut_raw, pace_for},
     session::SessionCookies,
@@ -126,7 +126,7 @@ pub(super) async fn load_page(
             RenderMode::Browser => {
                 let mut lease = ctx
                     .browsers
-                    .lease(spec.identity.proxy.as_ref())
+                    .lease(first_way_out(&spec.identity).as_ref())
                     .await
                     .map_err(|e| CrawlError::browser(format!("no browser: {e:#}")))?;
                 let session = lease.session();

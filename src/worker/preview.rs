@@ -16,7 +16,8 @@ use super::{
     error::CrawlError,
     extract::{RawItems, StructuredListing, TypedItem, page_item, typed_for_preview},
     fetch::{
-        BrowserPage, Fetched, HttpClient, PageLimits, PageSource, prepare_for_crawl, read_failed,
+        BrowserPage, Fetched, HttpClient, PageLimits, PageSource, first_way_out, prepare_for_crawl,
+        read_failed,
     },
     learning,
     limiter::{PaceKey, SitePace},
@@ -129,7 +130,11 @@ pub(super) async fn crawl(
     let first = spec.search_url.first_url(&request.keyword).ok();
     let pace = pace_for(ctx, spec, request.site_id, first.as_ref()).await;
     let screenshot_png = match spec.render {
-        RenderMode::Browser => match ctx.browsers.lease(spec.identity.proxy.as_ref()).await {
+        RenderMode::Browser => match ctx
+            .browsers
+            .lease(first_way_out(&spec.identity).as_ref())
+            .await
+        {
             Ok(mut lease) => {
                 let session = lease.session();
                 let result = match prepare_for_crawl(session, spec, None).await {

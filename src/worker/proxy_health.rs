@@ -1,10 +1,16 @@
-//! The worker's side of proxy health: before a page goes out through a
-//! site's proxy it waits while the fleet has that proxy retired (the run is
-//! not failed: it waits between pages, its heartbeat going on, until the
-//! member returns), and after the page it records what the proxy got: a page
-//! read, or a refusal that retires it for a back-off.
+//! The worker's side of proxy health: before a page goes out, a member of
+//! the site's pool is chosen by its rotation among those the fleet has not
+//! retired (by weight); while every member is retired the run waits between
+//! pages (it is not failed: its heartbeat goes on, the site's health says it
+//! is paused and until when) until the first returns. After the page it
+//! records what the member got: a page read, or a refusal that retires it
+//! for a back-off.
 
-use std::time::Duration;
+use std::{
+    hash::{Hash, Hasher},
+    sync::Mutex,
+    time::Duration,
+};
 
 use chrono::Utc;
 use sqlx::PgPool;
@@ -13,7 +19,7 @@ use super::{error::CrawlError, fetch::Fetched};
 use crate::{
     domain::{
         failure::FailureKind,
-        site::{ProxyUrl, metric_label},
+        site::{ProxyPool, ProxyUrl, Rotation, metric_label},
     },
     ops::metrics::metrics,
     store,
@@ -23,36 +29,116 @@ use crate::{
 /// through it on another worker ends its retirement).
 const RECHECK: Duration = Duration::from_secs(5);
 
-/// Waits while `proxy`, the only member of the site's pool, is retired.
-pub async fn wait_while_retired(
-    pool: &PgPool,
+/// The member a crawl's pages go out through, chosen again as its pool's
+/// rotation says.
+pub struct ProxyChoice {
+    pool: ProxyPool,
     site_id: i64,
-    run_id: i64,
-    proxy: &ProxyUrl,
-) -> Result<(), CrawlError> {
-    let mut told = false;
-    loop {
-        let retired = store::proxy_health::retired_until(pool, site_id, proxy)
-            .await
-            .map_err(|e| {
-                CrawlError::failed(FailureKind::Internal, format!("reading proxy health: {e}"))
-            })?;
-        let Some(until) = retired else {
-            return Ok(());
-        };
-        if !told {
-            // The reason a person reads; the site's proxies say the same.
-            tracing::info!(
-                run_id,
-                site_id,
-                proxy = %metric_label(proxy),
-                %until,
-                "every proxy of the site is retired; the run waits until one returns"
-            );
-            told = true;
+    /// The member chosen last (kept by `per_run` and `sticky` while it is
+    /// not retired).
+    current: Mutex<Option<ProxyUrl>>,
+}
+
+impl ProxyChoice {
+    pub fn new(pool: ProxyPool, site_id: i64) -> Self {
+        ProxyChoice {
+            pool,
+            site_id,
+            current: Mutex::new(None),
         }
-        let left = (until - Utc::now()).to_std().unwrap_or(Duration::ZERO);
-        tokio::time::sleep(left.min(RECHECK).max(Duration::from_millis(100))).await;
+    }
+
+    /// How many members the pool has.
+    pub fn members(&self) -> usize {
+        self.pool.members().len()
+    }
+
+    /// The member the next page goes out through. `keep`: the page source
+    /// cannot change its way out (a browser's context leaves through one
+    /// member for the run), so the member chosen first is kept, waited for
+    /// while retired. Otherwise `per_page` chooses again for every page,
+    /// `per_run` and `sticky` keep their member while it is not retired and
+    /// choose another (its share goes to the others) when it is. While
+    /// every member is retired, waits until the first returns.
+    pub async fn next(
+        &self,
+        pool: &PgPool,
+        run_id: i64,
+        keep: bool,
+    ) -> Result<ProxyUrl, CrawlError> {
+        let mut told = false;
+        loop {
+            let health = store::proxy_health::for_site(pool, self.site_id)
+                .await
+                .map_err(|e| {
+                    CrawlError::failed(FailureKind::Internal, format!("reading proxy health: {e}"))
+                })?;
+            let now = Utc::now();
+            let retired_until = |p: &ProxyUrl| {
+                let address = p.address();
+                health
+                    .iter()
+                    .find(|h| h.proxy == address && h.is_retired(now))
+                    .and_then(|h| h.retired_until)
+            };
+            let current = self.current.lock().expect("choice lock").clone();
+            let chosen = match (&current, keep, self.pool.rotation()) {
+                (Some(current), true, _) => {
+                    (retired_until(current).is_none()).then(|| current.clone())
+                }
+                (Some(current), false, Rotation::PerRun | Rotation::Sticky)
+                    if retired_until(current).is_none() =>
+                {
+                    Some(current.clone())
+                }
+                _ => self
+                    .pool
+                    .pick(|p| retired_until(p).is_some(), self.roll())
+                    .map(|m| m.proxy.clone()),
+            };
+            if let Some(chosen) = chosen {
+                *self.current.lock().expect("choice lock") = Some(chosen.clone());
+                return Ok(chosen);
+            }
+            // Every member it may use is retired: the earliest return.
+            let waited_for: Vec<&ProxyUrl> = match (&current, keep) {
+                (Some(current), true) => vec![current],
+                _ => self.pool.members().iter().map(|m| &m.proxy).collect(),
+            };
+            let until = waited_for
+                .into_iter()
+                .filter_map(retired_until)
+                .min()
+                .unwrap_or(now);
+            if !told {
+                // The reason a person reads; the site's health says the same.
+                tracing::info!(
+                    run_id,
+                    site_id = self.site_id,
+                    members = self.pool.members().len(),
+                    %until,
+                    "every proxy of the site is retired; the run waits until one returns"
+                );
+                told = true;
+            }
+            let left = (until - Utc::now()).to_std().unwrap_or(Duration::ZERO);
+            tokio::time::sleep(left.min(RECHECK).max(Duration::from_millis(100))).await;
+        }
+    }
+
+    /// Where in `[0, 1)` the weighted choice lands: anywhere, or for
+    /// `sticky` always the same place for the site, so its runs (and the
+    /// session they keep) leave through the same member while it is not
+    /// retired.
+    fn roll(&self) -> f64 {
+        match self.pool.rotation() {
+            Rotation::Sticky => {
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                self.site_id.hash(&mut hasher);
+                (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
+            }
+            Rotation::PerRun | Rotation::PerPage => rand::random::<f64>(),
+        }
     }
 }
 
@@ -81,6 +167,7 @@ pub async fn record(
     site_id: i64,
     proxy: &ProxyUrl,
     fetched: &Result<Fetched, CrawlError>,
+    first_backoff: Duration,
 ) {
     let site = site_id.to_string();
     let label = metric_label(proxy);
@@ -90,7 +177,7 @@ pub async fn record(
             metrics().proxy_refusals.with_label_values(&labels).inc();
             metrics().proxy_retired.with_label_values(&labels).set(1);
             // The reason names the page, never the proxy's credentials.
-            store::proxy_health::record_refusal(pool, site_id, proxy, &reason)
+            store::proxy_health::record_refusal(pool, site_id, proxy, &reason, first_backoff)
                 .await
                 .map(|until| {
                     tracing::info!(site_id, proxy = %label, %until, %reason, "proxy retired");
@@ -111,6 +198,30 @@ pub async fn record(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::site::PoolMemberInput;
+
+    #[test]
+    fn sticky_lands_in_one_place_for_a_site_and_the_others_anywhere() {
+        let pool = |rotation| {
+            let members = (1..=3)
+                .map(|i| PoolMemberInput {
+                    url: format!("http://10.0.0.{i}:3128"),
+                    weight: Some(i),
+                })
+                .collect();
+            ProxyPool::parse(members, rotation).unwrap()
+        };
+        let sticky = |site_id| ProxyChoice::new(pool(Rotation::Sticky), site_id).roll();
+        assert_eq!(sticky(7), sticky(7), "the same site, the same place");
+        assert!((0.0..1.0).contains(&sticky(7)));
+        let sites: std::collections::HashSet<u64> =
+            (1..50).map(|id| (sticky(id) * 1e9) as u64).collect();
+        assert!(sites.len() > 40, "sites land in different places");
+        let per_page = ProxyChoice::new(pool(Rotation::PerPage), 7);
+        let rolls: std::collections::HashSet<u64> =
+            (0..20).map(|_| (per_page.roll() * 1e9) as u64).collect();
+        assert!(rolls.len() > 15, "per page, anywhere");
+    }
 
     #[test]
     fn refusals_403s_and_failed_connections_count_against_the_proxy() {

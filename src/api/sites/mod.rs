@@ -77,6 +77,21 @@ async fn check_reachable(state: &AppState, spec: &SiteSpec) -> Result<(), ApiErr
     {
         return Err(FieldError::new("proxy", refused.to_string()).into());
     }
+    for (i, member) in spec
+        .identity
+        .pool
+        .iter()
+        .flat_map(|p| p.members())
+        .enumerate()
+    {
+        let proxy = &member.proxy;
+        if let Err(refused) = state.guard.addresses(proxy.host(), proxy.port()).await
+            && !refused.may_pass_later()
+        {
+            let field = format!("proxy_pool.members[{i}].url");
+            return Err(FieldError::new(field, refused.to_string()).into());
+        }
+    }
     if state.session_key.is_none() {
         let needs_key = |field: &str, what: &str| {
             FieldError::new(
@@ -97,8 +112,12 @@ async fn check_reachable(state: &AppState, spec: &SiteSpec) -> Result<(), ApiErr
             .into());
         }
         if spec.identity.has_secrets() {
+            let field = match spec.identity.pool {
+                Some(_) => "proxy_pool",
+                None => "proxy",
+            };
             return Err(needs_key(
-                "proxy",
+                field,
                 "proxy credentials are secrets kept sealed: they need",
             )
             .into());
@@ -115,6 +134,7 @@ fn masks(input: &SiteInput) -> bool {
         .flatten()
         .any(|(_, value)| value == MASK)
         || input.proxy.as_deref().is_some_and(|p| p.contains(MASK))
+        || input.proxy_pool.as_ref().is_some_and(|p| p.masks())
 }
 
 const NAME_TAKEN: &str = "sites_name_key";
@@ -227,6 +247,7 @@ async fn restore_stored_secrets(
     restore_masked(
         &mut input.headers,
         &mut input.proxy,
+        &mut input.proxy_pool,
         &search_url,
         &stored.spec.identity,
         &stored.spec.search_url,

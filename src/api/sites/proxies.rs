@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use super::super::{ApiError, AppState, error::ErrorBody, extract::Id};
 use crate::{
-    domain::site::{ProxyPool, metric_label},
+    domain::site::metric_label,
     store::{self, proxy_health::ProxyHealth},
 };
 
@@ -45,7 +45,7 @@ pub(super) async fn proxies(
     let site = store::sites::get(&state.pool, id, state.session_key.as_ref())
         .await?
         .ok_or_else(|| ApiError::not_found("site", id))?;
-    let Some(pool) = site.spec.identity.proxy.clone().map(ProxyPool::single) else {
+    let Some(pool) = site.spec.identity.egress() else {
         return Ok(Json(Vec::new()));
     };
     let health = store::proxy_health::for_site(&state.pool, id).await?;

@@ -77,6 +77,7 @@ pub(super) async fn replay(
             // Nothing is fetched: the site's identity does not travel.
             site.headers = None;
             site.proxy = None;
+            site.proxy_pool = None;
             ReplaySource::Site(Box::new(site))
         }
         _ => {

@@ -12,7 +12,10 @@ use crate::{
     domain::{
         action::{ActionInput, Step},
         paging::PagingInput,
-        site::{DetailSpec, ExpectationsInput, FieldSpec, JsonInput, ProxyUrl, Site, Streak},
+        site::{
+            DetailSpec, ExpectationsInput, FieldSpec, JsonInput, ProxyPoolInput, ProxyUrl, Site,
+            Streak,
+        },
         value::{DateInput, NumberInput, ValueKind},
     },
     store::sites::{RunItems, SiteHealth, Window},
@@ -35,6 +38,7 @@ view! {
         let json = spec.extraction.json_input();
         let headers = spec.identity.masked_headers();
         let proxy = spec.identity.proxy.as_ref().map(ProxyUrl::masked);
+        let proxy_pool = spec.identity.pool.as_ref().map(|p| p.masked());
     } {
         id: i64 = site.id,
         name: String = spec.name,
@@ -73,6 +77,11 @@ view! {
         headers: BTreeMap<String, String> = headers,
         /// The proxy, its user name and password shown as `***`.
         proxy: Option<String> = proxy,
+        /// The proxy pool (instead of `proxy`), each member's user name and
+        /// password shown as `***`; `GET /api/sites/{id}/proxies` shows how
+        /// each is doing.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        proxy_pool: Option<ProxyPoolInput> = proxy_pool,
         /// Detail pages read for each item and merged into it.
         #[serde(skip_serializing_if = "Option::is_none")]
         detail: Option<DetailView> = spec.detail.as_ref().map(DetailView::from),
@@ -179,6 +188,17 @@ view! {
         status: String = health.status.as_str().to_owned(),
         /// Since when the site refuses us; cleared by the next healthy run.
         blocked_since: Option<DateTime<Utc>> = health.blocked_since,
+        /// Set while every proxy of the site (its `proxy`, or every member
+        /// of its `proxy_pool`) is retired for drawing refusals: when the
+        /// first returns. The site is paused: its runs wait between pages,
+        /// neither failed nor sent out another way, and go on then.
+        paused_until: Option<DateTime<Utc>> = health.paused_until,
+        /// Why the site is paused, as a person reads it (null when it is not).
+        pause_reason: Option<String> = health.paused_until.map(|until| format!(
+            "every proxy of the site is retired (each drew refusals: 429, 403, a block \
+             page or failed connections); its runs wait until the first returns at {}",
+            until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )),
         /// When a run of the site last completed healthy.
         last_success_at: Option<DateTime<Utc>> = health.last_success_at,
         /// Runs that ended (completed or failed) in the last 24 hours.

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use url::Url;
 
+use super::ProxyPool;
 use crate::domain::{FieldError, text};
 
 /// Headers a site may not set: the HTTP client owns them, or another setting does.
@@ -33,6 +34,8 @@ pub struct Identity {
     /// Sent with every request, in name order.
     pub headers: BTreeMap<String, String>,
     pub proxy: Option<ProxyUrl>,
+    /// Instead of `proxy`: several, weighted, one chosen by its rotation.
+    pub pool: Option<ProxyPool>,
 }
 
 impl Identity {
@@ -80,19 +83,33 @@ impl Identity {
             user_agent,
             headers: checked,
             proxy: proxy.map(|p| ProxyUrl::parse(&p)).transpose()?,
+            pool: None,
         })
     }
 }
 
 impl Identity {
     /// Whether the identity holds anything secret: header values, or a
-    /// proxy's credentials.
+    /// proxy's (or a pool member's) credentials.
     pub fn has_secrets(&self) -> bool {
-        !self.headers.is_empty()
-            || self
-                .proxy
-                .as_ref()
-                .is_some_and(|p| p.credentials().is_some())
+        !self.headers.is_empty() || self.proxies().any(|p| p.credentials().is_some())
+    }
+
+    /// Every proxy pages may go out through: the pool's members, or the proxy.
+    pub fn proxies(&self) -> impl Iterator<Item = &ProxyUrl> {
+        self.proxy.iter().chain(
+            self.pool
+                .iter()
+                .flat_map(|pool| pool.members().iter().map(|m| &m.proxy)),
+        )
+    }
+
+    /// The pool pages go out through: the site's pool, or its one proxy as
+    /// a pool of one; None: straight out.
+    pub fn egress(&self) -> Option<ProxyPool> {
+        self.pool
+            .clone()
+            .or_else(|| self.proxy.clone().map(ProxyPool::single))
     }
 
     /// The headers as responses show them: names, and [`MASK`] for values.
@@ -110,6 +127,7 @@ impl std::fmt::Debug for Identity {
             .field("user_agent", &self.user_agent)
             .field("headers", &self.masked_headers())
             .field("proxy", &self.proxy)
+            .field("pool", &self.pool)
             .finish()
     }
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use url::Url;
 
-use super::{Identity, MASK, ProxyUrl, SearchUrlTemplate};
+use super::{Identity, MASK, ProxyPoolInput, ProxyUrl, SearchUrlTemplate};
 use crate::domain::FieldError;
 
 /// Puts the stored secrets back where a client sent the masked form, as long
@@ -17,20 +17,34 @@ use crate::domain::FieldError;
 /// stored value of that header while `search_url` keeps the stored search
 /// URL's origin (and, for a plain-http origin, no new proxy would read it); a
 /// proxy with masked credentials gets the stored credentials while it is the
-/// stored proxy's address. Otherwise the error names the field whose value
-/// must be sent again. A mask with nothing stored under it is left for
-/// [`Identity::parse`] to refuse.
+/// stored proxy's address, and so does a pool member while it is the
+/// address of a stored member (or of the stored proxy). Otherwise the error
+/// names the field whose value must be sent again. A mask with nothing
+/// stored under it is left for [`Identity::parse`] to refuse.
 pub fn restore_masked(
     headers: &mut Option<BTreeMap<String, String>>,
     proxy: &mut Option<String>,
+    pool: &mut Option<ProxyPoolInput>,
     search_url: &SearchUrlTemplate,
     stored: &Identity,
     stored_search_url: &SearchUrlTemplate,
 ) -> Result<(), FieldError> {
     restore_proxy(proxy, stored)?;
-    // The proxy as it will be (its credentials back, or refused above): the
-    // headers' rule asks whether it is another party.
-    let new_proxy = proxy.as_deref().map(ProxyUrl::parse).transpose()?;
+    restore_pool(pool, stored)?;
+    // The proxies as they will be (their credentials back, or refused
+    // above): the headers' rule asks whether one is another party.
+    let mut new_proxies: Vec<ProxyUrl> = proxy
+        .as_deref()
+        .map(ProxyUrl::parse)
+        .transpose()?
+        .into_iter()
+        .collect();
+    for member in pool.iter().flat_map(|p| &p.members) {
+        // A member that does not parse is refused by the pool's own rules.
+        if let Ok(member) = ProxyUrl::parse(&member.url) {
+            new_proxies.push(member);
+        }
+    }
     let masked: Vec<&String> = headers
         .iter()
         .flatten()
@@ -40,7 +54,7 @@ pub fn restore_masked(
     let Some(first) = masked.first() else {
         return Ok(());
     };
-    if let Some(why) = headers_moved(search_url, new_proxy.as_ref(), stored, stored_search_url) {
+    if let Some(why) = headers_moved(search_url, &new_proxies, stored, stored_search_url) {
         return Err(FieldError::new(
             format!("headers.{first}"),
             format!("is masked; send the value again, because {why}"),
@@ -59,7 +73,7 @@ pub fn restore_masked(
 /// Why stored header values may not follow the site as sent, if they may not.
 fn headers_moved(
     search_url: &SearchUrlTemplate,
-    proxy: Option<&ProxyUrl>,
+    proxies: &[ProxyUrl],
     stored: &Identity,
     stored_search_url: &SearchUrlTemplate,
 ) -> Option<String> {
@@ -80,15 +94,51 @@ fn headers_moved(
     // Over https a proxy only relays the encrypted stream; over http it reads
     // every header, so a new proxy is a new reader.
     let plain = search_url.sample_url().scheme() == "http";
-    let new_proxy = proxy.map(ProxyUrl::address);
-    let stored_proxy = stored.proxy.as_ref().map(ProxyUrl::address);
-    match new_proxy {
-        Some(address) if plain && Some(&address) != stored_proxy.as_ref() => Some(format!(
+    let stored_proxies: Vec<String> = stored.proxies().map(ProxyUrl::address).collect();
+    let address = proxies
+        .iter()
+        .map(ProxyUrl::address)
+        .find(|address| !stored_proxies.contains(address))?;
+    plain.then(|| {
+        format!(
             "search_url is plain http and the proxy is now another one ({address}), which \
              would read the header"
-        )),
-        _ => None,
+        )
+    })
+}
+
+/// Pool members sent with masked credentials get the stored ones back if a
+/// stored member (or the stored proxy) is at their address, scheme, host
+/// and port alike.
+fn restore_pool(pool: &mut Option<ProxyPoolInput>, stored: &Identity) -> Result<(), FieldError> {
+    let Some(pool) = pool.as_mut() else {
+        return Ok(());
+    };
+    for (i, member) in pool.members.iter_mut().enumerate() {
+        let masks_credentials = Url::parse(member.url.trim())
+            .is_ok_and(|url| url.username() == MASK || url.password() == Some(MASK));
+        if !masks_credentials {
+            continue;
+        }
+        let kept = stored
+            .proxies()
+            .filter(|p| p.credentials().is_some())
+            .find(|p| p.is_masked_form(&member.url));
+        if let Some(kept) = kept {
+            member.url = kept.expose().to_owned();
+            continue;
+        }
+        if stored.proxies().all(|p| p.credentials().is_none()) {
+            // Nothing to restore: ProxyUrl::parse refuses the mask itself.
+            continue;
+        }
+        return Err(FieldError::new(
+            format!("proxy_pool.members[{i}].url"),
+            "its user name and password are masked; send them again, because no stored \
+             proxy is at this address",
+        ));
     }
+    Ok(())
 }
 
 /// A proxy sent with masked credentials gets the stored ones back if it is
@@ -159,7 +209,14 @@ mod tests {
     ) -> Result<(), FieldError> {
         let (identity, stored_url) = stored();
         let search_url = SearchUrlTemplate::parse(search_url).unwrap();
-        restore_masked(headers, proxy, &search_url, &identity, &stored_url)
+        restore_masked(
+            headers,
+            proxy,
+            &mut None,
+            &search_url,
+            &identity,
+            &stored_url,
+        )
     }
 
     #[test]
@@ -227,6 +284,45 @@ mod tests {
     }
 
     #[test]
+    fn masked_pool_members_keep_the_credentials_stored_at_their_address_only() {
+        let (mut identity, url) = stored();
+        identity.proxy = None;
+        identity.pool = Some(
+            ProxyPoolInput {
+                members: vec![
+                    super::super::PoolMemberInput {
+                        url: "http://u1:p1@a.example:1".into(),
+                        weight: Some(2),
+                    },
+                    super::super::PoolMemberInput {
+                        url: "http://b.example:2".into(),
+                        weight: None,
+                    },
+                ],
+                rotation: None,
+            }
+            .parse()
+            .unwrap(),
+        );
+        let mut sent = identity.pool.as_ref().map(|p| p.masked());
+        restore_masked(&mut None, &mut None, &mut sent, &url, &identity, &url).unwrap();
+        let sent = sent.unwrap();
+        assert_eq!(sent.members[0].url, "http://u1:p1@a.example:1/");
+        assert_eq!(sent.members[1].url, "http://b.example:2/");
+        let mut moved = Some(ProxyPoolInput {
+            members: vec![super::super::PoolMemberInput {
+                url: "http://***:***@sink.example:1".into(),
+                weight: None,
+            }],
+            rotation: None,
+        });
+        let err =
+            restore_masked(&mut None, &mut None, &mut moved, &url, &identity, &url).unwrap_err();
+        assert_eq!(err.field, "proxy_pool.members[0].url");
+        assert!(!err.message.contains("p1"), "{err}");
+    }
+
+    #[test]
     fn over_plain_http_masked_headers_do_not_go_through_a_new_proxy() {
         let (identity, _) = stored();
         let plain = SearchUrlTemplate::parse("http://shop.example/s?q={keyword}").unwrap();
@@ -235,6 +331,7 @@ mod tests {
         let err = restore_masked(
             &mut masked_headers(&[]),
             &mut new_proxy(),
+            &mut None,
             &plain,
             &identity,
             &plain,
@@ -248,8 +345,15 @@ mod tests {
             (new_proxy(), &tls),
         ] {
             let mut headers = masked_headers(&[]);
-            restore_masked(&mut headers, &mut proxy.clone(), url, &identity, url)
-                .unwrap_or_else(|e| panic!("{proxy:?} {url:?}: {e}"));
+            restore_masked(
+                &mut headers,
+                &mut proxy.clone(),
+                &mut None,
+                url,
+                &identity,
+                url,
+            )
+            .unwrap_or_else(|e| panic!("{proxy:?} {url:?}: {e}"));
             assert_eq!(headers.unwrap()["X-Api-Key"], "key-1");
         }
     }

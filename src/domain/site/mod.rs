@@ -31,7 +31,7 @@ pub use locator::{CssSelector, JsonPointer};
 pub use masked::restore_masked;
 pub use proxy_pool::{
     FIRST_BACKOFF, MAX_BACKOFF, MAX_POOL_MEMBERS, MAX_WEIGHT, PoolMember, PoolMemberInput,
-    ProxyPool, Rotation, backoff, metric_label,
+    ProxyPool, ProxyPoolInput, Rotation, backoff, metric_label,
 };
 pub use render::RenderMode;
 pub use standing::{RunVerdict, SiteStatus, Streak};
@@ -150,6 +150,12 @@ pub struct SiteInput {
     /// user name and password, and sending them back masked keeps them for
     /// the same proxy (scheme, host and port) only.
     pub proxy: Option<String>,
+    /// Instead of `proxy`: several proxies, each weighted, one chosen among
+    /// those the fleet has not retired (a proxy that draws refusals is
+    /// retired for a back-off) per run, per page or per kept session
+    /// (`rotation`). Credentials are masked in responses, as `proxy`'s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_pool: Option<ProxyPoolInput>,
     /// Detail pages: the list field holding each item's detail URL, the
     /// fields read there (merged into the item), and which items' detail
     /// pages a run reads.
@@ -341,6 +347,16 @@ impl SiteInput {
                 .parse()
                 .map_err(|_| FieldError::new("repair", "must be off, suggest or auto"))?,
         };
+        let mut identity = Identity::parse(self.user_agent, self.headers, self.proxy)?;
+        if let Some(pool) = self.proxy_pool {
+            if identity.proxy.is_some() {
+                return Err(FieldError::new(
+                    "proxy_pool",
+                    "set either proxy or proxy_pool, not both",
+                ));
+            }
+            identity.pool = Some(pool.parse()?);
+        }
         Ok(SiteSpec {
             name: name.to_owned(),
             search_url,
@@ -364,7 +380,7 @@ impl SiteInput {
             enabled: self.enabled.unwrap_or(true),
             respect_robots: self.respect_robots.unwrap_or(true),
             session,
-            identity: Identity::parse(self.user_agent, self.headers, self.proxy)?,
+            identity,
             detail,
             repair,
         })
@@ -472,6 +488,37 @@ mod tests {
         assert_eq!(err.field, "item_key");
         assert!(err.message.contains("title"), "{}", err.message);
         assert_eq!(site(serde_json::json!({})).unwrap().item_key, None);
+    }
+
+    #[test]
+    fn a_proxy_pool_excludes_a_proxy_and_names_its_bad_member() {
+        let pool = serde_json::json!({"members": [
+            {"url": "http://u:p@10.0.0.1:3128", "weight": 3},
+            {"url": "socks5://10.0.0.2:1080"}], "rotation": "per_page"});
+        let spec = site(serde_json::json!({"proxy_pool": pool})).unwrap();
+        let kept = spec.identity.pool.as_ref().unwrap();
+        assert_eq!(kept.rotation(), Rotation::PerPage);
+        assert_eq!(kept.members()[0].weight, 3);
+        assert_eq!(kept.members()[1].weight, 1);
+        assert!(spec.identity.has_secrets(), "a member's credentials");
+        assert_eq!(spec.identity.egress().unwrap(), *kept);
+        let both = site(serde_json::json!({"proxy_pool": pool, "proxy": "http://10.0.0.3:1"}));
+        assert_eq!(both.unwrap_err().field, "proxy_pool");
+        let bad =
+            serde_json::json!({"members": [{"url": "http://10.0.0.1:1"}, {"url": "ftp://x:1"}]});
+        let err = site(serde_json::json!({"proxy_pool": bad})).unwrap_err();
+        assert_eq!(err.field, "proxy_pool.members[1].url");
+        let single = site(serde_json::json!({"proxy": "http://10.0.0.3:1"})).unwrap();
+        let egress = single.identity.egress().unwrap();
+        assert_eq!(egress.members().len(), 1);
+        assert_eq!(egress.rotation(), Rotation::PerRun);
+        assert!(
+            site(serde_json::json!({}))
+                .unwrap()
+                .identity
+                .egress()
+                .is_none()
+        );
     }
 
     #[test]

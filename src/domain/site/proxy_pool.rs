@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::identity::ProxyUrl;
+use super::identity::{MASK, ProxyUrl};
 use crate::domain::{FieldError, text_enum::text_enum};
 
 /// The most members a pool may have.
@@ -34,15 +34,74 @@ text_enum! {
     }
 }
 
-/// A member as a request sends it.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+/// A pool as a request sends it (and a response shows it, credentials masked).
+#[derive(Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = ProxyPool)]
+pub struct ProxyPoolInput {
+    /// 1 to 64 proxies, each at an address of its own.
+    pub members: Vec<PoolMemberInput>,
+    /// When a member is chosen again: `per_run` (default), `per_page` or
+    /// `sticky` (the same member while the site's kept session lasts). In
+    /// browser mode a run keeps the member it started with: `per_page` is
+    /// chosen once per run there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotation: Option<Rotation>,
+}
+
+impl ProxyPoolInput {
+    /// Whether a member is sent with its credentials in the masked form a
+    /// response showed them.
+    pub fn masks(&self) -> bool {
+        self.members.iter().any(|m| m.url.contains(MASK))
+    }
+
+    /// Checks every rule; field errors name the member (`proxy_pool.members[1].url`).
+    pub fn parse(self) -> Result<ProxyPool, FieldError> {
+        ProxyPool::parse(self.members, self.rotation.unwrap_or_default())
+    }
+}
+
+impl std::fmt::Debug for ProxyPoolInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProxyPoolInput")
+            .field("members", &self.members)
+            .field("rotation", &self.rotation)
+            .finish()
+    }
+}
+
+/// A member as a request sends it.
+#[derive(Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = ProxyPoolMember)]
 pub struct PoolMemberInput {
-    /// `http://` or `socks5://` proxy, credentials allowed (masked in responses).
+    /// `http://`, `socks5://` or `socks5h://` proxy, credentials allowed
+    /// (masked in responses; sent back masked, they keep the stored ones
+    /// for the same address only).
     pub url: String,
-    /// 1 to 1000; a member with weight 2 carries twice the pages of one with 1.
-    #[serde(default)]
+    /// 1 to 1000 (default 1); a member with weight 2 carries twice the pages of one with 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<u32>,
+}
+
+impl std::fmt::Debug for PoolMemberInput {
+    // Never the credentials, even of a URL that did not parse.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let url = match url::Url::parse(&self.url) {
+            Ok(mut url) if !url.username().is_empty() || url.password().is_some() => {
+                let _ = url.set_username(MASK);
+                let _ = url.set_password(Some(MASK));
+                url.to_string()
+            }
+            Ok(url) => url.to_string(),
+            Err(_) => MASK.to_owned(),
+        };
+        f.debug_struct("PoolMemberInput")
+            .field("url", &url)
+            .field("weight", &self.weight)
+            .finish()
+    }
 }
 
 /// One proxy of a pool and its share of the pages.
@@ -60,26 +119,29 @@ pub struct ProxyPool {
 }
 
 impl ProxyPool {
-    /// A pool as sent: every field error names the member (`proxy_pool[1].url`).
+    /// A pool as sent: every field error names the member (`proxy_pool.members[1].url`).
     pub fn parse(members: Vec<PoolMemberInput>, rotation: Rotation) -> Result<Self, FieldError> {
         if members.is_empty() {
-            return Err(FieldError::new("proxy_pool", "needs at least one member"));
+            return Err(FieldError::new(
+                "proxy_pool.members",
+                "needs at least one member",
+            ));
         }
         if members.len() > MAX_POOL_MEMBERS {
             return Err(FieldError::new(
-                "proxy_pool",
+                "proxy_pool.members",
                 format!("at most {MAX_POOL_MEMBERS} members"),
             ));
         }
         let mut accepted: Vec<PoolMember> = Vec::with_capacity(members.len());
         for (i, member) in members.into_iter().enumerate() {
-            let field = format!("proxy_pool[{i}].url");
+            let field = format!("proxy_pool.members[{i}].url");
             let proxy = ProxyUrl::parse(&member.url)
                 .map_err(|e| FieldError::new(field.clone(), e.message))?;
             let weight = member.weight.unwrap_or(1);
             if !(1..=MAX_WEIGHT).contains(&weight) {
                 return Err(FieldError::new(
-                    format!("proxy_pool[{i}].weight"),
+                    format!("proxy_pool.members[{i}].weight"),
                     format!("must be 1 to {MAX_WEIGHT}"),
                 ));
             }
@@ -96,6 +158,32 @@ impl ProxyPool {
             members: accepted,
             rotation,
         })
+    }
+
+    /// A pool as it was stored: its rules were checked when it was accepted.
+    pub fn stored(members: Vec<PoolMember>, rotation: Rotation) -> Self {
+        Self { members, rotation }
+    }
+
+    /// The pool as a response shows it (and as its row keeps it): each
+    /// member's user name and password masked.
+    pub fn masked(&self) -> ProxyPoolInput {
+        ProxyPoolInput {
+            members: self
+                .members
+                .iter()
+                .map(|m| PoolMemberInput {
+                    url: m.proxy.masked(),
+                    weight: Some(m.weight),
+                })
+                .collect(),
+            rotation: Some(self.rotation),
+        }
+    }
+
+    /// The member at `address` (`ProxyUrl::address`), if any.
+    pub fn member_at(&self, address: &str) -> Option<&PoolMember> {
+        self.members.iter().find(|m| m.proxy.address() == address)
     }
 
     /// Today's single `proxy`: a pool of one, chosen once per run.
@@ -172,7 +260,7 @@ mod tests {
     #[test]
     fn bad_members_are_named_by_their_place() {
         let err = ProxyPool::parse(vec![], Rotation::PerRun).unwrap_err();
-        assert_eq!(err.field, "proxy_pool");
+        assert_eq!(err.field, "proxy_pool.members");
         let err = ProxyPool::parse(
             vec![
                 member("http://a.example:1", None),
@@ -181,14 +269,14 @@ mod tests {
             Rotation::PerRun,
         )
         .unwrap_err();
-        assert_eq!(err.field, "proxy_pool[1].url");
+        assert_eq!(err.field, "proxy_pool.members[1].url");
         for weight in [0, MAX_WEIGHT + 1] {
             let err = ProxyPool::parse(
                 vec![member("http://a.example:1", Some(weight))],
                 Rotation::PerRun,
             )
             .unwrap_err();
-            assert_eq!(err.field, "proxy_pool[0].weight", "{weight}");
+            assert_eq!(err.field, "proxy_pool.members[0].weight", "{weight}");
         }
         let err = ProxyPool::parse(
             vec![
@@ -198,12 +286,12 @@ mod tests {
             Rotation::PerRun,
         )
         .unwrap_err();
-        assert_eq!(err.field, "proxy_pool[1].url");
+        assert_eq!(err.field, "proxy_pool.members[1].url");
         let many = (0..=MAX_POOL_MEMBERS)
             .map(|i| member(&format!("http://10.0.{}.{}:1", i / 200, i % 200), None))
             .collect();
         let err = ProxyPool::parse(many, Rotation::PerRun).unwrap_err();
-        assert_eq!(err.field, "proxy_pool");
+        assert_eq!(err.field, "proxy_pool.members");
         assert_eq!(
             "sticky".parse::<Rotation>().unwrap(),
             Rotation::Sticky,
@@ -253,5 +341,12 @@ mod tests {
         assert_eq!(pool.members().len(), 1);
         assert_eq!(pool.rotation(), Rotation::PerRun);
         assert_eq!(metric_label(&proxy), "proxy.example:3128");
+        let shown = pool.masked();
+        assert_eq!(shown.members[0].url, "http://***:***@proxy.example:3128/");
+        let sent = PoolMemberInput {
+            url: "http://user:secret@proxy.example:3128".into(),
+            weight: None,
+        };
+        assert!(!format!("{sent:?}").contains("secret"), "{sent:?}");
     }
 }

@@ -27,6 +27,9 @@ pub struct SiteHealth {
     pub status: SiteStatus,
     /// Since when the site refuses us (cleared by the next healthy run).
     pub blocked_since: Option<DateTime<Utc>>,
+    /// Set while every proxy of the site is retired: when the first
+    /// returns. Its runs wait (they do not fail) until then.
+    pub paused_until: Option<DateTime<Utc>>,
     /// When a run of the site last completed healthy (ever).
     pub last_success_at: Option<DateTime<Utc>>,
     pub last_24h: Window,
@@ -213,6 +216,7 @@ async fn select(pool: &PgPool, only: Option<i64>) -> sqlx::Result<Vec<SiteHealth
             );
         }
     }
+    let paused = crate::store::proxy_health::paused(&mut tx, only).await?;
     tx.commit().await?;
     Ok(sites
         .into_iter()
@@ -226,6 +230,7 @@ async fn select(pool: &PgPool, only: Option<i64>) -> sqlx::Result<Vec<SiteHealth
                 name: site.name,
                 status: SiteStatus::of(site.blocked_since, streak.as_ref()),
                 blocked_since: site.blocked_since,
+                paused_until: paused.get(&site.id).copied(),
                 last_success_at: last_success.get(&site.id).copied(),
                 last_24h,
                 last_7d,

@@ -243,6 +243,7 @@ impl StoredSite {
             _ => StoredSecrets::Unsealed(Secrets {
                 headers: self.unsealed_headers.0,
                 proxy: self.unsealed_proxy,
+                pool: Vec::new(),
             }),
         };
         let secrets = stored_secrets

@@ -17,8 +17,9 @@ use crate::domain::{
     action::Step,
     paging::Paging,
     site::{
-        DetailSpec, Expectations, Extraction, FieldSpec, HtmlItems, Identity, JsonInput,
-        Politeness, ProxyUrl, SchemaType, SessionPolicy, SiteSpec, TokenPaging,
+        DetailSpec, Expectations, Extraction, FieldSpec, HtmlItems, Identity, JsonInput, MASK,
+        Politeness, PoolMember, ProxyPool, ProxyPoolInput, ProxyUrl, SchemaType, SessionPolicy,
+        SiteSpec, TokenPaging,
     },
 };
 
@@ -81,6 +82,9 @@ site_row! {
         header_names: Vec<String>,
         /// Credentials masked (a proxy with credentials is sealed in full).
         proxy: Option<String>,
+        /// The proxy pool as responses show it: members with credentials
+        /// masked (each is sealed in full).
+        proxy_pool: Option<Json<ProxyPoolInput>>,
         /// Detail pages, as the rules accepted them.
         detail: Option<Json<DetailSpec>>,
         repair: String,
@@ -91,6 +95,11 @@ site_row! {
 /// header values and proxy credentials are sealed apart), so a restored
 /// version keeps today's.
 const UNVERSIONED: &[&str] = &["header_names", "proxy"];
+
+/// The columns a version records (its snapshot shows every change, masked)
+/// but reads as today's: a pool's members' credentials are sealed with
+/// today's secrets only, so a version read or restored keeps today's pool.
+const RECORDED_ONLY: &[&str] = &["proxy_pool"];
 
 impl SiteRow {
     /// The row that stores `spec`.
@@ -130,6 +139,7 @@ impl SiteRow {
             user_agent: spec.identity.user_agent.clone(),
             header_names: spec.identity.headers.keys().cloned().collect(),
             proxy: spec.identity.proxy.as_ref().map(ProxyUrl::masked),
+            proxy_pool: spec.identity.pool.as_ref().map(|p| Json(p.masked())),
             detail: spec.detail.clone().map(Json),
             repair: spec.repair.as_str().to_owned(),
         }
@@ -181,6 +191,10 @@ impl SiteRow {
             .map(|proxy| ProxyUrl::parse(&proxy))
             .transpose()
             .map_err(|e| column_error("proxy", e))?;
+        let pool = self
+            .proxy_pool
+            .map(|Json(pool)| stored_pool(pool, &secrets.pool))
+            .transpose()?;
         Ok(SiteSpec {
             name: self.name,
             search_url: stored("search_url", self.search_url)?,
@@ -213,6 +227,7 @@ impl SiteRow {
                 user_agent: self.user_agent,
                 headers: secrets.headers,
                 proxy,
+                pool,
             },
             detail: self.detail.map(|Json(detail)| detail),
             repair: stored("repair", self.repair)?,
@@ -275,7 +290,7 @@ impl SiteRow {
     pub(super) fn versioned_select_list(version: &str, site: &str, snapshot: &str) -> String {
         SiteRow::COLUMNS
             .iter()
-            .map(|column| match UNVERSIONED.contains(column) {
+            .map(|column| match UNVERSIONED.contains(column) || RECORDED_ONLY.contains(column) {
                 true => format!("{site}.{column}"),
                 false => format!(
                     "CASE WHEN {snapshot} ? '{column}' THEN {version}.{column} ELSE {site}.{column} END AS {column}"
@@ -293,6 +308,46 @@ impl SiteRow {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// A pool as its column shows it, each member with credentials taken whole
+/// from the sealed `secrets` at its address.
+fn stored_pool(pool: ProxyPoolInput, secrets: &[String]) -> Result<ProxyPool, LoadError> {
+    let sealed: Vec<ProxyUrl> = secrets
+        .iter()
+        .map(|url| ProxyUrl::parse(url))
+        .collect::<Result<_, _>>()
+        .map_err(|e| column_error("proxy_pool", e))?;
+    let mut members = Vec::with_capacity(pool.members.len());
+    for member in pool.members {
+        // The masked form does not parse as a proxy: read for its address.
+        let shown = ProxyUrl::parse(&member.url.replace(MASK, "x"))
+            .map_err(|e| column_error("proxy_pool", e))?;
+        let proxy = match shown.credentials() {
+            None => shown,
+            Some(_) => sealed
+                .iter()
+                .find(|p| p.address() == shown.address())
+                .cloned()
+                .ok_or_else(|| {
+                    column_error(
+                        "proxy_pool",
+                        std::io::Error::other(format!(
+                            "no sealed credentials for {}",
+                            shown.address()
+                        )),
+                    )
+                })?,
+        };
+        members.push(PoolMember {
+            proxy,
+            weight: member.weight.unwrap_or(1),
+        });
+    }
+    Ok(ProxyPool::stored(
+        members,
+        pool.rotation.unwrap_or_default(),
+    ))
 }
 
 /// A value the rules accepted when it was stored, read back as its type the

@@ -31,11 +31,16 @@ impl std::fmt::Debug for StoredSecrets {
 }
 
 /// What a site keeps sealed: its header values and, when it has
-/// credentials, its proxy (one without is in the clear, as shown).
+/// credentials, its proxy and its pool's members (one without is in the
+/// clear, as shown).
 #[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
 pub(super) struct Secrets {
     pub(super) headers: BTreeMap<String, String>,
     pub(super) proxy: Option<String>,
+    /// The pool's members that have credentials, whole (sealed before pools
+    /// were: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) pool: Vec<String>,
 }
 
 impl Secrets {
@@ -47,11 +52,18 @@ impl Secrets {
                 .as_ref()
                 .filter(|p| p.credentials().is_some())
                 .map(|p| p.expose().to_owned()),
+            pool: identity
+                .pool
+                .iter()
+                .flat_map(|pool| pool.members())
+                .filter(|m| m.proxy.credentials().is_some())
+                .map(|m| m.proxy.expose().to_owned())
+                .collect(),
         }
     }
 
     fn is_empty(&self) -> bool {
-        self.headers.is_empty() && self.proxy.is_none()
+        self.headers.is_empty() && self.proxy.is_none() && self.pool.is_empty()
     }
 
     fn bound_to(id: i64) -> Vec<u8> {
@@ -144,6 +156,7 @@ pub async fn seal_unsealed(pool: &PgPool, key: &SessionKey) -> sqlx::Result<u64>
         let secrets = Secrets {
             headers: row.headers.0.clone(),
             proxy: row.unsealed_proxy.clone(),
+            pool: Vec::new(),
         };
         let sealed = secrets.seal(row.id, key);
         let done = sqlx::query!(

@@ -3,7 +3,9 @@
 //! change, so no change goes unrecorded and no version names a change that
 //! did not happen. A write that changes nothing makes no version. Header
 //! names and the proxy are not versioned: they are the site's identity,
-//! sealed apart, and a restored version keeps today's.
+//! sealed apart, and a restored version keeps today's. A proxy pool's
+//! changes are recorded (masked, so the versions show them), but a version
+//! reads with today's pool: its members' credentials are today's.
 
 use std::sync::LazyLock;
 

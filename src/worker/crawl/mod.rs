@@ -63,6 +63,8 @@ pub struct CrawlContext {
     pub extract_budget: Duration,
     /// The time learning selectors from one page may use.
     pub learn_budget: Duration,
+    /// How long a proxy that drew a refusal is first retired (doubled in a row).
+    pub proxy_first_backoff: Duration,
     /// How often a held run's heartbeat is written.
     pub heartbeat_every: Duration,
     /// Fired when the drain deadline passes: unfinished crawls hand their runs back.
@@ -353,6 +355,10 @@ async fn crawl(ctx: &CrawlContext, claimed: &ClaimedRun) -> Result<PagesRead, Cr
         crawl_delay,
         detail_evidence_kept: Default::default(),
         keeps_bodies: ctx.saved_pages.keeps().into(),
+        proxies: spec
+            .identity
+            .egress()
+            .map(|pool| super::proxy_health::ProxyChoice::new(pool, run.site_id)),
     };
     let kept = load_session(ctx, spec, run.site_id).await?;
     let (read, ended_with) = match spec.render {
@@ -431,8 +437,18 @@ async fn crawl_in_browser(
     kept: Option<&KeptSession>,
 ) -> Result<(PagesRead, Option<KeptSession>), CrawlError> {
     let browsers = &crawl.ctx.browsers;
+    // The context leaves through one member for the whole run (the relay
+    // holds one upstream): chosen now, among those not retired.
+    let proxy = match &crawl.proxies {
+        Some(choice) => Some(
+            choice
+                .next(&crawl.ctx.pool, crawl.fence.run_id, true)
+                .await?,
+        ),
+        None => None,
+    };
     let mut lease = browsers
-        .lease(crawl.spec.identity.proxy.as_ref())
+        .lease(proxy.as_ref())
         .await
         .map_err(|e| CrawlError::browser(format!("no browser: {e:#}")))?;
     let session = lease.session();

@@ -85,6 +85,9 @@ pub struct Crawl<'a> {
     pub detail_evidence_kept: AtomicBool,
     /// Whether list pages' bodies are still kept (saved pages with room).
     pub keeps_bodies: AtomicBool,
+    /// The member of the site's proxy pool pages go out through (its one
+    /// proxy is a pool of one); None: straight out.
+    pub proxies: Option<proxy_health::ProxyChoice>,
 }
 
 impl Crawl<'_> {
@@ -453,14 +456,21 @@ impl Crawl<'_> {
         let site_id = self.run.site_id;
         let site = self.site_label();
         let tries = self.run.max_attempts.max(1);
-        let proxy = source.proxy().cloned();
+        // A browser's context leaves through the member it was opened with.
+        let keep = matches!(source, PageSource::Browser(_));
         for attempt in 1..=tries {
             // The run is between pages (running/call_done) while it waits: its
             // heartbeat goes on and the watchdog does not take it for stuck.
-            if let Some(proxy) = &proxy {
-                proxy_health::wait_while_retired(&self.ctx.pool, site_id, self.fence.run_id, proxy)
-                    .await?;
-            }
+            let proxy = match &self.proxies {
+                Some(choice) => {
+                    let proxy = choice.next(&self.ctx.pool, self.fence.run_id, keep).await?;
+                    if let PageSource::Http(client) = &mut *source {
+                        client.route_through(&proxy).await?;
+                    }
+                    Some(proxy)
+                }
+                None => None,
+            };
             self.pace().wait().await?;
             // A list's URL is not entered: its store is its one write (the
             // run's row would otherwise serialize the URLs in flight twice).
@@ -483,7 +493,31 @@ impl Crawl<'_> {
                 .observe(started.elapsed().as_secs_f64());
             metrics().pages_fetched.inc();
             if let Some(proxy) = &proxy {
-                proxy_health::record(&self.ctx.pool, site_id, proxy, &fetched).await;
+                let backoff = self.ctx.proxy_first_backoff;
+                proxy_health::record(&self.ctx.pool, site_id, proxy, &fetched, backoff).await;
+            }
+            // Through one member of a pool, a refusal is that member's ban:
+            // it is retired for its back-off and the page tried again through
+            // another (a site that refuses every member pauses itself: they
+            // are all retired).
+            let switches =
+                proxy.is_some() && !keep && self.proxies.as_ref().is_some_and(|c| c.members() > 1);
+            if switches
+                && attempt < tries
+                && fetched.is_err()
+                && proxy_health::refusal_of(&fetched).is_some()
+            {
+                // A failed connection or a 403 through the member: the next
+                // try goes through another rather than failing the attempt,
+                // the run between pages meanwhile (counted as a refusal).
+                if !matches!(call, Call::ListUrl) {
+                    let waiting = persist("page refused", OUTAGE_PATIENCE, || {
+                        store::runs::page_refused(&self.ctx.pool, self.fence)
+                    })
+                    .await?;
+                    self.ctx.events.run_updated(&waiting).await;
+                }
+                continue;
             }
             let (refusal, reason, retry_after) = match fetched? {
                 Fetched::Refused {
@@ -501,7 +535,11 @@ impl Crawl<'_> {
                 // A refusal is counted from a call, as any page's.
                 self.enter_call(call, url).await?;
             }
-            let pause = self.ctx.limiter.refuse(site_id, retry_after).await;
+            // The member is retired: the site is not paused for the fleet.
+            let pause = match switches {
+                true => None,
+                false => self.ctx.limiter.refuse(site_id, retry_after).await.ok(),
+            };
             let waiting = persist("page refused", OUTAGE_PATIENCE, || {
                 store::runs::page_refused(&self.ctx.pool, self.fence)
             })
@@ -512,9 +550,9 @@ impl Crawl<'_> {
                 site_id,
                 %reason,
                 ?retry_after,
-                pause = ?pause.as_ref().ok(),
+                ?pause,
                 try_number = attempt,
-                "site refused the page; the fleet pauses it"
+                "site refused the page; the fleet pauses it or retires the proxy"
             );
             if attempt == tries {
                 return Err(CrawlError::failed(

@@ -2,7 +2,7 @@
 //! proxy and kept cookies; redirects followed one at a time, each target
 //! checked by the SSRF guard before it is requested; bodies bounded.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use reqwest::{Proxy, StatusCode, header};
 use url::Url;
@@ -24,6 +24,9 @@ const MAX_REDIRECTS: usize = 10;
 /// One crawl's HTTP client.
 pub struct HttpClient {
     client: reqwest::Client,
+    /// What a client through another pool member needs; boxed: inline it
+    /// would make every `PageSource` as large.
+    routing: Box<Routing>,
     guard: TargetGuard,
     /// The site sets its own Accept header, which then wins over the mode's.
     site_accept: bool,
@@ -39,8 +42,27 @@ pub struct HttpClient {
     /// A bigger body fails the attempt as `page_too_large` (`PAGE_MAX_BYTES`):
     /// a results page this size is a mistake or an attack.
     max_body_bytes: usize,
-    /// The proxy every request goes out through, if the site has one.
+    /// The proxy requests go out through now, if the site has any.
     proxy: Option<ProxyUrl>,
+}
+
+/// The same identity through another pool member: what its client is made of.
+struct Routing {
+    identity: Identity,
+    stuck_timeout: Duration,
+    cookies: Arc<SessionCookies>,
+    /// A client per pool member routed through so far, by address.
+    routed: HashMap<String, reqwest::Client>,
+}
+
+/// The way out of a page that is not chosen by a crawl's rotation (a
+/// preview, a learning, a robots.txt, a crawl's client before its first
+/// page): the site's proxy, or any member of its pool by weight.
+pub fn first_way_out(identity: &Identity) -> Option<ProxyUrl> {
+    identity.egress().and_then(|pool| {
+        pool.pick(|_| false, rand::random::<f64>())
+            .map(|member| member.proxy.clone())
+    })
 }
 
 /// A page as the server sent it.
@@ -61,13 +83,24 @@ impl HttpClient {
         cookies: Arc<SessionCookies>,
         pace: SitePace,
     ) -> Result<Self, CrawlError> {
+        let proxy = first_way_out(identity);
         let client = build(
-            identified_client(identity, &guard, stuck_timeout)
+            identified_client(identity, proxy.as_ref(), &guard, stuck_timeout)
                 .await?
-                .cookie_provider(cookies),
+                .cookie_provider(cookies.clone()),
         )?;
+        let routed = proxy
+            .iter()
+            .map(|p| (p.address(), client.clone()))
+            .collect();
         Ok(Self {
             client,
+            routing: Box::new(Routing {
+                identity: identity.clone(),
+                stuck_timeout,
+                cookies,
+                routed,
+            }),
             guard,
             site_accept: identity
                 .headers
@@ -77,13 +110,36 @@ impl HttpClient {
             failed_answer: None,
             last_url: None,
             max_body_bytes: CrawlBounds::default().page_bytes,
-            proxy: identity.proxy.clone(),
+            proxy,
         })
     }
 
-    /// The proxy every request goes out through, if any.
-    pub fn proxy(&self) -> Option<&ProxyUrl> {
-        self.proxy.as_ref()
+    /// From now on, requests go out through `proxy` (a member of the
+    /// site's pool), with the same identity and cookies.
+    pub async fn route_through(&mut self, proxy: &ProxyUrl) -> Result<(), CrawlError> {
+        if self.proxy.as_ref() == Some(proxy) {
+            return Ok(());
+        }
+        let address = proxy.address();
+        let routing = &mut self.routing;
+        let client = match routing.routed.get(&address) {
+            Some(client) => client.clone(),
+            None => {
+                let builder = identified_client(
+                    &routing.identity,
+                    Some(proxy),
+                    &self.guard,
+                    routing.stuck_timeout,
+                )
+                .await?;
+                let client = build(builder.cookie_provider(routing.cookies.clone()))?;
+                routing.routed.insert(address, client.clone());
+                client
+            }
+        };
+        self.client = client;
+        self.proxy = Some(proxy.clone());
+        Ok(())
     }
 
     /// The same client, refusing a body over `bytes`.
@@ -125,11 +181,13 @@ impl HttpClient {
     }
 }
 
-/// A client that presents `identity` (user agent, extra headers, proxy) and
-/// connects only where the guard allows, within `timeout` per request;
-/// redirects are not followed (each hop is the caller's, past the guard).
+/// A client that presents `identity` (user agent, extra headers), goes out
+/// through `proxy` (the site's, or a member of its pool) and connects only
+/// where the guard allows, within `timeout` per request; redirects are not
+/// followed (each hop is the caller's, past the guard).
 pub(super) async fn identified_client(
     identity: &Identity,
+    proxy: Option<&ProxyUrl>,
     guard: &TargetGuard,
     timeout: Duration,
 ) -> Result<reqwest::ClientBuilder, CrawlError> {
@@ -153,7 +211,7 @@ pub(super) async fn identified_client(
         .timeout(timeout)
         .connect_timeout(timeout.min(Duration::from_secs(10)))
         .dns_resolver(guard.resolver());
-    if let Some(proxy) = &identity.proxy {
+    if let Some(proxy) = proxy {
         // The proxy is reached at an address the guard judged, never at
         // one reqwest would look up (or take as a literal) by itself.
         let judged = guard.addresses(proxy.host(), proxy.port()).await?;

@@ -18,7 +18,7 @@ use std::{
 use url::Url;
 
 pub use browser::{BrowserPage, prepare_for_crawl};
-pub use http::HttpClient;
+pub use http::{HttpClient, first_way_out};
 pub use page_html::LoadedHtml;
 pub use robots::fetch_robots;
 
@@ -158,15 +158,6 @@ pub enum PageSource<'a> {
 }
 
 impl PageSource<'_> {
-    /// The proxy pages go out through: the HTTP client's (a browser's is
-    /// reached through the worker's relay).
-    pub fn proxy(&self) -> Option<&crate::domain::site::ProxyUrl> {
-        match self {
-            PageSource::Http(client) => client.proxy(),
-            PageSource::Browser(_) => None,
-        }
-    }
-
     /// Where the last page fetched ended: the browser's address, or the URL
     /// the last HTTP answer came from.
     pub async fn last_url(&self) -> Option<Url> {

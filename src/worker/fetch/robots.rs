@@ -8,7 +8,7 @@ use std::time::Duration;
 use reqwest::header;
 use url::Url;
 
-use super::http::{build, identified_client};
+use super::http::{build, first_way_out, identified_client};
 use crate::{
     domain::{
         robots::{MAX_ROBOTS_BYTES, RobotsFile},
@@ -43,10 +43,15 @@ async fn ask(
     identity: &Identity,
     guard: &TargetGuard,
 ) -> Result<RobotsFile, String> {
-    let client = identified_client(identity, guard, ROBOTS_TIMEOUT)
-        .await
-        .and_then(build)
-        .map_err(|e| e.to_string())?;
+    let client = identified_client(
+        identity,
+        first_way_out(identity).as_ref(),
+        guard,
+        ROBOTS_TIMEOUT,
+    )
+    .await
+    .and_then(build)
+    .map_err(|e| e.to_string())?;
     let mut url = robots_url.clone();
     for _ in 0..=MAX_REDIRECTS {
         guard.check(&url).await.map_err(|e| e.to_string())?;

@@ -111,6 +111,7 @@ pub fn test_config(database_url: &str, queue_name: &str) -> Config {
             bounds: Default::default(),
             extract_budget_ms: 2000,
             learn_budget_ms: 3000,
+            proxy_first_backoff_secs: 30,
             saved_pages_runs: 3,
             saved_pages_max_bytes: 8 * 1024 * 1024,
         },
