@@ -12,7 +12,7 @@ use crate::{
     domain::{
         action::{ActionInput, Step},
         paging::PagingInput,
-        site::{DetailSpec, ExpectationsInput, FieldSpec, JsonInput, ProxyUrl, Site, Streak},
+        site::{BrowserResourcesInput, DetailSpec, ExpectationsInput, FieldSpec, JsonInput, ProxyUrl, Site, Streak},
         value::{DateInput, NumberInput, ValueKind},
     },
     store::sites::{RunItems, SiteHealth, Window},
@@ -79,6 +79,9 @@ view! {
         /// What a repair may do when the site's markup changed: `off`,
         /// `suggest` or `auto`.
         repair: String = spec.repair.as_str().to_owned(),
+        /// What its browser pages download besides what reading them needs
+        /// (`allow`: images, media, fonts, trackers; none by default).
+        browser_resources: BrowserResourcesInput = spec.browser_resources.input(),
         /// When a run last saved the site's session (keep_session).
         session_saved_at: Option<DateTime<Utc>> = site.session_saved_at,
         created_at: DateTime<Utc> = site.created_at,

@@ -17,8 +17,8 @@ use crate::domain::{
     action::Step,
     paging::Paging,
     site::{
-        DetailSpec, Expectations, Extraction, FieldSpec, HtmlItems, Identity, JsonInput,
-        Politeness, ProxyUrl, SchemaType, SessionPolicy, SiteSpec, TokenPaging,
+        BrowserResources, DetailSpec, Expectations, Extraction, FieldSpec, HtmlItems, Identity, JsonInput,
+        Politeness, ProxyUrl, ResourceKind, SchemaType, SessionPolicy, SiteSpec, TokenPaging,
     },
 };
 
@@ -84,6 +84,8 @@ site_row! {
         /// Detail pages, as the rules accepted them.
         detail: Option<Json<DetailSpec>>,
         repair: String,
+        /// The kinds its browser pages download (`ResourceKind` names).
+        browser_resources: Vec<String>,
     }
 }
 
@@ -132,6 +134,12 @@ impl SiteRow {
             proxy: spec.identity.proxy.as_ref().map(ProxyUrl::masked),
             detail: spec.detail.clone().map(Json),
             repair: spec.repair.as_str().to_owned(),
+            browser_resources: spec
+                .browser_resources
+                .allowed()
+                .into_iter()
+                .map(|kind| kind.as_str().to_owned())
+                .collect(),
         }
     }
 
@@ -216,6 +224,12 @@ impl SiteRow {
             },
             detail: self.detail.map(|Json(detail)| detail),
             repair: stored("repair", self.repair)?,
+            browser_resources: BrowserResources::allowing(
+                self.browser_resources
+                    .into_iter()
+                    .map(|kind| stored::<ResourceKind>("browser_resources", kind))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
         })
     }
 

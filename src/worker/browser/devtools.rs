@@ -29,6 +29,8 @@ use tokio::{
     sync::{mpsc, oneshot},
 };
 
+use super::blocking::Blocking;
+
 /// A command Chrome answered with an error, or could not answer.
 #[derive(Debug, thiserror::Error)]
 pub enum DevToolsError {
@@ -69,6 +71,9 @@ struct Inner {
 struct Subscriber {
     methods: &'static [&'static str],
     events: mpsc::UnboundedSender<Event>,
+    /// How the session's paused requests are answered (`blocking`), right
+    /// here as they arrive; `None`: none are paused.
+    blocking: Option<Blocking>,
 }
 
 /// A message from Chrome: an answer (`id`) or an event (`method`). Only the
@@ -262,8 +267,40 @@ impl DevTools {
             .sessions
             .lock()
             .expect("devtools lock")
-            .insert(session.to_owned(), Subscriber { methods, events });
+            .insert(
+                session.to_owned(),
+                Subscriber {
+                    methods,
+                    events,
+                    blocking: None,
+                },
+            );
         received
+    }
+
+    /// How `session`'s paused requests are answered from now on (the caller
+    /// enables or disables the pausing with `Fetch.enable` and `Fetch.disable`).
+    pub fn set_blocking(&self, session: &str, blocking: Option<Blocking>) {
+        if let Some(subscriber) = self
+            .inner
+            .sessions
+            .lock()
+            .expect("devtools lock")
+            .get_mut(session)
+        {
+            subscriber.blocking = blocking;
+        }
+    }
+
+    /// The host of the page `session` goes to next, for its blocking.
+    pub fn set_page_host(&self, session: &str, host: Option<&str>) {
+        let mut sessions = self.inner.sessions.lock().expect("devtools lock");
+        if let Some(blocking) = sessions
+            .get_mut(session)
+            .and_then(|subscriber| subscriber.blocking.as_mut())
+        {
+            blocking.set_page_host(host);
+        }
     }
 
     pub fn unsubscribe(&self, session: &str) {
@@ -321,6 +358,23 @@ impl Inner {
         let Some(subscriber) = sessions.get(session.as_ref()) else {
             return;
         };
+        if method == "Fetch.requestPaused" {
+            // Answered here: the page waits for nothing else, and no one
+            // need be reading its events.
+            let paused: Value = incoming
+                .params
+                .and_then(|raw| serde_json::from_str(raw.get()).ok())
+                .unwrap_or(Value::Null);
+            let (command, params) = match &subscriber.blocking {
+                Some(blocking) => blocking.answer(&paused),
+                None => (
+                    "Fetch.continueRequest",
+                    json!({"requestId": paused["requestId"]}),
+                ),
+            };
+            self.send_unawaited(&session, command, params);
+            return;
+        }
         if !subscriber.methods.contains(&method.as_ref()) {
             return;
         }
@@ -332,6 +386,15 @@ impl Inner {
             method: method.into_owned(),
             params,
         });
+    }
+
+    /// Sends a command whose answer no one waits for (an answer to an id
+    /// not pending is dropped).
+    fn send_unawaited(&self, session: &str, method: &str, params: Value) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let message =
+            json!({"id": id, "method": method, "params": params, "sessionId": session}).to_string();
+        let _ = self.outgoing.send(message.into_bytes());
     }
 
     fn forget(&self, id: u64) {
