@@ -153,7 +153,9 @@ async fn an_unknown_resource_type_is_refused_naming_its_place() {
         json!({"allow": ["image", "font"]}),
         "stored and shown in the kinds' order"
     );
-    let (_, plain) = app.post("/api/sites", app.site_body("plain", "/heavy")).await;
+    let (_, plain) = app
+        .post("/api/sites", app.site_body("plain", "/heavy"))
+        .await;
     assert_eq!(plain["browser_resources"], json!({"allow": []}));
     app.stop().await;
 }

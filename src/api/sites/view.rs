@@ -12,7 +12,10 @@ use crate::{
     domain::{
         action::{ActionInput, Step},
         paging::PagingInput,
-        site::{BrowserResourcesInput, DetailSpec, ExpectationsInput, FieldSpec, JsonInput, ProxyUrl, Site, Streak},
+        site::{
+            BrowserResourcesInput, DetailSpec, ExpectationsInput, FieldSpec, JsonInput, ProxyUrl,
+            Site, Streak,
+        },
         value::{DateInput, NumberInput, ValueKind},
     },
     store::sites::{RunItems, SiteHealth, Window},

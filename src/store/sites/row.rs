@@ -17,8 +17,9 @@ use crate::domain::{
     action::Step,
     paging::Paging,
     site::{
-        BrowserResources, DetailSpec, Expectations, Extraction, FieldSpec, HtmlItems, Identity, JsonInput,
-        Politeness, ProxyUrl, ResourceKind, SchemaType, SessionPolicy, SiteSpec, TokenPaging,
+        BrowserResources, DetailSpec, Expectations, Extraction, FieldSpec, HtmlItems, Identity,
+        JsonInput, Politeness, ProxyUrl, ResourceKind, SchemaType, SessionPolicy, SiteSpec,
+        TokenPaging,
     },
 };
 

@@ -54,9 +54,10 @@ impl Blocking {
             .map(|kind| json!({"urlPattern": "*", "resourceType": kind, "requestStage": "Request"}))
             .collect();
         if !self.resources.allows(ResourceKind::Tracker) {
-            patterns.extend(trackers::url_patterns().map(
-                |pattern| json!({"urlPattern": pattern, "requestStage": "Request"}),
-            ));
+            patterns.extend(
+                trackers::url_patterns()
+                    .map(|pattern| json!({"urlPattern": pattern, "requestStage": "Request"})),
+            );
         }
         json!({"patterns": patterns, "handleAuthRequests": false})
     }
@@ -77,7 +78,8 @@ impl Blocking {
             return None;
         }
         let url = url::Url::parse(paused["request"]["url"].as_str().unwrap_or_default()).ok()?;
-        trackers::blocks(url.host_str()?, self.page_host.as_deref()).then_some(ResourceKind::Tracker)
+        trackers::blocks(url.host_str()?, self.page_host.as_deref())
+            .then_some(ResourceKind::Tracker)
     }
 
     /// The command answering a paused request, and its parameters.
@@ -173,18 +175,30 @@ mod tests {
             None
         );
         assert_eq!(
-            blocking.judge(&paused("Script", "https://connect.facebook.net/fbevents.js")),
+            blocking.judge(&paused(
+                "Script",
+                "https://connect.facebook.net/fbevents.js"
+            )),
             None
         );
-        let patterns = blocking.fetch_enable()["patterns"].as_array().unwrap().clone();
+        let patterns = blocking.fetch_enable()["patterns"]
+            .as_array()
+            .unwrap()
+            .clone();
         let types: Vec<&str> = patterns
             .iter()
             .filter_map(|p| p["resourceType"].as_str())
             .collect();
         assert_eq!(types, ["Media", "Font"]);
-        assert_eq!(patterns.len(), 2, "no tracker patterns when trackers are allowed");
+        assert_eq!(
+            patterns.len(),
+            2,
+            "no tracker patterns when trackers are allowed"
+        );
         assert_eq!(Blocking::of(BrowserResources::ALL_ALLOWED), None);
-        let all = Blocking::of(BrowserResources::default()).unwrap().fetch_enable();
+        let all = Blocking::of(BrowserResources::default())
+            .unwrap()
+            .fetch_enable();
         assert_eq!(
             all["patterns"].as_array().unwrap().len(),
             3 + trackers::TRACKER_HOSTS.len() * 4

@@ -263,18 +263,14 @@ impl DevTools {
         methods: &'static [&'static str],
     ) -> mpsc::UnboundedReceiver<Event> {
         let (events, received) = mpsc::unbounded_channel();
-        self.inner
-            .sessions
-            .lock()
-            .expect("devtools lock")
-            .insert(
-                session.to_owned(),
-                Subscriber {
-                    methods,
-                    events,
-                    blocking: None,
-                },
-            );
+        self.inner.sessions.lock().expect("devtools lock").insert(
+            session.to_owned(),
+            Subscriber {
+                methods,
+                events,
+                blocking: None,
+            },
+        );
         received
     }
 

@@ -26,9 +26,7 @@ use super::{
     devtools::{DevToolsError, Event, field},
     socks_relay::SocksRelay,
 };
-use crate::{
-    domain::site::BrowserResources, net::target_guard::Refused, ops::metrics::metrics,
-};
+use crate::{domain::site::BrowserResources, net::target_guard::Refused, ops::metrics::metrics};
 
 /// The events a page session listens to.
 const PAGE_EVENTS: &[&str] = &[

@@ -152,7 +152,10 @@ mod tests {
         for entry in TRACKER_HOSTS {
             assert!(seen.insert(*entry), "{entry} listed twice");
             assert_eq!(entry.to_ascii_lowercase(), *entry);
-            assert!(url::Host::parse(entry).is_ok() && entry.contains('.'), "{entry}");
+            assert!(
+                url::Host::parse(entry).is_ok() && entry.contains('.'),
+                "{entry}"
+            );
             for other in TRACKER_HOSTS.iter().filter(|other| *other != entry) {
                 assert!(
                     !entry.ends_with(&format!(".{other}")),
