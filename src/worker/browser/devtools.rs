@@ -486,6 +486,65 @@ mod tests {
         );
     }
 
+    /// A fake Chrome pauses two requests of session S1 (an image, the
+    /// page's script) and one of S2, whose requests are not blocked: each
+    /// is answered at once from the reader, no one reading S1's events.
+    #[tokio::test]
+    async fn paused_requests_are_answered_by_the_sessions_blocking() {
+        use crate::domain::site::BrowserResources;
+        let (to_chrome, chrome_reads) = pipes();
+        let (mut chrome_writes, from_chrome) = pipes();
+        let devtools = DevTools::over(to_chrome, from_chrome);
+        let _s1 = devtools.subscribe("S1", &["Page.loadEventFired"]);
+        let _s2 = devtools.subscribe("S2", &["Page.loadEventFired"]);
+        devtools.set_blocking("S1", Blocking::of(BrowserResources::default()));
+        let mut out = Vec::new();
+        for (session, id, kind, url) in [
+            ("S1", "a", "Image", "https://shop.example/a.jpg"),
+            ("S1", "b", "Script", "https://shop.example/app.js"),
+            ("S2", "c", "Image", "https://shop.example/a.jpg"),
+        ] {
+            let event = json!({"method": "Fetch.requestPaused", "sessionId": session,
+                "params": {"requestId": id, "resourceType": kind, "request": {"url": url}}});
+            out.extend(event.to_string().into_bytes());
+            out.push(0);
+        }
+        chrome_writes.write_all(&out).await.unwrap();
+        let mut reader = BufReader::new(chrome_reads);
+        let mut answers = Vec::new();
+        for _ in 0..3 {
+            let mut message = Vec::new();
+            reader.read_until(0, &mut message).await.unwrap();
+            message.pop();
+            let command: Value = serde_json::from_slice(&message).unwrap();
+            answers.push((
+                command["sessionId"].as_str().unwrap().to_owned(),
+                command["method"].as_str().unwrap().to_owned(),
+                command["params"].clone(),
+            ));
+        }
+        assert_eq!(
+            answers,
+            [
+                (
+                    "S1".to_owned(),
+                    "Fetch.failRequest".to_owned(),
+                    json!({"requestId": "a", "errorReason": "BlockedByClient"})
+                ),
+                (
+                    "S1".to_owned(),
+                    "Fetch.continueRequest".to_owned(),
+                    json!({"requestId": "b"})
+                ),
+                (
+                    "S2".to_owned(),
+                    "Fetch.continueRequest".to_owned(),
+                    json!({"requestId": "c"})
+                ),
+            ]
+        );
+    }
+
     #[tokio::test]
     async fn a_closed_pipe_fails_every_waiting_and_later_command() {
         let (to_chrome, chrome_reads) = pipes();
