@@ -114,9 +114,10 @@ async fn a_heavy_page_is_read_without_images_media_fonts_or_trackers_unless_allo
     for kind in ["font", "media"] {
         assert!(requests(&whole, kind) >= 1, "{kind}: {whole:?}");
     }
-    // The tag manager, the ad script and the pixel the page names (what
-    // they load in turn, as far as they got before the page was left).
-    assert!(requests(&whole, "tracker") >= 3, "{whole:?}");
+    // The tag manager and the ad script the page names (and the ad image
+    // as far as it got before the page was left; the pixel and the analytics
+    // are asked for over https, which the fixture does not serve: HSTS).
+    assert!(requests(&whole, "tracker") >= 2, "{whole:?}");
     assert!(
         bytes(&whole) > 10 * bytes(&lean),
         "the lean page is a fraction of the whole: {} of {} bytes",
