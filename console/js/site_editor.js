@@ -13,6 +13,10 @@ import { renderLearn } from "./site_learn.js";
 import { showVersions } from "./site_versions.js";
 import { showRepairs } from "./site_repairs.js";
 
+/** What a browser page may download again (README "What a browser page downloads"). */
+const RESOURCE_KINDS = [["image", "images"], ["media", "video and audio"], ["font", "web fonts"],
+  ["tracker", "tracker and ad hosts"]];
+
 export function render(root, { id }, ctx) {
   const form = h("form", { class: "form panel", id: "site-form", novalidate: true });
   const fields = h("div", { id: "field-rows", class: "form" });
@@ -49,6 +53,11 @@ export function render(root, { id }, ctx) {
             placeholder: '[{"action": "dismiss", "selector": "#cookies .accept"}]' }),
           h("span", { class: "muted" }, "click, type (text: {keyword} is the keyword), press, select, scroll, wait_for, wait, dismiss; at most 20"),
           h("span", { class: "field-error", dataset: { errorFor: "actions" } }))),
+      h("div", { class: "browser-only" },
+        h("div", { class: "row" },
+          ...RESOURCE_KINDS.map(([kind, label]) => check(`browser_resources.${kind}`, label))),
+        h("span", { class: "muted" }, "a browser page downloads none of these unless the site's items need them"),
+        h("span", { class: "field-error", dataset: { errorFor: "browser_resources" } })),
       h("div", { class: "html-only" }, input("blocked_selector", "blocked page shows (CSS)")),
       h("div", { class: "json-only row" },
         input("json.items", "items (JSON pointer)", { placeholder: "/data/items" }),
@@ -287,6 +296,7 @@ function body(form, fields, detail) {
     proxy_pool: proxyPool,
     detail: detail.body(mode),
     repair: form.elements.repair.value,
+    browser_resources: { allow: RESOURCE_KINDS.map(([kind]) => kind).filter((kind) => flag(`browser_resources.${kind}`)) },
   };
 }
 
@@ -300,6 +310,7 @@ function fill(form, fields, detail, site) {
   for (const name of ["name", "search_url", "render", "item_selector", "structured_items", "item_key", "wait_for", "blocked_selector", "max_pages",
     "stuck_timeout_secs", "max_attempts", "max_requests_per_sec", "max_concurrent_runs", "enabled", "stop_on_seen",
     "expect_items", "respect_robots", "keep_session", "exclusive_session", "user_agent", "proxy", "repair"]) set(name, site[name]);
+  for (const [kind] of RESOURCE_KINDS) set(`browser_resources.${kind}`, site.browser_resources?.allow?.includes(kind));
   set("expect.min_items", site.expect?.min_items);
   set("expect.required_fields", (site.expect?.required_fields || []).join(", "));
   set("expect.max_empty_runs", site.expect?.max_empty_runs);

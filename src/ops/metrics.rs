@@ -55,6 +55,8 @@ pub struct Metrics {
     pub robots_disallowed: IntCounterVec,
     pub robots_crawl_delay: GaugeVec,
     pub browser_connections: IntCounterVec,
+    /// Requests of browser pages not made (`domain::site::ResourceKind`).
+    pub browser_requests_blocked: IntCounterVec,
     /// Every bound of what a crawl stores or an answer holds, as it bites
     /// (`domain::bounds::Bound`): on the worker and the api alike.
     pub bounds_applied: IntCounterVec,
@@ -376,6 +378,12 @@ impl Metrics {
                  without a lookup; stranger: a connection from a process that is not the \
                  worker's Chrome, closed.",
                 &["outcome"],
+            ),
+            browser_requests_blocked: counter_vec(
+                &r,
+                "crawlfleet_browser_requests_blocked_total",
+                "Requests of browser pages failed before they left Chrome, by kind: image,                  media, font, tracker (a known tracker or ad host); a site's browser_resources                  allows kinds again.",
+                &["kind"],
             ),
             dispatch_window: gauge_vec(
                 &r,

@@ -186,7 +186,9 @@ async fn an_operator_sets_a_site_up_from_the_structured_data_its_preview_lists()
     assert_eq!(site["structured_items"], "Product", "{site}");
     assert_eq!(site["fields"]["title"], json!({"structured": "name"}));
 
-    // Saved again from the form it fills (with the title): nothing is lost.
+    // Saved again from the form it fills (with the title): nothing is lost,
+    // and its pages download their images from now on.
+    browser.click("#site-browser_resources-image").await;
     browser.click("#save-site").await;
     // The newest toast: the creation's may still be shown above it.
     browser
@@ -195,6 +197,8 @@ async fn an_operator_sets_a_site_up_from_the_structured_data_its_preview_lists()
     let (_, again) = app.get(&format!("/api/sites/{}", site["id"])).await;
     assert_eq!(again["structured_items"], "Product", "{again}");
     assert_eq!(again["fields"], site["fields"]);
+    assert_eq!(site["browser_resources"], json!({"allow": []}));
+    assert_eq!(again["browser_resources"], json!({"allow": ["image"]}));
     browser.close().await;
     app.stop().await;
 }

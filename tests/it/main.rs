@@ -5,6 +5,7 @@ mod support;
 
 mod answer_budget;
 mod api_contract;
+mod browser_resources;
 mod changes;
 mod client_limits;
 mod cloudwatch;

@@ -78,6 +78,7 @@ const SCHEMAS: &[&str] = &[
     "AccessView",
     "Action",
     "Attempt",
+    "BrowserResources",
     "Change",
     "CrawlResult",
     "CrawlRun",

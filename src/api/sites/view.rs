@@ -13,8 +13,8 @@ use crate::{
         action::{ActionInput, Step},
         paging::PagingInput,
         site::{
-            DetailSpec, ExpectationsInput, FieldSpec, JsonInput, ProxyPoolInput, ProxyUrl, Site,
-            Streak,
+            BrowserResourcesInput, DetailSpec, ExpectationsInput, FieldSpec, JsonInput,
+            ProxyPoolInput, ProxyUrl, Site, Streak,
         },
         value::{DateInput, NumberInput, ValueKind},
     },
@@ -88,6 +88,9 @@ view! {
         /// What a repair may do when the site's markup changed: `off`,
         /// `suggest` or `auto`.
         repair: String = spec.repair.as_str().to_owned(),
+        /// What its browser pages download besides what reading them needs
+        /// (`allow`: images, media, fonts, trackers; none by default).
+        browser_resources: BrowserResourcesInput = spec.browser_resources.input(),
         /// When a run last saved the site's session (keep_session).
         session_saved_at: Option<DateTime<Utc>> = site.session_saved_at,
         created_at: DateTime<Utc> = site.created_at,

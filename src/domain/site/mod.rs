@@ -8,6 +8,7 @@ pub(in crate::domain) mod locator;
 mod masked;
 mod proxy_pool;
 pub(in crate::domain) mod render;
+mod resources;
 mod standing;
 mod structured;
 pub(in crate::domain) mod template;
@@ -34,6 +35,7 @@ pub use proxy_pool::{
     ProxyPool, ProxyPoolInput, Rotation, backoff, metric_label,
 };
 pub use render::RenderMode;
+pub use resources::{BrowserResources, BrowserResourcesInput, ResourceKind};
 pub use standing::{RunVerdict, SiteStatus, Streak};
 pub use structured::{
     MAX_PATH_STEPS, OPEN_GRAPH_PREFIXES, PathAlternative, PathStart, SchemaType, Step,
@@ -167,6 +169,12 @@ pub struct SiteInput {
     /// verification is applied, and undone if the next run is degraded again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repair: Option<String>,
+    /// What browser pages download besides what reading them needs: by
+    /// default no images, media, web fonts nor requests to known tracker and
+    /// ad hosts; `{"allow": ["image", "media", "font", "tracker"]}` (any of
+    /// them) downloads those again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser_resources: Option<BrowserResourcesInput>,
 }
 
 /// A stored site: the spec it passed the rules with, and its bookkeeping.
@@ -217,6 +225,9 @@ pub struct SiteSpec {
     pub detail: Option<DetailSpec>,
     /// What a repair may do when the site's markup changed.
     pub repair: RepairPolicy,
+    /// The kinds of requests its browser pages make besides what reading
+    /// them needs (by default none).
+    pub browser_resources: BrowserResources,
 }
 
 impl SiteSpec {
@@ -357,6 +368,11 @@ impl SiteInput {
             }
             identity.pool = Some(pool.parse()?);
         }
+        let browser_resources = self
+            .browser_resources
+            .map(BrowserResourcesInput::parse)
+            .transpose()?
+            .unwrap_or_default();
         Ok(SiteSpec {
             name: name.to_owned(),
             search_url,
@@ -383,6 +399,7 @@ impl SiteInput {
             identity,
             detail,
             repair,
+            browser_resources,
         })
     }
 }
@@ -519,6 +536,16 @@ mod tests {
                 .egress()
                 .is_none()
         );
+    }
+
+    #[test]
+    fn browser_pages_download_no_images_media_fonts_or_trackers_unless_allowed() {
+        let spec = site(serde_json::json!({})).unwrap();
+        assert_eq!(spec.browser_resources, BrowserResources::default());
+        let spec = site(serde_json::json!({"browser_resources": {"allow": ["image"]}})).unwrap();
+        assert_eq!(spec.browser_resources.allowed(), [ResourceKind::Image]);
+        let err = site(serde_json::json!({"browser_resources": {"allow": ["video"]}})).unwrap_err();
+        assert_eq!(err.field, "browser_resources.allow[0]");
     }
 
     #[test]

@@ -17,9 +17,9 @@ use crate::domain::{
     action::Step,
     paging::Paging,
     site::{
-        DetailSpec, Expectations, Extraction, FieldSpec, HtmlItems, Identity, JsonInput, MASK,
-        Politeness, PoolMember, ProxyPool, ProxyPoolInput, ProxyUrl, SchemaType, SessionPolicy,
-        SiteSpec, TokenPaging,
+        BrowserResources, DetailSpec, Expectations, Extraction, FieldSpec, HtmlItems, Identity,
+        JsonInput, MASK, Politeness, PoolMember, ProxyPool, ProxyPoolInput, ProxyUrl, ResourceKind,
+        SchemaType, SessionPolicy, SiteSpec, TokenPaging,
     },
 };
 
@@ -88,6 +88,8 @@ site_row! {
         /// Detail pages, as the rules accepted them.
         detail: Option<Json<DetailSpec>>,
         repair: String,
+        /// The kinds its browser pages download (`ResourceKind` names).
+        browser_resources: Vec<String>,
     }
 }
 
@@ -142,6 +144,12 @@ impl SiteRow {
             proxy_pool: spec.identity.pool.as_ref().map(|p| Json(p.masked())),
             detail: spec.detail.clone().map(Json),
             repair: spec.repair.as_str().to_owned(),
+            browser_resources: spec
+                .browser_resources
+                .allowed()
+                .into_iter()
+                .map(|kind| kind.as_str().to_owned())
+                .collect(),
         }
     }
 
@@ -231,6 +239,12 @@ impl SiteRow {
             },
             detail: self.detail.map(|Json(detail)| detail),
             repair: stored("repair", self.repair)?,
+            browser_resources: BrowserResources::allowing(
+                self.browser_resources
+                    .into_iter()
+                    .map(|kind| stored::<ResourceKind>("browser_resources", kind))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
         })
     }
 

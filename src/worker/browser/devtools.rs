@@ -29,6 +29,8 @@ use tokio::{
     sync::{mpsc, oneshot},
 };
 
+use super::blocking::Blocking;
+
 /// A command Chrome answered with an error, or could not answer.
 #[derive(Debug, thiserror::Error)]
 pub enum DevToolsError {
@@ -69,6 +71,9 @@ struct Inner {
 struct Subscriber {
     methods: &'static [&'static str],
     events: mpsc::UnboundedSender<Event>,
+    /// How the session's paused requests are answered (`blocking`), right
+    /// here as they arrive; `None`: none are paused.
+    blocking: Option<Blocking>,
 }
 
 /// A message from Chrome: an answer (`id`) or an event (`method`). Only the
@@ -258,12 +263,40 @@ impl DevTools {
         methods: &'static [&'static str],
     ) -> mpsc::UnboundedReceiver<Event> {
         let (events, received) = mpsc::unbounded_channel();
-        self.inner
+        self.inner.sessions.lock().expect("devtools lock").insert(
+            session.to_owned(),
+            Subscriber {
+                methods,
+                events,
+                blocking: None,
+            },
+        );
+        received
+    }
+
+    /// How `session`'s paused requests are answered from now on (the caller
+    /// enables or disables the pausing with `Fetch.enable` and `Fetch.disable`).
+    pub fn set_blocking(&self, session: &str, blocking: Option<Blocking>) {
+        if let Some(subscriber) = self
+            .inner
             .sessions
             .lock()
             .expect("devtools lock")
-            .insert(session.to_owned(), Subscriber { methods, events });
-        received
+            .get_mut(session)
+        {
+            subscriber.blocking = blocking;
+        }
+    }
+
+    /// The host of the page `session` goes to next, for its blocking.
+    pub fn set_page_host(&self, session: &str, host: Option<&str>) {
+        let mut sessions = self.inner.sessions.lock().expect("devtools lock");
+        if let Some(blocking) = sessions
+            .get_mut(session)
+            .and_then(|subscriber| subscriber.blocking.as_mut())
+        {
+            blocking.set_page_host(host);
+        }
     }
 
     pub fn unsubscribe(&self, session: &str) {
@@ -321,6 +354,23 @@ impl Inner {
         let Some(subscriber) = sessions.get(session.as_ref()) else {
             return;
         };
+        if method == "Fetch.requestPaused" {
+            // Answered here: the page waits for nothing else, and no one
+            // need be reading its events.
+            let paused: Value = incoming
+                .params
+                .and_then(|raw| serde_json::from_str(raw.get()).ok())
+                .unwrap_or(Value::Null);
+            let (command, params) = match &subscriber.blocking {
+                Some(blocking) => blocking.answer(&paused),
+                None => (
+                    "Fetch.continueRequest",
+                    json!({"requestId": paused["requestId"]}),
+                ),
+            };
+            self.send_unawaited(&session, command, params);
+            return;
+        }
         if !subscriber.methods.contains(&method.as_ref()) {
             return;
         }
@@ -332,6 +382,15 @@ impl Inner {
             method: method.into_owned(),
             params,
         });
+    }
+
+    /// Sends a command whose answer no one waits for (an answer to an id
+    /// not pending is dropped).
+    fn send_unawaited(&self, session: &str, method: &str, params: Value) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let message =
+            json!({"id": id, "method": method, "params": params, "sessionId": session}).to_string();
+        let _ = self.outgoing.send(message.into_bytes());
     }
 
     fn forget(&self, id: u64) {
@@ -424,6 +483,65 @@ mod tests {
         assert!(
             events.try_recv().is_err(),
             "nothing of other methods or sessions"
+        );
+    }
+
+    /// A fake Chrome pauses two requests of session S1 (an image, the
+    /// page's script) and one of S2, whose requests are not blocked: each
+    /// is answered at once from the reader, no one reading S1's events.
+    #[tokio::test]
+    async fn paused_requests_are_answered_by_the_sessions_blocking() {
+        use crate::domain::site::BrowserResources;
+        let (to_chrome, chrome_reads) = pipes();
+        let (mut chrome_writes, from_chrome) = pipes();
+        let devtools = DevTools::over(to_chrome, from_chrome);
+        let _s1 = devtools.subscribe("S1", &["Page.loadEventFired"]);
+        let _s2 = devtools.subscribe("S2", &["Page.loadEventFired"]);
+        devtools.set_blocking("S1", Blocking::of(BrowserResources::default()));
+        let mut out = Vec::new();
+        for (session, id, kind, url) in [
+            ("S1", "a", "Image", "https://shop.example/a.jpg"),
+            ("S1", "b", "Script", "https://shop.example/app.js"),
+            ("S2", "c", "Image", "https://shop.example/a.jpg"),
+        ] {
+            let event = json!({"method": "Fetch.requestPaused", "sessionId": session,
+                "params": {"requestId": id, "resourceType": kind, "request": {"url": url}}});
+            out.extend(event.to_string().into_bytes());
+            out.push(0);
+        }
+        chrome_writes.write_all(&out).await.unwrap();
+        let mut reader = BufReader::new(chrome_reads);
+        let mut answers = Vec::new();
+        for _ in 0..3 {
+            let mut message = Vec::new();
+            reader.read_until(0, &mut message).await.unwrap();
+            message.pop();
+            let command: Value = serde_json::from_slice(&message).unwrap();
+            answers.push((
+                command["sessionId"].as_str().unwrap().to_owned(),
+                command["method"].as_str().unwrap().to_owned(),
+                command["params"].clone(),
+            ));
+        }
+        assert_eq!(
+            answers,
+            [
+                (
+                    "S1".to_owned(),
+                    "Fetch.failRequest".to_owned(),
+                    json!({"requestId": "a", "errorReason": "BlockedByClient"})
+                ),
+                (
+                    "S1".to_owned(),
+                    "Fetch.continueRequest".to_owned(),
+                    json!({"requestId": "b"})
+                ),
+                (
+                    "S2".to_owned(),
+                    "Fetch.continueRequest".to_owned(),
+                    json!({"requestId": "c"})
+                ),
+            ]
         );
     }
 

@@ -26,6 +26,7 @@
 //! Chrome it started (`webdriver`): the same contexts and crawl code again;
 //! letting that browser go deletes its session.
 
+mod blocking;
 mod chrome;
 pub mod confinement;
 mod devtools;
@@ -34,6 +35,7 @@ pub mod processes;
 mod relay_peer;
 mod session;
 mod socks_relay;
+mod trackers;
 mod webdriver;
 
 use std::{

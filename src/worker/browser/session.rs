@@ -21,11 +21,12 @@ use tokio::sync::mpsc;
 use url::Url;
 
 use super::{
+    blocking::Blocking,
     chrome::Chrome,
     devtools::{DevToolsError, Event, field},
     socks_relay::SocksRelay,
 };
-use crate::{net::target_guard::Refused, ops::metrics::metrics};
+use crate::{domain::site::BrowserResources, net::target_guard::Refused, ops::metrics::metrics};
 
 /// The events a page session listens to.
 const PAGE_EVENTS: &[&str] = &[
@@ -88,6 +89,9 @@ pub struct BrowserSession {
     framed: bool,
     /// The user agent and extra headers the page was last given.
     identity: Option<Value>,
+    /// What the page downloads besides what reading it needs, as last set
+    /// (`None` while being changed).
+    resources: Option<BrowserResources>,
     /// A script restoring a kept session's local storage, removed after the
     /// first page so it never overwrites what the site writes later.
     restore_script: Option<String>,
@@ -168,6 +172,8 @@ impl BrowserSession {
             origins: BTreeSet::new(),
             framed: false,
             identity: None,
+            // A new page pauses nothing.
+            resources: Some(BrowserResources::ALL_ALLOWED),
             restore_script: None,
         };
         let enabled = async {
@@ -229,6 +235,9 @@ impl BrowserSession {
     /// Loads `url` and waits for its load event, within `limit`.
     pub async fn navigate(&mut self, url: &Url, limit: Duration) -> Result<(), LoadError> {
         self.chrome.count_page();
+        self.chrome
+            .devtools
+            .set_page_host(&self.session_id, url.host_str());
         // What came after the last page's load (frames a script added) still
         // counts for the wipe; its document response is not this page's.
         self.note_pending();
@@ -432,6 +441,30 @@ impl BrowserSession {
         self.call("Network.setExtraHTTPHeaders", json!({"headers": headers}))
             .await?;
         self.identity = Some(identity);
+        Ok(())
+    }
+
+    /// What the page's requests leave out from now on: its requests of the
+    /// kinds `resources` does not allow fail before they leave Chrome (see
+    /// `blocking`). Sent only when it differs from the last crawl's.
+    pub async fn set_resources(&mut self, resources: BrowserResources) -> anyhow::Result<()> {
+        if self.resources == Some(resources) {
+            return Ok(());
+        }
+        self.resources = None;
+        let devtools = &self.chrome.devtools;
+        match Blocking::of(resources) {
+            Some(blocking) => {
+                let enable = blocking.fetch_enable();
+                devtools.set_blocking(&self.session_id, Some(blocking));
+                self.call("Fetch.enable", enable).await?;
+            }
+            None => {
+                self.call("Fetch.disable", json!({})).await?;
+                devtools.set_blocking(&self.session_id, None);
+            }
+        }
+        self.resources = Some(resources);
         Ok(())
     }
 

@@ -51,9 +51,10 @@ pub struct BrowserPage<'a> {
     keyword: String,
 }
 
-/// Makes a context the site's: its user agent and extra headers, and the
-/// site's kept session when it keeps one. The context is new or was wiped
-/// after its last crawl: nothing of another crawl is in it.
+/// Makes a context the site's: its user agent and extra headers, what its
+/// pages download (`browser_resources`), and the site's kept session when it
+/// keeps one. The context is new or was wiped after its last crawl: nothing
+/// of another crawl is in it.
 pub async fn prepare_for_crawl(
     session: &mut BrowserSession,
     spec: &SiteSpec,
@@ -67,6 +68,7 @@ pub async fn prepare_for_crawl(
     session
         .set_identity(&user_agent, &spec.identity.headers)
         .await?;
+    session.set_resources(spec.browser_resources).await?;
     if let Some(kept) = kept {
         session.set_cookies(kept.cookies_for_chrome()).await?;
         if let Some(source) = kept.local_storage_script() {

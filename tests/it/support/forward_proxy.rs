@@ -32,6 +32,10 @@ pub struct ProxyLog {
     pub outbound: HashSet<SocketAddr>,
     /// Connections answered 429 or closed while misbehaving.
     pub turned_away: usize,
+    /// Where every connection goes, whatever host it names (set by
+    /// [`TestProxy::mapping_to`]): host names a page uses reach a fixture
+    /// on 127.0.0.1 without a lookup.
+    mapped_to: Option<SocketAddr>,
 }
 
 /// How the proxy answers.
@@ -80,6 +84,15 @@ impl TestProxy {
             behaviour,
             task,
         }
+    }
+
+    /// A proxy that takes every connection, whatever host it names, to
+    /// `fixture` (a tracker's host name a page loads from reaches the
+    /// fixture, which serves it by path): names mapped to loopback.
+    pub async fn mapping_to(fixture: SocketAddr) -> TestProxy {
+        let proxy = TestProxy::start(None).await;
+        proxy.log.lock().unwrap().mapped_to = Some(fixture);
+        proxy
     }
 
     /// From now on, answers every request 429 Too Many Requests, as a
@@ -150,7 +163,11 @@ async fn misbehave(
 }
 
 async fn connect(target: &str, log: &Mutex<ProxyLog>) -> std::io::Result<TcpStream> {
-    let stream = TcpStream::connect(target).await?;
+    let mapped_to = log.lock().unwrap().mapped_to;
+    let stream = match mapped_to {
+        Some(fixture) => TcpStream::connect(fixture).await?,
+        None => TcpStream::connect(target).await?,
+    };
     log.lock().unwrap().outbound.insert(stream.local_addr()?);
     Ok(stream)
 }

@@ -7,6 +7,7 @@
 
 mod catalog;
 mod feed;
+mod heavy;
 mod hostile;
 mod hostile_structured;
 mod leftovers;
@@ -33,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use catalog::{CATALOG_SIZE, catalog_product};
 pub use feed::{INITIAL_POSTS, expected_posts};
+pub use heavy::{HEAVY_ITEMS, Served, heavy_item};
 pub use members::member_cookie;
 pub use robots::RobotsTxt;
 pub use shop::{Product, expected_products};
@@ -125,6 +127,8 @@ struct AppState {
     robots: Arc<Mutex<RobotsTxt>>,
     /// What changed in each keyword's catalog.
     catalogs: Arc<Mutex<HashMap<String, catalog::Catalog>>>,
+    /// What the heavy page's requests were served.
+    heavy: heavy::Shared,
 }
 
 fn router(counters: Arc<Counters>, state: AppState) -> Router {
@@ -160,6 +164,20 @@ fn router(counters: Arc<Counters>, state: AppState) -> Router {
         .route("/embed", get(trouble::embed))
         .route("/deep", get(trouble::deep))
         .route("/robots.txt", get(robots::robots_txt))
+        .route("/heavy", get(heavy::page))
+        .route("/heavy/items.json", get(heavy::items))
+        .route("/heavy/style.css", get(heavy::stylesheet))
+        .route("/heavy/app.js", get(heavy::app_script))
+        .route("/heavy/img/{name}", get(heavy::image))
+        .route("/heavy/font.woff2", get(heavy::font))
+        .route("/heavy/video.mp4", get(heavy::video))
+        // The heavy page's third parties, by path whatever host named them.
+        .route("/gtag/js", get(heavy::tag_manager))
+        .route("/analytics.js", get(heavy::analytics))
+        .route("/collect", get(heavy::collect))
+        .route("/tag/js/gpt.js", get(heavy::ad_script))
+        .route("/simgad/{name}", get(heavy::ad_image))
+        .route("/en_US/fbevents.js", get(heavy::pixel_script))
         .route("/hostile/items", get(hostile::items))
         .route("/hostile/padded", get(hostile::padded))
         .route("/hostile/grows", get(hostile::grows))
@@ -276,6 +294,13 @@ impl DemoSite {
     fn change_catalog(&self, keyword: &str, change: impl FnOnce(&mut catalog::Catalog)) {
         let mut catalogs = self.state.catalogs.lock().unwrap();
         change(catalogs.entry(keyword.to_owned()).or_default());
+    }
+
+    /// What the heavy page's requests (`/heavy` and everything it loads,
+    /// its third parties too) were served since the last call, by kind:
+    /// document, stylesheet, script, xhr, image, font, media, tracker.
+    pub fn take_heavy_served(&self) -> std::collections::BTreeMap<String, Served> {
+        self.state.heavy.take()
     }
 
     /// Requests currently being served (in flight), for concurrency assertions.
