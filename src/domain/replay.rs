@@ -92,6 +92,11 @@ pub struct ReplayedPage {
     pub removed: Vec<Value>,
     /// Items found by both with other field values.
     pub changed: Vec<ChangedItem>,
+    /// Detail pages of its items read again from what the run saved; an
+    /// item whose detail page was not saved keeps the detail values it was
+    /// stored with.
+    #[serde(default)]
+    pub details_read: usize,
 }
 
 /// An item both found, with the fields whose values differ.
@@ -140,10 +145,8 @@ fn keys(items: &[Value]) -> Vec<String> {
 }
 
 /// `stored` (what the run stored from a page) against `replayed` (what the
-/// replayed extraction reads on it), both `[{fields, item_url}]`. Fields in
-/// `ignored` (a list item's detail-page fields, which a replay of the list
-/// page cannot read) are left out of the comparison.
-pub fn diff(stored: &[Value], replayed: &[Value], ignored: &[&str]) -> ItemsDiff {
+/// replayed extraction reads on it), both `[{fields, item_url}]`.
+pub fn diff(stored: &[Value], replayed: &[Value]) -> ItemsDiff {
     let (stored_keys, replayed_keys) = (keys(stored), keys(replayed));
     let by_key: HashMap<&str, &Value> = replayed_keys
         .iter()
@@ -156,7 +159,7 @@ pub fn diff(stored: &[Value], replayed: &[Value], ignored: &[&str]) -> ItemsDiff
             diff.removed.push(before.clone());
             continue;
         };
-        let fields = field_changes(&before["fields"], &after["fields"], ignored);
+        let fields = field_changes(&before["fields"], &after["fields"]);
         if !fields.is_empty() {
             diff.changed.push(ChangedItem {
                 item: key.clone(),
@@ -172,14 +175,13 @@ pub fn diff(stored: &[Value], replayed: &[Value], ignored: &[&str]) -> ItemsDiff
     diff
 }
 
-fn field_changes(before: &Value, after: &Value, ignored: &[&str]) -> BTreeMap<String, BeforeAfter> {
+fn field_changes(before: &Value, after: &Value) -> BTreeMap<String, BeforeAfter> {
     let empty = serde_json::Map::new();
     let before = before.as_object().unwrap_or(&empty);
     let after = after.as_object().unwrap_or(&empty);
     before
         .keys()
         .chain(after.keys())
-        .filter(|name| !ignored.contains(&name.as_str()))
         .filter(|name| before.get(*name) != after.get(*name))
         .map(|name| {
             let side = |fields: &serde_json::Map<String, Value>| {
@@ -209,14 +211,14 @@ mod tests {
     #[test]
     fn the_same_items_make_no_diff() {
         let items = [item("/a", "A", "$1"), item("/b", "B", "$2")];
-        assert_eq!(diff(&items, &items, &[]), ItemsDiff::default());
+        assert_eq!(diff(&items, &items), ItemsDiff::default());
     }
 
     #[test]
     fn items_are_matched_by_url_and_their_fields_compared() {
         let stored = [item("/a", "A", "$1"), item("/b", "B", "$2")];
         let replayed = [item("/b", "B", "2.00"), item("/c", "C", "$3")];
-        let diff = diff(&stored, &replayed, &[]);
+        let diff = diff(&stored, &replayed);
         assert_eq!(diff.removed, [stored[0].clone()]);
         assert_eq!(diff.added, [replayed[1].clone()]);
         assert_eq!(diff.changed.len(), 1);
@@ -232,10 +234,10 @@ mod tests {
     }
 
     #[test]
-    fn items_without_a_url_are_matched_by_place_and_ignored_fields_skipped() {
+    fn items_without_a_url_are_matched_by_place() {
         let stored = [json!({"fields": {"title": "A", "spec": "x"}, "item_url": null})];
-        let replayed = [json!({"fields": {"title": "A2"}, "item_url": null})];
-        let diff = diff(&stored, &replayed, &["spec"]);
+        let replayed = [json!({"fields": {"title": "A2", "spec": "x"}, "item_url": null})];
+        let diff = diff(&stored, &replayed);
         assert_eq!(diff.changed[0].item, "#0");
         assert_eq!(diff.changed[0].fields.keys().collect::<Vec<_>>(), ["title"]);
     }

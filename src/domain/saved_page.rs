@@ -1,6 +1,7 @@
 //! Saved pages: the list pages of a site's last healthy runs, kept (their
-//! bodies compressed, with the items the run stored from each) so an edited
-//! extraction can be replayed over them without fetching. What is kept is
+//! bodies compressed, with the items the run stored from each), and the
+//! detail pages those runs read, so an edited extraction can be replayed
+//! over them without fetching. What is kept is
 //! bounded per site by runs and by compressed bytes.
 
 use super::{item::PageItem, site::RenderMode};
@@ -51,23 +52,53 @@ pub struct SavedPage {
     pub items: Vec<PageItem>,
 }
 
+/// One detail page a run read, saved with its list pages: its values are
+/// what the replay reads from it again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SavedDetail {
+    pub url: String,
+    pub render: RenderMode,
+    pub body: KeptBody,
+}
+
 /// The pages a crawl keeps within `bounds`: each as it comes, until their
 /// compressed bodies would pass the site's bytes (a run's first pages kept).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct KeptPages {
     pub pages: Vec<SavedPage>,
+    pub details: Vec<SavedDetail>,
     bytes: u64,
 }
 
 impl KeptPages {
     /// Keeps `page` when it fits within `bounds`; says whether it did.
     pub fn keep(&mut self, page: SavedPage, bounds: &SavedPageBounds) -> bool {
-        let size = page.body.deflated.len() as u64;
+        let fits = self.take_room(page.body.deflated.len(), bounds);
+        if fits {
+            self.pages.push(page);
+        }
+        fits
+    }
+
+    /// Keeps detail page `detail` when it fits within `bounds` (a page read
+    /// twice in a run is kept once); says whether it did.
+    pub fn keep_detail(&mut self, detail: SavedDetail, bounds: &SavedPageBounds) -> bool {
+        if self.details.iter().any(|kept| kept.url == detail.url) {
+            return true;
+        }
+        let fits = self.take_room(detail.body.deflated.len(), bounds);
+        if fits {
+            self.details.push(detail);
+        }
+        fits
+    }
+
+    fn take_room(&mut self, size: usize, bounds: &SavedPageBounds) -> bool {
+        let size = size as u64;
         if !bounds.keeps() || self.bytes + size > bounds.bytes {
             return false;
         }
         self.bytes += size;
-        self.pages.push(page);
         true
     }
 
@@ -106,6 +137,30 @@ mod tests {
         assert!(kept.keep(page(3, 40), &bounds));
         assert!(!kept.has_room(&bounds));
         assert_eq!(kept.pages.len(), 2);
+    }
+
+    #[test]
+    fn detail_pages_share_the_bytes_and_are_kept_once() {
+        let bounds = SavedPageBounds {
+            runs: 3,
+            bytes: 100,
+        };
+        let detail = |url: &str, size: usize| SavedDetail {
+            url: url.to_owned(),
+            render: RenderMode::Http,
+            body: KeptBody {
+                deflated: vec![0; size],
+                raw_bytes: size * 4,
+            },
+        };
+        let mut kept = KeptPages::default();
+        assert!(kept.keep(page(1, 50), &bounds));
+        assert!(kept.keep_detail(detail("http://shop.test/p/1", 30), &bounds));
+        assert!(kept.keep_detail(detail("http://shop.test/p/1", 30), &bounds));
+        assert_eq!(kept.details.len(), 1, "the same page once");
+        assert!(!kept.keep_detail(detail("http://shop.test/p/2", 30), &bounds));
+        assert!(kept.keep(page(2, 20), &bounds));
+        assert!(!kept.has_room(&bounds));
     }
 
     #[test]

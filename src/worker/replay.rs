@@ -2,11 +2,15 @@
 //! unsaved site the api checked) run over its saved pages as a crawl reads
 //! a page (the same reading, value rules and bounds, each page on a
 //! blocking thread within the extraction budget), fetching nothing, and the
-//! items compared with what each run stored. It takes a slot of the http
+//! items compared with what each run stored; an item's detail values are
+//! read again from the detail page its run saved. It takes a slot of the http
 //! lane, so replays never crowd the api's threads nor more than the lane's
 //! slots of the worker's.
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
 
 use serde_json::{Value, json};
 use url::Url;
@@ -14,7 +18,8 @@ use url::Url;
 use super::{
     crawl::{CrawlContext, bounds::bound_page},
     extract::{
-        HtmlRead, HtmlReading, RawItems, ReadError, off_runtime, read_html, read_json, typed_page,
+        HtmlRead, HtmlReading, RawItems, ReadError, content_hash, off_runtime, read_html,
+        read_json, typed_page,
     },
     fetch::kept::inflate,
     preview::open,
@@ -25,10 +30,13 @@ use crate::{
         item::PageItem,
         paging::Paging,
         replay::{ReplayOutcome, ReplayRequest, ReplaySource, ReplayedPage, ReplayedRun, diff},
-        site::{Extraction, SiteSpec},
+        site::{DetailSpec, Extraction, SiteSpec},
     },
     queue::preview,
-    store::{self, saved_pages::StoredPage},
+    store::{
+        self,
+        saved_pages::{StoredDetail, StoredPage},
+    },
 };
 
 /// Takes replay `replay_id`'s request, replays it, and answers; a request
@@ -99,15 +107,16 @@ pub(super) async fn replay_spec(
     outcome.truncated = pages.len() > max_pages;
     pages.truncate(max_pages);
     outcome.pages = pages.len();
-    // A list page cannot show what an item's detail page added.
-    let detail_fields: Vec<&str> = spec
-        .detail
-        .as_ref()
-        .map(|detail| detail.fields.keys().map(String::as_str).collect())
-        .unwrap_or_default();
+    let details = match Details::of(ctx, site_id, spec, &pages).await {
+        Ok(details) => details,
+        Err(e) => {
+            outcome.error = Some(format!("the saved detail pages could not be read: {e}"));
+            return outcome;
+        }
+    };
     for page in pages {
         let time_left = (deadline - chrono::Utc::now()).to_std().unwrap_or_default();
-        let replayed = replay_page(ctx, spec, &page, time_left, &detail_fields).await;
+        let replayed = replay_page(ctx, spec, &page, time_left, details.as_ref()).await;
         match outcome.runs.last_mut() {
             Some(run) if run.run_id == page.run_id => run.pages.push(replayed),
             _ => outcome.runs.push(ReplayedRun {
@@ -144,13 +153,104 @@ async fn spec_of(ctx: &CrawlContext, request: &ReplayRequest) -> Result<SiteSpec
     }
 }
 
+/// A site's detail pages as a replay reads them: the spec reading one, and
+/// the pages its saved runs read.
+struct Details<'s> {
+    detail: &'s DetailSpec,
+    spec: SiteSpec,
+    saved: HashMap<(i64, String), StoredDetail>,
+}
+
+impl<'s> Details<'s> {
+    /// `None` for a site without detail pages.
+    async fn of(
+        ctx: &CrawlContext,
+        site_id: i64,
+        spec: &'s SiteSpec,
+        pages: &[StoredPage],
+    ) -> sqlx::Result<Option<Details<'s>>> {
+        let (Some(detail), Some(detail_spec)) = (spec.detail.as_ref(), spec.detail_page_spec())
+        else {
+            return Ok(None);
+        };
+        let mut runs: Vec<i64> = pages.iter().map(|page| page.run_id).collect();
+        runs.dedup();
+        let saved = store::saved_pages::details_of_runs(&ctx.pool, site_id, &runs).await?;
+        Ok(Some(Details {
+            detail,
+            spec: detail_spec,
+            saved,
+        }))
+    }
+
+    /// `items` of run `run_id`'s page with their detail values merged in:
+    /// read again from the detail page the run saved, else those the run
+    /// stored the item with (`stored`, matched by detail URL); and how many
+    /// detail pages were read.
+    async fn merged(
+        &self,
+        ctx: &CrawlContext,
+        run_id: i64,
+        items: Vec<PageItem>,
+        stored: &[Value],
+        time_left: Duration,
+    ) -> Result<(Vec<PageItem>, usize), ReadError> {
+        let mut read: HashMap<String, Value> = HashMap::new();
+        let mut merged = Vec::with_capacity(items.len());
+        for item in items {
+            let url = self.detail.url_in(&item.fields).map(String::from);
+            let saved = url
+                .as_ref()
+                .and_then(|url| self.saved.get(&(run_id, url.clone())));
+            let values = match (&url, saved) {
+                (Some(url), Some(page)) => {
+                    if !read.contains_key(url) {
+                        let values = self.read(ctx, page, time_left).await?;
+                        read.insert(url.clone(), values);
+                    }
+                    read.get(url).cloned()
+                }
+                (Some(url), None) => stored
+                    .iter()
+                    .map(|stored| &stored["fields"])
+                    .find(|fields| {
+                        self.detail.url_in(fields).map(String::from).as_ref() == Some(url)
+                    })
+                    .cloned(),
+                (None, _) => None,
+            };
+            let fields = self.detail.merge(&item.fields, values.as_ref());
+            merged.push(PageItem {
+                content_hash: content_hash(&fields),
+                fields,
+                item_url: item.item_url,
+            });
+        }
+        Ok((merged, read.len()))
+    }
+
+    /// A saved detail page's values, read as the crawl read them.
+    async fn read(
+        &self,
+        ctx: &CrawlContext,
+        page: &StoredDetail,
+        time_left: Duration,
+    ) -> Result<Value, ReadError> {
+        let items = items_of(ctx, &self.spec, &page.url, &page.body, time_left).await?;
+        Ok(items
+            .into_iter()
+            .next()
+            .map_or_else(|| Value::Object(Default::default()), |item| item.fields))
+    }
+}
+
 /// One saved page read with `spec`, compared with what its run stored.
 async fn replay_page(
     ctx: &CrawlContext,
     spec: &SiteSpec,
     page: &StoredPage,
     time_left: Duration,
-    detail_fields: &[&str],
+    details: Option<&Details<'_>>,
 ) -> ReplayedPage {
     let stored: Vec<Value> = page.items.as_array().cloned().unwrap_or_default();
     let mut replayed = ReplayedPage {
@@ -161,14 +261,28 @@ async fn replay_page(
         added: Vec::new(),
         removed: Vec::new(),
         changed: Vec::new(),
+        details_read: 0,
     };
-    match items_of(ctx, spec, page, time_left).await {
+    let items = match items_of(ctx, spec, &page.url, &page.body, time_left).await {
+        Ok(items) => match details {
+            Some(details) => details
+                .merged(ctx, page.run_id, items, &stored, time_left)
+                .await
+                .map(|(items, read)| {
+                    replayed.details_read = read;
+                    items
+                }),
+            None => Ok(items),
+        },
+        Err(e) => Err(e),
+    };
+    match items {
         Ok(items) => {
             replayed.items = items
                 .iter()
                 .map(|item| json!({"fields": item.fields, "item_url": item.item_url}))
                 .collect();
-            let diff = diff(&stored, &replayed.items, detail_fields);
+            let diff = diff(&stored, &replayed.items);
             (replayed.added, replayed.removed, replayed.changed) =
                 (diff.added, diff.removed, diff.changed);
         }
@@ -177,17 +291,18 @@ async fn replay_page(
     replayed
 }
 
-/// The items a crawl with `spec` would store from the saved page: read,
-/// typed by the value rules and cut by the crawl bounds, as a crawl's list
-/// page (its detail pages are not read).
+/// The items a crawl with `spec` would store from the saved page at `url`
+/// (its body `deflated`): read, typed by the value rules and cut by the
+/// crawl bounds, as a crawl reads the page.
 async fn items_of(
     ctx: &CrawlContext,
     spec: &SiteSpec,
-    page: &StoredPage,
+    url: &str,
+    deflated: &[u8],
     time_left: Duration,
 ) -> Result<Vec<PageItem>, ReadError> {
-    let url = Url::parse(&page.url).map_err(|e| ReadError::Unreadable(e.to_string()))?;
-    let body = inflate(&page.body, ctx.bounds.page_bytes)
+    let url = Url::parse(url).map_err(|e| ReadError::Unreadable(e.to_string()))?;
+    let body = inflate(deflated, ctx.bounds.page_bytes)
         .map_err(|e| ReadError::Unreadable(e.to_string()))?;
     let max_items = ctx.bounds.page_items.saturating_add(1);
     let extraction = spec.extraction.clone();

@@ -7,7 +7,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{ON_DEMAND, Roles, TestApp};
+use crate::support::{DetailShop, ON_DEMAND, Roles, TestApp};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -132,6 +132,79 @@ async fn a_stored_version_is_replayed() {
     let second = replay(&app, site, json!({"version": 2})).await;
     let page = &second["runs"][0]["pages"][0];
     assert_eq!(page["changed"].as_array().unwrap().len(), 5, "{page}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn detail_pages_saved_with_their_run_are_read_again_and_the_others_keep_their_values() {
+    let app = TestApp::spawn_without_browsers(Roles::fleet(), |_| {}).await;
+    let shop = DetailShop::start().await;
+    let body = shop.site_body("replayed details", "http", json!("new_or_changed"));
+    let site = app.create_site(body.clone()).await;
+    let keyword = app.create_keyword("details", &[site], ON_DEMAND).await;
+    // The first run reads every detail page; the second, nothing new, none.
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let run = app.crawl(keyword).await[0];
+        let run = app.wait_until_completed(run, LIMIT).await;
+        assert_eq!(run["health"], "healthy", "{run}");
+        runs.push(run["id"].as_i64().unwrap());
+    }
+    let read_before = shop.all_detail_requests();
+    assert_eq!(read_before, 4, "each product's page read once");
+    let details_read = |replay: &Value, run: i64| -> u64 {
+        let run = replay["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["run_id"] == run)
+            .unwrap_or_else(|| panic!("run {run} replayed: {replay}"));
+        let pages = run["pages"].as_array().unwrap();
+        pages
+            .iter()
+            .map(|p| p["details_read"].as_u64().unwrap())
+            .sum()
+    };
+
+    let same = replay(&app, site, json!({"spec": body})).await;
+    assert_eq!(details_read(&same, runs[0]), 4, "{same}");
+    assert_eq!(details_read(&same, runs[1]), 0, "{same}");
+    for page in pages(&same) {
+        assert_eq!(page["error"], Value::Null, "{page}");
+        assert_eq!(page["changed"], json!([]), "{page}");
+        assert_eq!(page["added"], json!([]), "{page}");
+        assert_eq!(page["removed"], json!([]), "{page}");
+    }
+
+    // The SKU read from another element of the detail page: the first run's
+    // four items change in it alone; the second run's keep what was stored.
+    let mut edited = body.clone();
+    edited["detail"]["fields"]["sku"] = json!({"selector": ".weight"});
+    let changed = replay(&app, site, json!({"spec": edited})).await;
+    let changes_of = |run: i64| -> Vec<Value> {
+        changed["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["run_id"] == run)
+            .flat_map(|r| r["pages"].as_array().unwrap())
+            .flat_map(|p| p["changed"].as_array().unwrap().clone())
+            .collect()
+    };
+    let first = changes_of(runs[0]);
+    assert_eq!(first.len(), 4, "{changed}");
+    for change in &first {
+        let fields = change["fields"].as_object().unwrap();
+        assert_eq!(fields.keys().collect::<Vec<_>>(), ["sku"], "{change}");
+        assert_ne!(fields["sku"]["before"], fields["sku"]["after"], "{change}");
+        assert_ne!(fields["sku"]["after"], Value::Null, "{change}");
+    }
+    assert_eq!(changes_of(runs[1]), Vec::<Value>::new(), "{changed}");
+    assert_eq!(
+        shop.all_detail_requests(),
+        read_before,
+        "a replay fetches no detail page"
+    );
     app.stop().await;
 }
 

@@ -205,7 +205,7 @@ pub async fn complete_saving(
     let mut run: CrawlRun = row.try_into()?;
     run.health = done.health;
     if run.state == RunState::Completed && run.health == Some(RunHealth::Healthy) {
-        saved_pages::save(&mut tx, run.id, run.site_id, &pages.kept.pages, saved).await?;
+        saved_pages::save(&mut tx, run.id, run.site_id, &pages.kept, saved).await?;
     }
     let site = blocked_now.map(|blocked| match blocked {
         true => SiteTransition::Blocked,

@@ -21,6 +21,7 @@ use super::{
 use crate::{
     domain::{
         item::PageItem,
+        saved_page::SavedDetail,
         site::{DetailSpec, RenderMode, SiteSpec},
         value::ValueReport,
     },
@@ -48,6 +49,9 @@ pub(super) struct DetailPages<'a> {
     own: Option<HttpClient>,
     /// What this attempt read, by item identity: an item listed twice is read once.
     read: HashMap<String, Value>,
+    /// The bodies of the pages just read, while the crawl keeps bodies: the
+    /// list page's crawl moves them to its saved pages.
+    pub kept: Vec<SavedDetail>,
 }
 
 /// A list page's items with their details merged in.
@@ -65,6 +69,7 @@ impl<'c> Crawl<'c> {
             spec: self.spec.detail_page_spec()?,
             own: None,
             read: HashMap::new(),
+            kept: Vec::new(),
         })
     }
 
@@ -194,7 +199,16 @@ impl<'c> Crawl<'c> {
             }
         };
         let raw = match fetched.map_err(|e| e.of_detail_page(url))? {
-            Fetched::Items { items, .. } => items,
+            Fetched::Items { items, body, .. } => {
+                if let Some(body) = body {
+                    details.kept.push(SavedDetail {
+                        url: url.to_string(),
+                        render: details.spec.render,
+                        body,
+                    });
+                }
+                items
+            }
             // A detail page is judged as a first page: never past the end.
             Fetched::PastTheEnd => return Ok(Some(Value::Object(Default::default()))),
             Fetched::Refused { .. } => unreachable!("refusals are retried by fetch_paced"),

@@ -27,7 +27,7 @@ use crate::domain::{
     paging::repeats,
     robots::paced_rate,
     run::CrawlRun,
-    saved_page::{KeptBody, KeptPages, SavedPage},
+    saved_page::{KeptBody, KeptPages, SavedDetail, SavedPage},
     value::ValueReport,
 };
 use crate::worker::{
@@ -95,15 +95,15 @@ impl Crawl<'_> {
         self.run.site_id.to_string()
     }
 
-    /// What each page of this crawl may take; a list page's body is kept
-    /// while the crawl's saved pages have room.
+    /// What each page of this crawl may take; a list or detail page's body
+    /// is kept while the crawl's saved pages have room.
     fn page_limits(&self, call: Call) -> PageLimits {
         PageLimits {
             stuck_timeout: self.stuck_timeout,
             extract_budget: self.ctx.extract_budget,
             page_items: self.ctx.bounds.page_items,
             list_structured: false,
-            keep_body: matches!(call, Call::ListPage(_))
+            keep_body: matches!(call, Call::ListPage(_) | Call::DetailPage)
                 && self.run.url_list_id.is_none()
                 && self.keeps_bodies.load(Ordering::Relaxed),
         }
@@ -212,8 +212,14 @@ impl Crawl<'_> {
                 true => self.stored_before(&items).await?,
                 false => Vec::new(),
             };
-            if let Some(body) = body {
-                self.keep_page(&mut saved, page, &url, body, &items);
+            // A page's detail pages are kept with it, or not at all.
+            let detail_bodies = details.as_mut().map(|d| std::mem::take(&mut d.kept));
+            if let Some(body) = body
+                && self.keep_page(&mut saved, page, &url, body, &items)
+            {
+                for detail in detail_bodies.into_iter().flatten() {
+                    self.keep_detail(&mut saved, detail);
+                }
             }
             let crawled = CrawledPage {
                 page,
@@ -294,7 +300,8 @@ impl Crawl<'_> {
     }
 
     /// Keeps list page `page`'s body with the items stored from it, while
-    /// the site's saved pages have room; past it, no more bodies are kept.
+    /// the site's saved pages have room (past it, no more bodies are kept);
+    /// says whether it was kept.
     fn keep_page(
         &self,
         saved: &mut KeptPages,
@@ -302,7 +309,7 @@ impl Crawl<'_> {
         url: &Url,
         body: KeptBody,
         items: &[PageItem],
-    ) {
+    ) -> bool {
         let bounds = &self.ctx.saved_pages;
         let page = SavedPage {
             page,
@@ -311,7 +318,17 @@ impl Crawl<'_> {
             body,
             items: items.to_vec(),
         };
-        if !saved.keep(page, bounds) || !saved.has_room(bounds) {
+        let kept = saved.keep(page, bounds);
+        if !kept || !saved.has_room(bounds) {
+            self.keeps_bodies.store(false, Ordering::Relaxed);
+        }
+        kept
+    }
+
+    /// Keeps a detail page's body, while the site's saved pages have room.
+    fn keep_detail(&self, saved: &mut KeptPages, detail: SavedDetail) {
+        let bounds = &self.ctx.saved_pages;
+        if !saved.keep_detail(detail, bounds) || !saved.has_room(bounds) {
             self.keeps_bodies.store(false, Ordering::Relaxed);
         }
     }
