@@ -5,6 +5,7 @@ mod support;
 
 mod answer_budget;
 mod api_contract;
+mod bulk_actions;
 mod changes;
 mod client_limits;
 mod cloudwatch;
