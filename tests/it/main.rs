@@ -11,6 +11,7 @@ mod client_limits;
 mod cloudwatch;
 mod confinement;
 mod console;
+mod console_bulk;
 mod console_detail;
 mod console_feedback;
 mod console_glance;
