@@ -290,3 +290,29 @@ async fn sites_and_keywords_are_disabled_and_enabled_together() {
     assert_eq!(keyword["enabled"], true);
     app.finish().await;
 }
+
+#[tokio::test]
+async fn of_two_failed_runs_of_one_keyword_and_site_one_is_retried_the_other_skipped_as_the_pair_is_active()
+ {
+    let app = app_with_tokens().await;
+    let site = app
+        .one_page_site("shop", "/static?q={keyword}", json!({}))
+        .await;
+    let keyword = app.create_keyword("lamp", &[site], ON_DEMAND).await;
+    let first = app.crawl(keyword).await[0];
+    fail(&app, first).await;
+    let second = app.crawl(keyword).await[0];
+    fail(&app, second).await;
+
+    let (_, outcome) = app
+        .post(
+            "/api/runs/bulk",
+            json!({"action": "retry", "filter": {"keyword_id": keyword}}),
+        )
+        .await;
+    // Newest first: the second is queued again, which holds the pair.
+    assert_eq!(ids(&outcome, "done_ids"), vec![second], "{outcome}");
+    assert_eq!(skipped(&outcome), vec![(first, "pair_active".to_owned())]);
+    assert_eq!(state_of(&app, first).await, "failed");
+    app.finish().await;
+}
