@@ -4,15 +4,35 @@
 
 import { get, post, put, del } from "./api.js";
 import { h, show, failure } from "./dom.js";
+import { bulkBar, why } from "./bulk.js";
 import { wallTime, zoneNames, fieldMaker, clearErrors, showError } from "./form.js";
+
+/** Enables or disables `target` rows through `path` (the bulk API); what it did, for the bar. */
+const switchAll = (path, enabled) => async (target, dryRun) => {
+  const outcome = await post(path, { enabled, dry_run: dryRun, ...target });
+  return {
+    done: outcome.changed,
+    skippedWhy: why({ [`already ${enabled ? "enabled" : "disabled"}`]: outcome.unchanged_ids.length, "no longer there": outcome.not_found.length }),
+  };
+};
 
 export function renderList(root, _params, ctx) {
   const body = h("tbody", { id: "keywords" });
   const status = h("p", { class: "muted", role: "status" }, "Loading…");
+  const selection = bulkBar({
+    id: "keywords-bulk", noun: "keyword", ctx,
+    matching: async () => (await get("/api/keywords")).items.length,
+    actions: [
+      { key: "disable", label: "Disable", past: "Disabled", css: "danger", perform: switchAll("/api/keywords/enabled", false) },
+      { key: "enable", label: "Enable", past: "Enabled", perform: switchAll("/api/keywords/enabled", true) },
+    ],
+    after: () => load(),
+  });
   show(root,
     h("div", { class: "actions" }, h("h1", {}, "Keywords"),
       h("a", { href: "#/keywords/new", class: "button write-only", id: "new-keyword" }, "New keyword")),
-    h("table", {}, h("thead", {}, h("tr", {},
+    selection.bar,
+    h("table", {}, h("thead", {}, h("tr", {}, selection.headCell(),
       h("th", {}, "keyword"), h("th", {}, "sites"), h("th", {}, "schedule"), h("th", {}, "next run (its clock)"),
       h("th", { class: "num" }, "priority"), h("th", {}, "enabled"), h("th", { class: "write-only" }, ""))), body),
     status);
@@ -21,6 +41,7 @@ export function renderList(root, _params, ctx) {
     try {
       const [keywords, catalog] = await Promise.all([get("/api/keywords"), ctx.catalog.load()]);
       show(body, keywords.items.map((k) => h("tr", { dataset: { keyword: k.id } },
+        selection.rowCell(k.id, k.keyword),
         h("td", {}, h("a", { href: `#/keywords/${k.id}` }, k.keyword),
           k.enabled ? null : [" ", h("span", { class: "badge state-cancelled paused" }, "paused")]),
         h("td", {}, k.site_ids.map((id) => catalog.siteName(id)).join(", ")),

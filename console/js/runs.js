@@ -5,6 +5,7 @@ import { get, post, blob, withQuery, ApiError } from "./api.js";
 import * as live from "./live.js";
 import { h, show, time, duration, stateBadge, select, failure, healthBadge } from "./dom.js";
 import { showRepairs } from "./site_repairs.js";
+import { bulkBar, why } from "./bulk.js";
 
 const PAGE = 50;
 const ACTIVE = ["queued", "running", "url_call", "call_done"];
@@ -33,6 +34,14 @@ const kindBadge = (kind) => (kind ? h("span", { class: "badge kind", dataset: { 
 /** A failure kind as a person would say it. */
 const kindWords = (kind) => KIND_WORDS[kind] ?? kind.replaceAll("_", " ");
 
+/** Why the bulk API left a run as it was, in words. */
+const SKIPPED = {
+  not_found: "no longer there",
+  not_retryable: "not failed or cancelled",
+  pair_active: "another run of the same keyword and site is active",
+  already_ended: "already ended",
+};
+
 /** Failure kinds whose name alone reads badly, in words. */
 const KIND_WORDS = {
   page_too_large: "page too large",
@@ -53,8 +62,37 @@ export function renderList(root, { query }, ctx) {
   const table = h("tbody", { id: "runs" });
   const more = h("button", { type: "button", class: "secondary more", hidden: true }, "Load more");
   const status = h("p", { class: "muted", role: "status" });
-  show(root, h("h1", {}, "Runs"), filters,
-    h("table", {}, h("thead", {}, h("tr", {},
+  const current = () => Object.fromEntries(new FormData(filters).entries());
+  // The listing's filters as the bulk API reads them: only those set.
+  const filterNow = () => {
+    const f = current();
+    const filter = {};
+    for (const name of ["keyword_id", "site_id"]) if (f[name]) filter[name] = Number(f[name]);
+    for (const name of ["state", "error_kind"]) if (f[name]) filter[name] = f[name];
+    for (const name of ["queued_after", "queued_before"]) if (f[name]) filter[name] = localToIso(f[name]);
+    return filter;
+  };
+  const bulk = (action) => async (target, dryRun) => {
+    const body = { action, dry_run: dryRun, ...(target.all ? { filter: filterNow() } : { ids: target.ids }) };
+    const outcome = await post("/api/runs/bulk", body);
+    const reasons = {};
+    for (const s of outcome.skipped) reasons[SKIPPED[s.reason] ?? s.reason] = (reasons[SKIPPED[s.reason] ?? s.reason] ?? 0) + 1;
+    return { done: outcome.done, skippedWhy: why(reasons) };
+  };
+  const selection = bulkBar({
+    id: "runs-bulk", noun: "run", ctx,
+    matching: async () => {
+      const outcome = await post("/api/runs/bulk", { action: "retry", filter: filterNow(), dry_run: true });
+      return outcome.more ? `${outcome.matched}+` : outcome.matched;
+    },
+    actions: [
+      { key: "retry", label: "Retry", past: "Retried", perform: bulk("retry") },
+      { key: "cancel", label: "Cancel", past: "Cancelled", css: "danger", perform: bulk("cancel") },
+    ],
+    after: () => load(false),
+  });
+  show(root, h("h1", {}, "Runs"), filters, selection.bar,
+    h("table", {}, h("thead", {}, h("tr", {}, selection.headCell(),
       h("th", { class: "num" }, "run"), h("th", {}, "keyword or list"), h("th", {}, "site"), h("th", {}, "state"),
       h("th", { class: "num" }, "attempt"), h("th", { class: "num" }, "pages"), h("th", { class: "num" }, "items"),
       h("th", {}, "queued"), h("th", {}, "error"))), table),
@@ -65,7 +103,6 @@ export function renderList(root, { query }, ctx) {
   let catalog = null;
   let loading = 0;
 
-  const current = () => Object.fromEntries(new FormData(filters).entries());
   const matches = (event) => {
     const f = current();
     return (!f.keyword_id || Number(f.keyword_id) === event.keyword_id)
@@ -81,6 +118,7 @@ export function renderList(root, { query }, ctx) {
       onclick: () => ctx.go(`#/runs/${run.id}`),
       onkeydown: (e) => { if (e.key === "Enter") ctx.go(`#/runs/${run.id}`); },
     },
+    selection.rowCell(run.id, `run ${run.id}`),
     h("td", { class: "num" }, h("a", { href: `#/runs/${run.id}` }, run.id)),
     h("td", {}, run.keyword ?? catalog.subject(run)),
     h("td", {}, run.site ?? catalog.siteName(run.site_id)),
@@ -133,7 +171,10 @@ export function renderList(root, { query }, ctx) {
       h("label", {}, "failure kind", select("error_kind", kinds.map((k) => [k, kindWords(k)]), { value: initial.error_kind })),
       h("label", {}, "queued after", h("input", { type: "datetime-local", name: "queued_after", step: 1 })),
       h("label", {}, "queued before", h("input", { type: "datetime-local", name: "queued_before", step: 1 })));
-    filters.addEventListener("change", () => load(false));
+    filters.addEventListener("change", () => {
+      selection.reset();
+      load(false);
+    });
     filters.addEventListener("submit", (e) => { e.preventDefault(); load(false); });
     await load(false);
   };
@@ -194,7 +235,9 @@ export function renderDetail(root, { id }, ctx) {
       },
     }, label);
     show(head,
-      h("h1", {}, `Run ${run.id}: `, catalog.subject(run), " on ", catalog.siteName(run.site_id), " ",
+      h("h1", {}, `Run ${run.id}: `,
+        h("a", { id: "run-subject", href: run.keyword_id ? `#/keywords/${run.keyword_id}` : `#/lists/${run.url_list_id}` }, catalog.subject(run)),
+        " on ", h("a", { id: "run-site", href: `#/sites/${run.site_id}` }, catalog.siteName(run.site_id)), " ",
         h("span", { id: "run-state" }, stateBadge(run.state))),
       h("div", { class: "panel" },
         h("dl", { class: "facts timeline" },

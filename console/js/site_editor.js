@@ -377,10 +377,15 @@ function showError(form, fallback, error, prefix, fields, detail) {
   }
 }
 
+/** How many of a site's failed runs its page lists. */
+const RECENT_FAILURES = 5;
+
 async function showHealth(root, id) {
   show(root, h("h2", {}, "How it is doing"), h("p", { class: "muted" }, "Loading…"));
   try {
-    const [s, proxies] = await Promise.all([get(`/api/sites/${id}/health`), get(`/api/sites/${id}/proxies`)]);
+    const [s, proxies, failed] = await Promise.all([get(`/api/sites/${id}/health`), get(`/api/sites/${id}/proxies`),
+      get(`/api/runs?site_id=${id}&state=failed&limit=${RECENT_FAILURES}`)]);
+    const last = failed.items[0];
     show(root, h("h2", {}, "How it is doing"),
       h("dl", { class: "facts", id: "site-health-facts" },
         h("dt", {}, "status"), h("dd", { id: "site-status" }, healthBadge(s.status),
@@ -395,7 +400,16 @@ async function showHealth(root, id) {
           h("dt", {}, `proxy ${p.label}`),
           h("dd", { class: "proxy" }, p.state === "retired" ? ["retired until ", time(p.retired_until)] : "active",
             `, ${p.pages} pages, ${p.refusals} refusals`, p.last_error ? ` (last: ${p.last_error})` : "")])),
-      h("p", {}, h("a", { href: `#/runs?site_id=${id}` }, "Its runs"), " · ", h("a", { href: `#/results?site_id=${id}` }, "Its results")));
+      h("h3", {}, "Recent failures"),
+      last ? h("p", { id: "site-last-error" }, "Last error: ", h("span", { class: "error" }, last.error || last.error_kind || "unknown"),
+        " (", h("a", { href: `#/runs/${last.id}` }, `run ${last.id}`), ", ", time(last.finished_at ?? last.state_changed_at), ")")
+        : h("p", { class: "muted", id: "site-last-error" }, "No failed run."),
+      failed.items.length ? h("ul", { id: "site-failures" }, failed.items.map((run) => h("li", { dataset: { run: run.id } },
+        h("a", { href: `#/runs/${run.id}` }, `Run ${run.id}`), " ", time(run.finished_at ?? run.state_changed_at), ": ",
+        run.error_kind ? h("span", { class: "badge kind" }, run.error_kind.replaceAll("_", " ")) : null, " ", run.error || ""))) : null,
+      h("p", {}, h("a", { href: `#/runs?site_id=${id}` }, "Its runs"), " · ",
+        h("a", { href: `#/runs?site_id=${id}&state=failed`, id: "site-failed-runs" }, "Its failed runs"), " · ",
+        h("a", { href: `#/results?site_id=${id}` }, "Its results")));
   } catch (e) {
     show(root, failure(e));
   }

@@ -45,6 +45,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../console/js/verdict.js"),
     ),
     ("js/runs.js", JS, include_str!("../../console/js/runs.js")),
+    ("js/bulk.js", JS, include_str!("../../console/js/bulk.js")),
     ("js/sites.js", JS, include_str!("../../console/js/sites.js")),
     (
         "js/site_editor.js",

@@ -11,7 +11,10 @@ use super::{
     runs::QueueOutcomeView,
 };
 use crate::{
-    api::view::view,
+    api::{
+        bulk::{BulkEnableOutcome, BulkEnableRequest},
+        view::view,
+    },
     domain::{FieldError, keyword::KeywordInput, run::Trigger, schedule::KeywordSchedule},
     store::{
         self,
@@ -22,6 +25,7 @@ use crate::{
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list, create))
+        .routes(routes!(set_enabled))
         .routes(routes!(show, update, delete))
         .routes(routes!(crawl))
 }
@@ -183,4 +187,42 @@ pub(super) fn next_fire_times(
             .unzip(),
         None => (Vec::new(), Vec::new()),
     }
+}
+
+/// Enable or disable several keywords: by id, or all. A disabled keyword is
+/// not queued by its schedule. With `dry_run` it only counts.
+#[utoipa::path(post, path = "/keywords/enabled", tag = "keywords", security(("bearer" = [])), request_body = BulkEnableRequest,
+    responses((status = 200, body = BulkEnableOutcome),
+              (status = 422, description = "Neither or both of `ids` and `all`, or more than 500 ids; `field` names it", body = ErrorBody),
+              (status = 400, body = ErrorBody), (status = 401, description = "No valid token", body = ErrorBody), (status = 403, description = "Read-only token", body = ErrorBody)))]
+async fn set_enabled(
+    State(state): State<AppState>,
+    ApiJson(request): ApiJson<BulkEnableRequest>,
+) -> Result<Json<BulkEnableOutcome>, ApiError> {
+    let keywords: Vec<(i64, Option<bool>)> = match request.targets()? {
+        None => store::keywords::list(&state.pool)
+            .await?
+            .into_iter()
+            .map(|k| (k.id, Some(k.enabled)))
+            .collect(),
+        Some(ids) => {
+            let mut found = Vec::new();
+            for id in ids {
+                let keyword = store::keywords::get(&state.pool, id).await?;
+                found.push((id, keyword.map(|k| k.enabled)));
+            }
+            found
+        }
+    };
+    let mut outcome = request.outcome();
+    for (id, enabled) in keywords {
+        let Some(enabled) = enabled else {
+            outcome.missing(id);
+            continue;
+        };
+        if outcome.judge(id, enabled) && !request.dry_run {
+            store::keywords::set_enabled(&state.pool, id, request.enabled).await?;
+        }
+    }
+    Ok(Json(outcome))
 }

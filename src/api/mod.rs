@@ -7,6 +7,7 @@
 
 mod answer_budget;
 mod auth;
+mod bulk;
 pub mod cloudwatch;
 mod console;
 mod error;

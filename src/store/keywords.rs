@@ -156,6 +156,17 @@ pub struct ScheduleEntry {
     pub updated_at: DateTime<Utc>,
 }
 
+/// Enables or disables keyword `id` (its schedule is read again, as after
+/// any change); whether there is such a keyword.
+pub async fn set_enabled(pool: &PgPool, id: i64, enabled: bool) -> sqlx::Result<bool> {
+    let done = sqlx::query("UPDATE keywords SET enabled = $2, updated_at = now() WHERE id = $1")
+        .bind(id)
+        .bind(enabled)
+        .execute(pool)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 /// Schedules of enabled keywords.
 pub async fn enabled_schedules(pool: &PgPool) -> sqlx::Result<Vec<ScheduleEntry>> {
     sqlx::query_as!(

@@ -93,7 +93,9 @@ async fn a_paused_keyword_says_so_crawl_now_asks_first_and_messages_stack() {
     assert!(!browser.is_shown(&format!("{row} .badge.paused")).await);
 
     // Paused from the list: the row says so at once, no next run.
-    browser.click(&format!("{row} input[type=checkbox]")).await;
+    browser
+        .click(&format!("{row} input[type=checkbox]:not([data-pick])"))
+        .await;
     browser
         .wait_for_text(&format!("{row} .badge.paused"), "paused")
         .await;

@@ -1,5 +1,6 @@
-//! Runs: list, show with attempts, cancel, retry.
+//! Runs: list, show with attempts, cancel, retry; many at once (`bulk`).
 
+mod bulk;
 mod view;
 
 pub use view::{CrawlRunView, QueueOutcomeView};
@@ -34,6 +35,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(show))
         .routes(routes!(cancel))
         .routes(routes!(retry))
+        .routes(routes!(bulk::bulk))
         .routes(routes!(evidence_html))
         .routes(routes!(evidence_screenshot))
 }

@@ -5,6 +5,7 @@
 //! workers proposed when their markup changed (`repairs`). A request body parses straight
 //! into the domain's `SiteInput`, whose `parse` checks every rule.
 
+mod bulk;
 mod lane;
 mod learn;
 mod preview;
@@ -47,6 +48,7 @@ impl From<LoadError> for ApiError {
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list, create))
+        .routes(routes!(bulk::set_enabled))
         .routes(routes!(show, update, delete))
         .routes(routes!(forget_session))
         .routes(routes!(health))
