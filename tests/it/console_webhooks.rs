@@ -52,6 +52,37 @@ async fn assert_fits_a_phone(browser: &ConsoleBrowser, page: &str) {
     );
 }
 
+/// Every message shown since `record_messages`, as [class, text] pairs.
+async fn messages(browser: &ConsoleBrowser) -> Vec<(String, String)> {
+    let seen = browser.script("return window.toastsSeen").await;
+    serde_json::from_value(seen).expect("[class, text] pairs")
+}
+
+/// Keeps every message the page shows (each goes after a few seconds).
+async fn record_messages(browser: &ConsoleBrowser) {
+    browser
+        .script(
+            "window.toastsSeen = []; new MutationObserver(() => { \
+               for (const t of document.querySelectorAll('.toast:not([data-seen])')) { \
+                 t.dataset.seen = ''; window.toastsSeen.push([t.className, t.textContent]); } \
+             }).observe(document.body, {childList: true, subtree: true}); return true",
+        )
+        .await;
+}
+
+/// Waits until `n` messages containing `text` were shown.
+async fn wait_for_messages(browser: &ConsoleBrowser, text: &str, n: usize) {
+    eventually(
+        DELIVERED_WITHIN,
+        &format!("{n} messages {text:?}"),
+        || async {
+            let seen = messages(browser).await;
+            (seen.iter().filter(|(_, t)| t.contains(text)).count() >= n).then_some(())
+        },
+    )
+    .await;
+}
+
 /// Accepts the page's `confirm()` once it is shown.
 async fn answer_the_question(browser: &ConsoleBrowser) {
     let started = std::time::Instant::now();
@@ -72,15 +103,7 @@ async fn an_operator_creates_an_endpoint_sends_a_test_and_resends_its_delivery()
     let browser = ConsoleBrowser::open(&app.base).await;
     browser.client.set_window_size(1280, 900).await.unwrap();
     browser.sign_in(WRITE_TOKEN).await;
-    // Every message shown, kept: they go after a few seconds.
-    browser
-        .script(
-            "window.toastsSeen = []; new MutationObserver(() => { \
-               for (const t of document.querySelectorAll('.toast:not([data-seen])')) { \
-                 t.dataset.seen = ''; window.toastsSeen.push([t.className, t.textContent]); } \
-             }).observe(document.body, {childList: true, subtree: true}); return true",
-        )
-        .await;
+    record_messages(&browser).await;
 
     // The navigation leads here; nothing yet, and the page says what to do.
     browser.click("nav a[data-page=webhooks]").await;
@@ -143,13 +166,11 @@ async fn an_operator_creates_an_endpoint_sends_a_test_and_resends_its_delivery()
 
     // A test: listed with the receiver's answer, and a toast says it went.
     browser.click("#send-test").await;
-    browser.wait_for_text("#toasts", "queued as delivery").await;
+    wait_for_messages(&browser, "queued as delivery", 1).await;
     browser
         .wait_for("#deliveries tr[data-state=delivered]")
         .await;
-    browser
-        .wait_for_text("#toasts", "delivered: HTTP 200")
-        .await;
+    wait_for_messages(&browser, "delivered: HTTP 200", 1).await;
     let row = browser
         .find("#deliveries tr[data-state=delivered]")
         .await
@@ -172,9 +193,7 @@ async fn an_operator_creates_an_endpoint_sends_a_test_and_resends_its_delivery()
 
     // Sent again: the receiver gets the same message a second time.
     browser.click("#deliveries tr button.resend").await;
-    browser
-        .wait_for_text("#toasts", "queued to be sent again")
-        .await;
+    wait_for_messages(&browser, "queued to be sent again", 1).await;
     eventually(DELIVERED_WITHIN, "the delivery twice", || async {
         (receiver.arrivals_by_id().get(&msg_id) == Some(&2)).then_some(())
     })
@@ -184,21 +203,7 @@ async fn an_operator_creates_an_endpoint_sends_a_test_and_resends_its_delivery()
         "every arrival verified"
     );
     // Its outcome said a second time.
-    eventually(
-        DELIVERED_WITHIN,
-        "a second \"delivered\" message",
-        || async {
-            let seen = browser.script("return window.toastsSeen").await;
-            let delivered = seen
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|t| t[1].as_str().unwrap().contains("delivered: HTTP 200"))
-                .count();
-            (delivered == 2).then_some(())
-        },
-    )
-    .await;
+    wait_for_messages(&browser, "delivered: HTTP 200", 2).await;
 
     // The secret is never shown back: the editor says one is set.
     browser.go(&format!("#/webhooks/{id}/edit")).await;
@@ -246,10 +251,10 @@ async fn an_operator_creates_an_endpoint_sends_a_test_and_resends_its_delivery()
     browser.wait_for("#webhook-form input[name=events]").await;
     assert_fits_a_phone(&browser, "the editor").await;
 
-    let seen = browser.script("return window.toastsSeen").await;
+    let seen = messages(&browser).await;
     assert!(
-        seen.as_array().unwrap().iter().all(|t| t[0] == "toast"),
-        "no message of a failure along the way: {seen}"
+        seen.iter().all(|(class, _)| class == "toast"),
+        "no message of a failure along the way: {seen:?}"
     );
     // A person lets the messages over the button go first.
     eventually(Duration::from_secs(10), "the messages gone", || async {
