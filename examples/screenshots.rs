@@ -108,6 +108,23 @@ async fn shoot(api: &str, shop: &str, out: &std::path::Path) -> anyhow::Result<(
             Ok::<Value, anyhow::Error>(body)
         }
     };
+    // A webhook endpoint told about every run's end: a receiver of our own
+    // on loopback that answers 200, for the deliveries to show.
+    let sink = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let sink_url = format!("http://{}/hooks/crawlfleet", sink.local_addr()?);
+    tokio::spawn(async move {
+        let app = axum::Router::new().fallback(|| async { "received, thanks" });
+        let _ = axum::serve(sink, app).await;
+    });
+    let webhook = call(
+        reqwest::Method::POST,
+        "/api/webhooks",
+        Some(json!({
+            "url": sink_url, "events": ["run.completed", "run.failed"],
+            "description": "the on-call team's alerts bridge",
+        })),
+    )
+    .await?;
     // A site whose search page never finishes loading: its run fails as
     // stuck, and keeps what the browser showed.
     let hanging = call(
@@ -215,6 +232,15 @@ async fn shoot(api: &str, shop: &str, out: &std::path::Path) -> anyhow::Result<(
         browser.go("#/results").await;
         browser.wait_for("#results tr").await;
         save("results").await?;
+        browser.go("#/webhooks").await;
+        browser.wait_for("#webhooks tr").await;
+        save("webhooks").await?;
+        browser.go(&format!("#/webhooks/{}", webhook["id"])).await;
+        browser.click("#send-test").await;
+        browser
+            .wait_for("#deliveries tr[data-state=delivered]")
+            .await;
+        save("webhook").await?;
         Ok::<(), anyhow::Error>(())
     }
     .await;

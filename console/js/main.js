@@ -12,6 +12,7 @@ import * as siteEditor from "./site_editor.js";
 import * as keywords from "./keywords.js";
 import * as urlLists from "./url_lists.js";
 import * as results from "./results.js";
+import * as webhooks from "./webhooks.js";
 
 /** Routes: a pattern of the hash path and the view that shows it. */
 const ROUTES = [
@@ -28,6 +29,10 @@ const ROUTES = [
   [/^\/lists\/new$/, "lists", urlLists.renderEditor],
   [/^\/lists\/(\d+)$/, "lists", urlLists.renderEditor],
   [/^\/results$/, "results", results.render],
+  [/^\/webhooks$/, "webhooks", webhooks.renderList],
+  [/^\/webhooks\/new$/, "webhooks", webhooks.renderEditor],
+  [/^\/webhooks\/(\d+)$/, "webhooks", webhooks.renderDetail],
+  [/^\/webhooks\/(\d+)\/edit$/, "webhooks", webhooks.renderEditor],
 ];
 
 const view = document.getElementById("view");

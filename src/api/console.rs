@@ -98,6 +98,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         JS,
         include_str!("../../console/js/results.js"),
     ),
+    (
+        "js/webhooks.js",
+        JS,
+        include_str!("../../console/js/webhooks.js"),
+    ),
 ];
 
 const JS: &str = "text/javascript; charset=utf-8";

@@ -1,6 +1,6 @@
 //! The console at a glance, for everyone and on a phone: the overview's
 //! verdict (no worker, a failing site with its reason and run, a healthy
-//! fleet), every page (a failed run's too) without a WCAG A/AA violation
+//! fleet), every page (a failed run's and a webhook endpoint's too) without a WCAG A/AA violation
 //! under axe-core, in light and in the system's dark mode, and every page
 //! at 390x844 without sideways scrolling, tables as cards.
 
@@ -99,6 +99,15 @@ async fn fleet_with_every_page() -> (TestApp, i64, Vec<String>) {
         .await;
     let keyword = app.create_keyword("lamp", &[site], ON_DEMAND).await;
     let run = app.crawl(keyword).await[0];
+    // No scheduler: nothing is sent to it.
+    let (status, webhook) = app
+        .post(
+            "/api/webhooks",
+            json!({"url": "http://127.0.0.1:9/hooks/a-rather-long-path-of-the-receiver", "events": ["run.failed"]}),
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{webhook}");
+    let webhook = webhook["id"].as_i64().unwrap();
     let pages = vec![
         "#/".to_owned(),
         "#/runs".to_owned(),
@@ -112,6 +121,10 @@ async fn fleet_with_every_page() -> (TestApp, i64, Vec<String>) {
         "#/lists".to_owned(),
         "#/lists/new".to_owned(),
         "#/results".to_owned(),
+        "#/webhooks".to_owned(),
+        format!("#/webhooks/{webhook}"),
+        format!("#/webhooks/{webhook}/edit"),
+        "#/webhooks/new".to_owned(),
     ];
     (app, run, pages)
 }

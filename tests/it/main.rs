@@ -19,6 +19,7 @@ mod console_glance;
 mod console_learn;
 mod console_repairs;
 mod console_schedules;
+mod console_webhooks;
 mod costly_selectors;
 mod crawl;
 mod crawl_bounds;
