@@ -38,6 +38,9 @@ fn demo_shop_spec(app: &TestApp, delay_ms: u64) -> Value {
             "image": field("img.thumb", Some("src")),
         },
         "wait_for": "#ready",
+        // Crawlee's crawler downloads every image, font and script of the
+        // page: so does this site, so both sides' figures hold the same bytes.
+        "browser_resources": {"allow": ["image", "media", "font", "tracker"]},
         "max_pages": 3,
         "max_concurrent_runs": 50,
         "max_requests_per_sec": 1000.0,
