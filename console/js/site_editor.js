@@ -181,6 +181,7 @@ export function render(root, { id }, ctx) {
   });
 
   renderPreview(preview, {
+    form,
     siteBody: () => body(form, fields, detail),
     clearErrors: () => {
       clearErrors(form);

@@ -8,8 +8,9 @@ import { h, show } from "./dom.js";
 
 /**
  * "Test this site": a worker crawls the form's site for a keyword. `editor`
- * gives the site's body (`siteBody()`), clears its errors and shows one the
- * API names under `site.` beside its field.
+ * gives the site's form (`form`) and body (`siteBody()`), clears its errors
+ * and shows one the API names under `site.` beside its field. A result is
+ * taken down as soon as the form changes: it shows what the form was.
  */
 export function renderPreview(root, editor, siteId) {
   const keyword = h("input", { id: "preview-keyword", name: "keyword", required: true, placeholder: "a keyword" });
@@ -22,9 +23,18 @@ export function renderPreview(root, editor, siteId) {
   show(root, h("h2", {}, "Test this site"),
     h("p", { class: "muted" }, "A worker crawls the search as the fleet would, with this form's settings, and stores nothing."),
     controls, out);
+  let tested = false;
+  const stale = () => {
+    if (!tested) return;
+    tested = false;
+    show(out, h("p", { class: "muted", id: "preview-stale" }, "The form changed since this test: test again to see what it finds now."));
+  };
+  editor.form.addEventListener("input", stale);
+  editor.form.addEventListener("change", stale);
   controls.addEventListener("submit", async (e) => {
     e.preventDefault();
     editor.clearErrors();
+    tested = false;
     run.disabled = true;
     show(out, h("p", { class: "muted" }, "A worker is crawling…"));
     try {
@@ -32,11 +42,13 @@ export function renderPreview(root, editor, siteId) {
       if (siteId) request.site_id = siteId;
       const answer = await post("/api/sites/preview", request, { timeoutMs: 90000 });
       showPreview(out, answer);
+      tested = true;
     } catch (error) {
       if (error.field === "keyword" || error.field === "pages") show(out, h("p", { class: "error" }, error.message));
       else {
         editor.showError(error, "site.");
         show(out, h("p", { class: "error", id: "preview-error" }, error.message));
+        tested = true;
       }
     } finally {
       run.disabled = false;
@@ -84,8 +96,20 @@ function showPreview(root, answer) {
           h("td", { class: "mono" }, item.left_out_by ? `left out: no ${item.left_out_by}` : item.item_url || "—"))))),
     answer.details?.length ? showDetails(answer) : null,
     answer.pages.filter((page) => page.structured).map((page) => showStructured(page)),
-    answer.screenshot_png ? [h("h3", {}, "What the browser showed"),
-      h("img", { id: "preview-screenshot", src: `data:image/png;base64,${answer.screenshot_png}`, alt: "The last page as the browser showed it" })] : null);
+    answer.screenshot_png ? screenshot(answer.screenshot_png) : null);
+}
+
+/** The browser's screenshot, fitted to the panel, and a button showing it
+ * at its own size (the panel then scrolls). */
+function screenshot(png) {
+  const img = h("img", { id: "preview-screenshot", src: `data:image/png;base64,${png}`, alt: "The last page as the browser showed it" });
+  const size = h("button", { type: "button", id: "preview-screenshot-size", "aria-pressed": "false" }, "Full size");
+  size.addEventListener("click", () => {
+    const full = img.classList.toggle("full");
+    size.setAttribute("aria-pressed", String(full));
+    size.textContent = full ? "Fit to the panel" : "Full size";
+  });
+  return [h("h3", {}, "What the browser showed"), h("p", {}, size), h("div", { class: "screenshot" }, img)];
 }
 
 /** What each detail page read gave its item: the detail fields alone, as

@@ -276,8 +276,23 @@ async fn an_operator_fixes_a_site_with_its_preview_saves_it_and_watches_its_craw
         screenshot.starts_with("data:image/png;base64,iVBORw0KGgo"),
         "a PNG screenshot is shown"
     );
+    // Shown at its own size on demand, the panel scrolling.
+    browser.click("#preview-screenshot-size").await;
+    let class = attribute(&browser, "#preview-screenshot", "class").await;
+    assert_eq!(
+        class.as_deref(),
+        Some("full"),
+        "the screenshot at full size"
+    );
     let (_, sites) = app.get("/api/sites").await;
     assert_eq!(sites["items"], json!([]), "a preview saves nothing");
+    // The form changed: the result no longer says what the form finds.
+    browser.type_into("#site-max_pages", "2").await;
+    browser.wait_for_text("#preview-stale", "test again").await;
+    assert!(
+        !browser.is_shown("#preview-summary").await,
+        "a stale preview is taken down"
+    );
 
     // Saved: the editor moves to the stored site.
     browser.click("#save-site").await;
