@@ -38,7 +38,7 @@ use crawlfleet::ops::metrics::metrics;
 use crawlfleet_demo::site::Served;
 use serde_json::{Value, json};
 
-use support::{Roles, TestApp, TestProxy};
+use support::{Roles, TestApp, TestProxy, heavy_page_fields};
 
 const WARM_UP: usize = 3;
 /// Crawls of one page measured one at a time (bytes, fetch time).
@@ -65,12 +65,7 @@ async fn measure(app: &TestApp, proxy: &TestProxy, mode: &str, resources: Value)
             "/heavy?q={keyword}",
             json!({
                 "wait_for": "li.product",
-                "fields": {
-                    "title": {"selector": "a.title"},
-                    "link": {"selector": "a.title", "attr": "href", "link": true},
-                    "price": {"selector": ".price"},
-                    "image": {"selector": "img", "attr": "src", "link": true},
-                },
+                "fields": heavy_page_fields(),
                 "proxy": proxy.url("http", None),
                 "browser_resources": resources,
             }),

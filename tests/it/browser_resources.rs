@@ -12,7 +12,9 @@ use crawlfleet_demo::site::{HEAVY_ITEMS, Served, heavy_item};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{Backend, ON_DEMAND, Roles, TestApp, TestProxy, on_each_backend};
+use crate::support::{
+    Backend, ON_DEMAND, Roles, TestApp, TestProxy, heavy_page_fields, on_each_backend,
+};
 
 const LIMIT: Duration = Duration::from_secs(90);
 
@@ -24,12 +26,7 @@ fn heavy_site(app: &TestApp, name: &str, proxy: &TestProxy, resources: Option<Va
         "search_url": format!("{}/heavy?q={{keyword}}", app.site.base_url()),
         "item_selector": "li.product",
         "wait_for": "li.product",
-        "fields": {
-            "title": {"selector": "a.title"},
-            "link": {"selector": "a.title", "attr": "href", "link": true},
-            "price": {"selector": ".price"},
-            "image": {"selector": "img", "attr": "src", "link": true},
-        },
+        "fields": heavy_page_fields(),
         "render": "browser",
         "proxy": proxy.url("http", None),
     });

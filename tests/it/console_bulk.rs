@@ -170,13 +170,7 @@ async fn failed_runs_selected_in_the_console_are_retried_after_a_counted_confirm
     for page in ["#/runs", "#/sites", "#/keywords"] {
         browser.go(page).await;
         browser.wait_for("input[data-pick]").await;
-        let sizes = browser
-            .script("return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
-            .await;
-        assert!(
-            sizes[0].as_i64() <= sizes[1].as_i64(),
-            "{page} scrolls sideways on a phone: {sizes}"
-        );
+        browser.assert_fits_a_phone(page).await;
     }
     browser.close().await;
     app.stop().await;

@@ -25,19 +25,6 @@ async fn fleet(roles: Roles) -> TestApp {
     .await
 }
 
-/// Accepts the page's `confirm()` once it is shown (a click's handler may
-/// take a moment on a loaded machine).
-async fn answer_the_question(browser: &ConsoleBrowser) {
-    let started = std::time::Instant::now();
-    while browser.client.accept_alert().await.is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "no question asked"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test]
 async fn esc_on_the_sign_in_box_leaves_it_usable_and_sign_out_waits_for_a_token() {
     let app = fleet(Roles::default()).await;
@@ -121,7 +108,7 @@ async fn a_paused_keyword_says_so_crawl_now_asks_first_and_messages_stack() {
     // messages: each below the one before, never more than four.
     for _ in 0..5 {
         browser.click(&format!("{row} button")).await;
-        answer_the_question(&browser).await;
+        browser.answer_the_question().await;
         tokio::time::sleep(Duration::from_millis(150)).await;
     }
     browser

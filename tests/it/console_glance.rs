@@ -198,15 +198,7 @@ async fn every_page_fits_a_phone_and_its_tables_become_cards() {
 
     for page in &pages {
         open_page(&browser, page).await;
-        let sizes = browser.script("return [document.documentElement.scrollWidth, document.documentElement.clientWidth]",
-        )
-        .await;
-        let (scroll, width) = (sizes[0].as_i64().unwrap(), sizes[1].as_i64().unwrap());
-        assert!(width <= 390, "a phone's width: {width}");
-        assert!(
-            scroll <= width,
-            "{page} scrolls sideways: {scroll} > {width}"
-        );
+        browser.assert_fits_a_phone(page).await;
     }
 
     browser.go("#/runs").await;

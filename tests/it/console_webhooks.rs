@@ -37,21 +37,6 @@ async fn assert_accessible(browser: &ConsoleBrowser, page: &str) {
     assert!(found.is_empty(), "{page}: {}", found.join("\n"));
 }
 
-/// The page fits a 390 px wide phone: nothing scrolls sideways.
-async fn assert_fits_a_phone(browser: &ConsoleBrowser, page: &str) {
-    let sizes = browser
-        .script(
-            "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]",
-        )
-        .await;
-    let (scroll, width) = (sizes[0].as_i64().unwrap(), sizes[1].as_i64().unwrap());
-    assert!(width <= 390, "a phone's width: {width}");
-    assert!(
-        scroll <= width,
-        "{page} scrolls sideways: {scroll} > {width}"
-    );
-}
-
 /// Every message shown since `record_messages`, as [class, text] pairs.
 async fn messages(browser: &ConsoleBrowser) -> Vec<(String, String)> {
     let seen = browser.script("return window.toastsSeen").await;
@@ -81,18 +66,6 @@ async fn wait_for_messages(browser: &ConsoleBrowser, text: &str, n: usize) {
         },
     )
     .await;
-}
-
-/// Accepts the page's `confirm()` once it is shown.
-async fn answer_the_question(browser: &ConsoleBrowser) {
-    let started = std::time::Instant::now();
-    while browser.client.accept_alert().await.is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "no question asked"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test]
@@ -241,15 +214,15 @@ async fn an_operator_creates_an_endpoint_sends_a_test_and_resends_its_delivery()
     // On a phone: the navigation wraps, the pages fit, rows are cards.
     browser.client.set_window_size(390, 844).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_fits_a_phone(&browser, "the list").await;
+    browser.assert_fits_a_phone("the list").await;
     browser.go(&format!("#/webhooks/{id}")).await;
     browser
         .wait_for("#deliveries tr[data-state=delivered]")
         .await;
-    assert_fits_a_phone(&browser, "the endpoint's page").await;
+    browser.assert_fits_a_phone("the endpoint's page").await;
     browser.go(&format!("#/webhooks/{id}/edit")).await;
     browser.wait_for("#webhook-form input[name=events]").await;
-    assert_fits_a_phone(&browser, "the editor").await;
+    browser.assert_fits_a_phone("the editor").await;
 
     let seen = messages(&browser).await;
     assert!(
@@ -268,7 +241,7 @@ async fn an_operator_creates_an_endpoint_sends_a_test_and_resends_its_delivery()
 
     // Deleted: the list is empty again.
     browser.click("#delete-webhook").await;
-    answer_the_question(&browser).await;
+    browser.answer_the_question().await;
     browser
         .wait_for_text("#webhooks-empty", "No webhook endpoint yet")
         .await;

@@ -22,14 +22,20 @@ fn http_site(app: &TestApp) -> Value {
 async fn crawled_twice(app: &TestApp) -> (i64, Vec<i64>) {
     let site = app.create_site(http_site(app)).await;
     let keyword = app.create_keyword("tea", &[site], ON_DEMAND).await;
+    (site, crawled_healthy(app, keyword, 2).await)
+}
+
+/// `keyword` crawled `times` times, one after the other, each run completed
+/// healthy; their ids.
+async fn crawled_healthy(app: &TestApp, keyword: i64, times: usize) -> Vec<i64> {
     let mut runs = Vec::new();
-    for _ in 0..2 {
+    for _ in 0..times {
         let run = app.crawl(keyword).await[0];
         let run = app.wait_until_completed(run, LIMIT).await;
         assert_eq!(run["health"], "healthy", "{run}");
         runs.push(run["id"].as_i64().unwrap());
     }
-    (site, runs)
+    runs
 }
 
 async fn replay(app: &TestApp, site: i64, body: Value) -> Value {
@@ -143,13 +149,7 @@ async fn detail_pages_saved_with_their_run_are_read_again_and_the_others_keep_th
     let site = app.create_site(body.clone()).await;
     let keyword = app.create_keyword("details", &[site], ON_DEMAND).await;
     // The first run reads every detail page; the second, nothing new, none.
-    let mut runs = Vec::new();
-    for _ in 0..2 {
-        let run = app.crawl(keyword).await[0];
-        let run = app.wait_until_completed(run, LIMIT).await;
-        assert_eq!(run["health"], "healthy", "{run}");
-        runs.push(run["id"].as_i64().unwrap());
-    }
+    let runs = crawled_healthy(&app, keyword, 2).await;
     let read_before = shop.all_detail_requests();
     assert_eq!(read_before, 4, "each product's page read once");
     let details_read = |replay: &Value, run: i64| -> u64 {

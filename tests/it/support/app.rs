@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Backend, TestDb, browser_slots, clear_queue, redis_url, test_queue_name};
 
-pub use sites::ON_DEMAND;
+pub use sites::{ON_DEMAND, heavy_page_fields};
 
 /// The key sealing kept sessions in tests (64 hex characters).
 pub const TEST_SESSION_KEY: &str =

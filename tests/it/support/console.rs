@@ -214,6 +214,34 @@ impl ConsoleBrowser {
         }
     }
 
+    /// Accepts the page's `confirm()` once it is shown (a click's handler may
+    /// take a moment on a loaded machine).
+    pub async fn answer_the_question(&self) {
+        let started = std::time::Instant::now();
+        while self.client.accept_alert().await.is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "no question asked"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The page fits a 390 px wide phone: nothing scrolls sideways.
+    pub async fn assert_fits_a_phone(&self, page: &str) {
+        let sizes = self
+            .script(
+                "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]",
+            )
+            .await;
+        let (scroll, width) = (sizes[0].as_i64().unwrap(), sizes[1].as_i64().unwrap());
+        assert!(width <= 390, "a phone's width: {width}");
+        assert!(
+            scroll <= width,
+            "{page} scrolls sideways: {scroll} > {width}"
+        );
+    }
+
     /// Sets an input's value as a person would type it (clears it first).
     pub async fn type_into(&self, css: &str, text: &str) {
         let field = self.find(css).await;

@@ -69,7 +69,7 @@ mod webdriver_endpoint;
 mod webhook_receiver;
 
 pub use action_shop::ActionShop;
-pub use app::{ON_DEMAND, Roles, TEST_SESSION_KEY, TestApp, test_config};
+pub use app::{ON_DEMAND, Roles, TEST_SESSION_KEY, TestApp, heavy_page_fields, test_config};
 pub use changing_site::{ChangingSite, Look};
 pub use console::ConsoleBrowser;
 pub use detail_shop::{DetailShop, Fault};

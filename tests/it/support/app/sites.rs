@@ -9,6 +9,17 @@ use super::TestApp;
 /// on 1 January, so the scheduler never fires it while a test runs.
 pub const ON_DEMAND: &str = "0 0 0 1 1 *";
 
+/// The fields of a site reading the fixture's heavy page (`/heavy`): each
+/// item's title, link, price and image URL.
+pub fn heavy_page_fields() -> Value {
+    json!({
+        "title": {"selector": "a.title"},
+        "link": {"selector": "a.title", "attr": "href", "link": true},
+        "price": {"selector": ".price"},
+        "image": {"selector": "img", "attr": "src", "link": true},
+    })
+}
+
 impl TestApp {
     /// A site searching the fixture shop at `path` (e.g. "/search").
     pub fn site_body(&self, name: &str, path: &str) -> Value {
